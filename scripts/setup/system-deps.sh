@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests and the lab drive for real (ipmitool against ipmi_sim,
+# QEMU with its iPXE ROM, dnsmasq, the stock baremetal CLI). Idempotent: installs only what is missing.
+set -euo pipefail
+packages=(
+  python3-ironicclient python3-openstackclient
+  ipmitool openipmi
+  qemu-system-x86 qemu-utils ipxe-qemu
+  busybox-static dnsmasq-base iproute2 cpio kmod zstd xz-utils
+  gdisk dosfstools genisoimage mtools util-linux fdisk
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+echo "system-deps: installing ${missing[*]}" >&2
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q >&2
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2

@@ -1,0 +1,96 @@
+import { spawn } from "node:child_process";
+
+/** What a child process left behind. */
+export interface ExecResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface ExecOptions {
+  /** Extra environment, merged over a minimal base; the place for secrets (never argv). */
+  env?: Record<string, string>;
+  /** Kill the child after this many milliseconds (SIGKILL) and reject with ExecTimeoutError. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  /** Bytes written to the child's stdin, then closed. */
+  input?: string | Buffer;
+  cwd?: string;
+}
+
+export class ExecTimeoutError extends Error {
+  constructor(
+    readonly command: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`${command} timed out after ${timeoutMs} ms`);
+    this.name = "ExecTimeoutError";
+  }
+}
+
+/** Observes every spawn (tests use it to prove secrets never reach argv). */
+export type SpawnObserver = (command: string, args: readonly string[]) => void;
+const observers = new Set<SpawnObserver>();
+export function observeSpawns(observer: SpawnObserver): () => void {
+  observers.add(observer);
+  return () => observers.delete(observer);
+}
+
+/**
+ * Runs a program with an argv array (never a shell string) and collects its output.
+ * Resolves whatever the exit code is; callers decide what a failure is.
+ * @throws ExecTimeoutError when timeoutMs passes; the AbortSignal's reason when aborted; spawn errors (ENOENT).
+ */
+export function exec(
+  command: string,
+  args: readonly string[],
+  options: ExecOptions = {},
+): Promise<ExecResult> {
+  for (const observer of observers) observer(command, args);
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      cwd: options.cwd,
+      env: { PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C", ...options.env },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let settled = false;
+    const finish = (fn: () => void): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      options.signal?.removeEventListener("abort", onAbort);
+      fn();
+    };
+    const timer =
+      options.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            child.kill("SIGKILL");
+            finish(() => reject(new ExecTimeoutError(command, options.timeoutMs ?? 0)));
+          }, options.timeoutMs);
+    const onAbort = (): void => {
+      child.kill("SIGKILL");
+      finish(() => reject(options.signal?.reason ?? new Error("aborted")));
+    };
+    if (options.signal?.aborted) return onAbort();
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    child.stdout.on("data", (chunk: Buffer) => out.push(chunk));
+    child.stderr.on("data", (chunk: Buffer) => err.push(chunk));
+    child.on("error", (error) => finish(() => reject(error)));
+    child.on("close", (code, signal) =>
+      finish(() =>
+        resolve({
+          code,
+          signal,
+          stdout: Buffer.concat(out).toString(),
+          stderr: Buffer.concat(err).toString(),
+        }),
+      ),
+    );
+    child.stdin.on("error", () => undefined); // a child that exits early closes its stdin: not our error
+    child.stdin.end(options.input);
+  });
+}
