@@ -8,6 +8,8 @@ packages=(
   qemu-system-x86 qemu-utils ipxe-qemu
   busybox-static dnsmasq-base iproute2 cpio kmod zstd xz-utils
   gdisk dosfstools genisoimage mtools util-linux fdisk
+  # Tools the deploy ramdisk carries for the agent, and the bootloader of the test images.
+  mdadm nvme-cli hdparm dmidecode syslinux syslinux-common
 )
 missing=()
 for p in "${packages[@]}"; do
