@@ -1,0 +1,21 @@
+import type { DriverNode } from "../interfaces.ts";
+
+export type BootMode = "bios" | "uefi";
+
+/**
+ * The node's boot mode from properties.capabilities, which Ironic stores either as the string
+ * "boot_mode:uefi,secure_boot:false" or as an object. BIOS unless it says uefi.
+ */
+export function bootModeOf(node: Pick<DriverNode, "properties">): BootMode {
+  const capabilities = node.properties.capabilities;
+  let mode: unknown;
+  if (typeof capabilities === "string") {
+    for (const pair of capabilities.split(",")) {
+      const [key, value] = pair.split(":", 2);
+      if (key?.trim() === "boot_mode") mode = value?.trim();
+    }
+  } else if (typeof capabilities === "object" && capabilities !== null) {
+    mode = (capabilities as Record<string, unknown>).boot_mode;
+  }
+  return mode === "uefi" ? "uefi" : "bios";
+}

@@ -1,0 +1,30 @@
+import type { BootDevice } from "../../../shared/states.ts";
+import { BOOT_DEVICES } from "../../../shared/states.ts";
+import type { CallOptions, DriverNode, ManagementInterface } from "../interfaces.ts";
+
+/** Ironic's fake-hardware management: the boot device in memory per node uuid. */
+export class FakeManagement implements ManagementInterface {
+  private readonly devices = new Map<string, { boot_device: BootDevice; persistent: boolean }>();
+
+  validate(_node: DriverNode): void {}
+
+  supportedBootDevices(): readonly BootDevice[] {
+    return BOOT_DEVICES;
+  }
+
+  async setBootDevice(
+    node: DriverNode,
+    request: { device: BootDevice; persistent: boolean },
+    _options?: CallOptions,
+  ): Promise<void> {
+    this.devices.set(node.uuid, { boot_device: request.device, persistent: request.persistent });
+    return Promise.resolve();
+  }
+
+  async getBootDevice(
+    node: DriverNode,
+    _options?: CallOptions,
+  ): Promise<{ boot_device: BootDevice | null; persistent: boolean | null }> {
+    return Promise.resolve(this.devices.get(node.uuid) ?? { boot_device: null, persistent: null });
+  }
+}
