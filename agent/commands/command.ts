@@ -1,0 +1,26 @@
+import type { Logger } from "../../shared/log.ts";
+import type { CommandArgs, CommandName, Progress } from "../../shared/protocol.ts";
+import type { HardwareBackend } from "../hardware/backend.ts";
+
+/** What a command handler gets besides its arguments. */
+export interface CommandContext {
+  backend: HardwareBackend;
+  /** Aborted when the conductor cancels the command. */
+  signal: AbortSignal;
+  /** Sends a progress frame (dropped while the link is down; the result is what must arrive). */
+  progress(progress: Progress): void;
+  /** Runs `action` once the result has been acknowledged (or after a grace period): reboot, power off. */
+  afterResult(action: () => Promise<void>): void;
+  logger: Logger;
+}
+
+/**
+ * One command. It returns the result's value or throws; throw CodedError for a specific wire code
+ * (anything else becomes COMMAND_FAILED).
+ */
+export type CommandHandler<N extends CommandName> = (
+  args: CommandArgs<N>,
+  context: CommandContext,
+) => Promise<unknown>;
+
+export type CommandTable = { [N in CommandName]?: CommandHandler<N> };

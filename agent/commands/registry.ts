@@ -1,0 +1,15 @@
+import type { CommandTable } from "./command.ts";
+import { getCleanSteps } from "./get-clean-steps.ts";
+import { getInventory } from "./get-inventory.ts";
+import { powerOff } from "./power-off.ts";
+import { reboot } from "./reboot.ts";
+import { syncDisks } from "./sync.ts";
+
+/** Every command this agent implements; a name missing here answers NOT_SUPPORTED. */
+export const COMMANDS: CommandTable = {
+  get_inventory: getInventory,
+  get_clean_steps: getCleanSteps,
+  sync: syncDisks,
+  reboot,
+  power_off: powerOff,
+};

@@ -1,0 +1,25 @@
+import type { Disk, Inventory } from "../../shared/inventory.ts";
+
+/**
+ * What the agent needs from the machine it runs on. `linux` reads the real machine; `simulated` serves a
+ * JSON inventory whose disks are plain files, for tests and load generators.
+ */
+export interface HardwareBackend {
+  readonly name: "linux" | "simulated";
+  /** The full inventory. @throws Error only when a required source (e.g. /proc/meminfo) is unreadable. */
+  inventory(options?: { signal?: AbortSignal }): Promise<Inventory>;
+  /** Just the disks (cheaper than a full inventory; used to resolve root device hints). */
+  disks(): Promise<Disk[]>;
+  /** MAC addresses the conductor can look the node up by. */
+  macs(): Promise<string[]>;
+  /** The BMC's IPv4 address if the backend can tell, else null. */
+  bmcAddress(): Promise<string | null>;
+  /** Changes on every boot; the conductor ties the agent token to it. */
+  bootId(): Promise<string>;
+  /** Flushes filesystem buffers to disk. */
+  sync(): Promise<void>;
+  /** Reboots the machine now (the linux backend does not return). */
+  reboot(): Promise<void>;
+  /** Powers the machine off now (the linux backend does not return). */
+  powerOff(): Promise<void>;
+}

@@ -1,0 +1,92 @@
+import { writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
+import type { Disk, Inventory } from "../../../shared/inventory.ts";
+import { exec } from "../../../shared/system/exec.ts";
+import type { HardwareBackend } from "../backend.ts";
+import { readBmcAddress } from "./bmc.ts";
+import { readCpu } from "./cpu.ts";
+import { readDisks } from "./disks.ts";
+import { readInterfaces } from "./interfaces.ts";
+import { readMemory } from "./memory.ts";
+import { readBootInfo, readSystemVendor } from "./system.ts";
+import { readAttr } from "./sysfs.ts";
+
+export interface LinuxBackendOptions {
+  /** The BOOTIF kernel parameter, read by main from /proc/cmdline. */
+  pxeInterface?: string | null;
+  /** Roots of the pseudo filesystems (tests point them at fixtures). */
+  roots?: { proc: string; sys: string; dev: string };
+}
+
+/** Reads the real machine from procfs and sysfs; external tools only where sysfs has no answer. */
+export class LinuxBackend implements HardwareBackend {
+  readonly name = "linux";
+  private readonly roots: { proc: string; sys: string; dev: string };
+  private bmc: Promise<string | null> | undefined;
+
+  constructor(private readonly options: LinuxBackendOptions = {}) {
+    this.roots = options.roots ?? { proc: "/proc", sys: "/sys", dev: "/dev" };
+  }
+
+  async inventory(): Promise<Inventory> {
+    const { proc, sys, dev } = this.roots;
+    const [cpu, memory, disks, interfaces, system_vendor, boot, bmc_address] = await Promise.all([
+      readCpu({ proc, sys }),
+      readMemory({ proc, sys }),
+      readDisks({ sys, dev }),
+      readInterfaces(sys),
+      readSystemVendor(sys),
+      readBootInfo(sys, this.options.pxeInterface ?? null),
+      this.bmcAddress(),
+    ]);
+    return {
+      interfaces,
+      cpu,
+      disks,
+      memory,
+      bmc_address,
+      bmc_v6address: null,
+      system_vendor,
+      boot,
+      hostname: hostname(),
+    };
+  }
+
+  disks(): Promise<Disk[]> {
+    return readDisks(this.roots);
+  }
+
+  async macs(): Promise<string[]> {
+    return (await readInterfaces(this.roots.sys)).map((item) => item.mac_address);
+  }
+
+  /** Memoised: the address does not change while the ramdisk runs, and ipmitool is slow. */
+  bmcAddress(): Promise<string | null> {
+    this.bmc ??= readBmcAddress(this.roots.dev);
+    return this.bmc;
+  }
+
+  async bootId(): Promise<string> {
+    const id = await readAttr(`${this.roots.proc}/sys/kernel/random/boot_id`);
+    if (id === null || id === "") throw new Error("cannot read the boot id");
+    return id;
+  }
+
+  async sync(): Promise<void> {
+    await exec("sync", [], { timeoutMs: 120_000 });
+  }
+
+  async reboot(): Promise<void> {
+    await this.sysrq("b");
+  }
+
+  async powerOff(): Promise<void> {
+    await this.sysrq("o");
+  }
+
+  /** Through sysrq rather than /sbin/reboot: a ramdisk may have no init to hand the request to. */
+  private async sysrq(key: "b" | "o"): Promise<void> {
+    await this.sync();
+    await writeFile(`${this.roots.proc}/sysrq-trigger`, key);
+  }
+}

@@ -1,0 +1,208 @@
+import { WebSocket } from "ws";
+import type { ErrorCode } from "../../shared/errors.ts";
+import type { Logger } from "../../shared/log.ts";
+import { encodeFrame, parseFrame } from "../../shared/protocol.ts";
+import type { Frame, OutgoingFrame, Welcome } from "../../shared/protocol.ts";
+import type { HardwareBackend } from "../hardware/backend.ts";
+import { backoffDelay, jittered, sleep } from "./backoff.ts";
+import type { BackoffOptions } from "./backoff.ts";
+import { CommandDispatcher } from "./dispatcher.ts";
+import type { CommandTable } from "../commands/command.ts";
+
+export interface AgentLinkOptions {
+  /** ws:// or wss:// URL of the conductor's agent endpoint (…/v1/agent). */
+  url: string;
+  backend: HardwareBackend;
+  commands: CommandTable;
+  logger: Logger;
+  agentVersion: string;
+  backoff?: Omit<BackoffOptions, "random">;
+  /** Largest frame accepted from the conductor. */
+  maxFrameBytes?: number;
+  /** Called after each welcome (tests, the load generator). */
+  onWelcome?: (welcome: Welcome) => void;
+}
+
+/** Missed heartbeats before the agent gives up on a silent link and redials. */
+const MISSED_HEARTBEATS = 3;
+
+/**
+ * The agent's side of the link: dial, hello (MACs, boot id, the token once issued), heartbeats with
+ * jitter, redial with exponential backoff, commands handed to the dispatcher.
+ */
+export class AgentLink {
+  private readonly dispatcher: CommandDispatcher;
+  private readonly stopping = new AbortController();
+  private socket: WebSocket | undefined;
+  /** Set once the current socket has been welcomed; frames other than hello wait for it. */
+  private welcomedSocket: WebSocket | undefined;
+  private running: Promise<void> | undefined;
+  /** Kept in memory only: a reboot forgets it, and the conductor then issues a new one for the new boot. */
+  private token: string | undefined;
+  private uuid: string | undefined;
+
+  constructor(private readonly options: AgentLinkOptions) {
+    this.dispatcher = new CommandDispatcher({
+      backend: options.backend,
+      commands: options.commands,
+      logger: options.logger,
+      send: (frame) => this.send(frame),
+    });
+  }
+
+  get nodeUuid(): string | undefined {
+    return this.uuid;
+  }
+
+  get connected(): boolean {
+    return this.welcomedSocket?.readyState === WebSocket.OPEN;
+  }
+
+  /** Starts the dial loop; it runs until stop(). */
+  start(): void {
+    this.running ??= this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    this.dispatcher.abortAll();
+    this.socket?.close(1001, "agent stopping");
+    await this.running;
+  }
+
+  private async loop(): Promise<void> {
+    const backoff = this.options.backoff ?? { initialMs: 500, maxMs: 30_000 };
+    let attempt = 0;
+    while (!this.stopping.signal.aborted) {
+      const outcome = await this.session();
+      if (this.stopping.signal.aborted) break;
+      attempt = outcome.welcomed ? 1 : attempt + 1;
+      const delay = backoffDelay(attempt, backoff);
+      this.options.logger.info({ attempt, delay_ms: delay, reason: outcome.reason }, "link down; redialling");
+      await sleep(delay, this.stopping.signal);
+    }
+  }
+
+  /** One connection, from dial to close. Resolves (never rejects) when the socket is gone. */
+  private session(): Promise<{ welcomed: boolean; reason: string }> {
+    const { logger } = this.options;
+    return new Promise((resolve) => {
+      let welcomed = false;
+      let reason = "closed";
+      let lastHeard = Date.now();
+      let heartbeatTimer: NodeJS.Timeout | undefined;
+      const socket = new WebSocket(this.options.url, {
+        handshakeTimeout: 10_000,
+        maxPayload: this.options.maxFrameBytes ?? 16 * 1024 * 1024,
+      });
+      this.socket = socket;
+
+      const beat = (intervalMs: number): void => {
+        heartbeatTimer = setTimeout(() => {
+          if (Date.now() - lastHeard > MISSED_HEARTBEATS * intervalMs) {
+            reason = "conductor silent";
+            socket.terminate();
+            return;
+          }
+          this.send({ type: "heartbeat", ts: Date.now(), busy: this.dispatcher.busy });
+          beat(intervalMs);
+        }, jittered(intervalMs));
+      };
+
+      socket.on("open", () => {
+        void this.hello(socket);
+      });
+      socket.on("message", (data, isBinary) => {
+        lastHeard = Date.now();
+        if (isBinary) return;
+        const parsed = parseFrame(data.toString(), this.options.maxFrameBytes ?? 16 * 1024 * 1024);
+        if (!parsed.ok) {
+          logger.warn({ code: parsed.error.code, err: parsed.error.message }, "bad frame from the conductor");
+          return;
+        }
+        const frame = parsed.frame;
+        if (frame.type === "welcome") {
+          welcomed = true;
+          this.welcomedSocket = socket;
+          if (frame.token !== undefined) this.token = frame.token;
+          this.uuid = frame.node_uuid;
+          logger.info({ node: frame.node_uuid, fast_track: frame.fast_track }, "welcomed by the conductor");
+          beat(frame.heartbeat_interval_ms);
+          this.dispatcher.resendUnacked();
+          this.options.onWelcome?.(frame);
+          return;
+        }
+        if (frame.type === "error") {
+          reason = frame.code;
+          this.onRefusal(frame.code);
+          logger.warn({ code: frame.code, err: frame.message }, "conductor reported a protocol error");
+          return;
+        }
+        if (welcomed) this.dispatch(frame);
+      });
+      socket.on("error", (error) => {
+        reason = error.message;
+      });
+      socket.on("close", () => {
+        clearTimeout(heartbeatTimer);
+        if (this.socket === socket) this.socket = undefined;
+        if (this.welcomedSocket === socket) this.welcomedSocket = undefined;
+        resolve({ welcomed, reason });
+      });
+    });
+  }
+
+  private async hello(socket: WebSocket): Promise<void> {
+    const { backend } = this.options;
+    try {
+      const [macs, bmc, bootId] = await Promise.all([backend.macs(), backend.bmcAddress(), backend.bootId()]);
+      if (socket.readyState !== WebSocket.OPEN) return;
+      socket.send(
+        encodeFrame({
+          type: "hello",
+          agent_version: this.options.agentVersion,
+          macs,
+          bmc_address: bmc,
+          boot_id: bootId,
+          ...(this.token === undefined ? {} : { token: this.token }),
+        }),
+      );
+    } catch (error) {
+      this.options.logger.error({ err: (error as Error).message }, "cannot build hello");
+      socket.terminate();
+    }
+  }
+
+  /** A rejected token is worthless; dialling without it lets the conductor decide afresh. */
+  private onRefusal(code: ErrorCode): void {
+    if (code === "BAD_TOKEN") this.token = undefined;
+  }
+
+  private dispatch(frame: Frame): void {
+    switch (frame.type) {
+      case "command":
+        this.dispatcher.handleCommand(frame);
+        return;
+      case "cancel":
+        this.dispatcher.handleCancel(frame.id);
+        return;
+      case "ack":
+        this.dispatcher.handleAck(frame.id);
+        return;
+      case "heartbeat":
+      case "hello":
+      case "welcome":
+      case "progress":
+      case "result":
+      case "error":
+        return; // heartbeats only prove liveness; the rest is not the conductor's to send
+    }
+  }
+
+  private send(frame: OutgoingFrame): boolean {
+    const socket = this.welcomedSocket;
+    if (socket?.readyState !== WebSocket.OPEN) return false;
+    socket.send(encodeFrame(frame));
+    return true;
+  }
+}

@@ -1,0 +1,128 @@
+import { readFile } from "node:fs/promises";
+import { parseArgs } from "node:util";
+import { createLogger } from "../shared/log.ts";
+import { InventorySchema } from "../shared/inventory.ts";
+import { parseKernelCmdline } from "./cmdline.ts";
+import { COMMANDS } from "./commands/registry.ts";
+import type { HardwareBackend } from "./hardware/backend.ts";
+import { LinuxBackend } from "./hardware/linux/linux-backend.ts";
+import { SimulatedBackend } from "./hardware/simulated/simulated-backend.ts";
+import { AgentLink } from "./link/client.ts";
+
+const USAGE = `usage:
+  anvil-agent inspect [--backend linux|simulated] [--inventory FILE]
+  anvil-agent [service] [--conductor ws://HOST:PORT/v1/agent] [--backend linux|simulated] [--inventory FILE]
+                        [--events FILE] [--log-level info]
+The conductor URL defaults to the kernel parameter anvil.conductor=.`;
+
+/** Set by the build (esbuild define); "dev" when run from source. */
+const AGENT_VERSION = process.env.ANVIL_AGENT_VERSION ?? "0.0.0-dev";
+
+const OPTIONS = {
+  backend: { type: "string", default: "linux" },
+  inventory: { type: "string" },
+  conductor: { type: "string" },
+  events: { type: "string" },
+  "log-level": { type: "string", default: "info" },
+  version: { type: "boolean", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
+async function main(): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: process.argv.slice(2),
+    options: OPTIONS,
+    allowPositionals: true,
+  });
+  if (values.help) return usage(0);
+  if (values.version) {
+    process.stdout.write(`${AGENT_VERSION}\n`);
+    return 0;
+  }
+  const mode = positionals[0] ?? "service";
+  const cmdline = parseKernelCmdline(await readFile("/proc/cmdline", "utf8").catch(() => ""));
+  const backend = await createBackend({
+    kind: values.backend,
+    inventory: values.inventory,
+    events: values.events,
+    bootif: cmdline.get("BOOTIF") ?? null,
+  });
+  switch (mode) {
+    case "inspect": {
+      const inventory = InventorySchema.parse(await backend.inventory());
+      process.stdout.write(JSON.stringify(inventory, null, 2) + "\n");
+      return 0;
+    }
+    case "service":
+      return runService({
+        backend,
+        url: values.conductor ?? cmdline.get("anvil.conductor"),
+        level: values["log-level"],
+      });
+    default:
+      return usage(2);
+  }
+}
+
+async function createBackend(options: {
+  kind: string;
+  inventory: string | undefined;
+  events: string | undefined;
+  bootif: string | null;
+}): Promise<HardwareBackend> {
+  switch (options.kind) {
+    case "linux":
+      return new LinuxBackend({ pxeInterface: options.bootif });
+    case "simulated":
+      if (options.inventory === undefined) throw new Error("--backend simulated needs --inventory FILE");
+      return SimulatedBackend.fromFile(options.inventory, { eventsFile: options.events });
+    default:
+      throw new Error(`unknown backend ${JSON.stringify(options.kind)} (linux | simulated)`);
+  }
+}
+
+async function runService(options: {
+  backend: HardwareBackend;
+  url: string | undefined;
+  level: string;
+}): Promise<number> {
+  if (options.url === undefined || options.url === "") {
+    process.stderr.write("no conductor URL: pass --conductor or boot with anvil.conductor=ws://…\n");
+    return 2;
+  }
+  const logger = createLogger({ level: options.level, name: "anvil-agent" });
+  const link = new AgentLink({
+    url: options.url,
+    backend: options.backend,
+    commands: COMMANDS,
+    logger,
+    agentVersion: AGENT_VERSION,
+  });
+  logger.info(
+    { conductor: options.url, backend: options.backend.name, version: AGENT_VERSION },
+    "agent starting",
+  );
+  link.start();
+  await new Promise<void>((resolve) => {
+    process.once("SIGTERM", resolve);
+    process.once("SIGINT", resolve);
+  });
+  await link.stop();
+  return 0;
+}
+
+function usage(code: number): number {
+  (code === 0 ? process.stdout : process.stderr).write(USAGE + "\n");
+  return code;
+}
+
+// NOTE: a function, not top-level await: the single executable is a CommonJS bundle.
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`anvil-agent: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  },
+);

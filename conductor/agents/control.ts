@@ -1,0 +1,16 @@
+/** What provisioning flows need from the agent gateway. */
+export interface AgentControl {
+  isConnected(nodeUuid: string): boolean;
+  /** Runs one agent command and resolves with its value. @throws when the agent reports an error or the link fails */
+  call(
+    nodeUuid: string,
+    command: { name: string; args: unknown },
+    options?: { signal?: AbortSignal; onProgress?: (progress: unknown) => void; timeoutMs?: number },
+  ): Promise<unknown>;
+}
+
+/** No agent gateway (fake-hardware only setups). */
+export const noAgents: AgentControl = {
+  isConnected: () => false,
+  call: () => Promise.reject(new Error("no agent gateway is configured on this conductor")),
+};

@@ -1,0 +1,8 @@
+/** What the agent gateway needs from the conductor's database (the core implements it over the Store). */
+export interface AgentDirectory {
+  /** The node owning one of these MACs, among nodes in a state that expects an agent; null otherwise. */
+  lookupByMacs(macs: string[]): Promise<{ uuid: string; fastTrack: boolean } | null>;
+  /** The token issued for the node's current boot (its sha256 digest, never the token), or null. */
+  tokenRecord(uuid: string): Promise<{ digest: string; bootId: string } | null>;
+  saveToken(uuid: string, record: { digest: string; bootId: string }): Promise<void>;
+}

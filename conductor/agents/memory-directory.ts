@@ -1,0 +1,31 @@
+import type { AgentDirectory } from "./directory.ts";
+
+/** An AgentDirectory over a Map: for tests, benchmarks and the demo. Counts writes so tests can prove none happened. */
+export class MemoryAgentDirectory implements AgentDirectory {
+  readonly tokens = new Map<string, { digest: string; bootId: string }>();
+  saveCount = 0;
+  private readonly byMac = new Map<string, { uuid: string; fastTrack: boolean }>();
+
+  /** Registers a node as expecting an agent. */
+  addNode(node: { uuid: string; macs: string[]; fastTrack?: boolean }): void {
+    for (const mac of node.macs)
+      this.byMac.set(mac.toLowerCase(), { uuid: node.uuid, fastTrack: node.fastTrack ?? false });
+  }
+
+  async lookupByMacs(macs: string[]): Promise<{ uuid: string; fastTrack: boolean } | null> {
+    for (const mac of macs) {
+      const node = this.byMac.get(mac.toLowerCase());
+      if (node) return node;
+    }
+    return null;
+  }
+
+  async tokenRecord(uuid: string): Promise<{ digest: string; bootId: string } | null> {
+    return this.tokens.get(uuid) ?? null;
+  }
+
+  async saveToken(uuid: string, record: { digest: string; bootId: string }): Promise<void> {
+    this.saveCount += 1;
+    this.tokens.set(uuid, { ...record });
+  }
+}
