@@ -1,0 +1,67 @@
+import { createHash } from "node:crypto";
+import type { Hash } from "node:crypto";
+import { CHECKSUM_HEX_LENGTH } from "../../shared/image.ts";
+import type { ChecksumAlgo, ChecksumValue } from "../../shared/image.ts";
+import { ChecksumMismatchError, ImageError } from "./errors.ts";
+
+/** Hashes the bytes that pass through it, untouched; read `digest()` once the source is exhausted. */
+export class HashingTap {
+  private readonly hash: Hash;
+  private result: string | undefined;
+
+  constructor(readonly algo: ChecksumAlgo) {
+    this.hash = createHash(algo);
+  }
+
+  async *pass(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+    for await (const chunk of source) {
+      this.hash.update(chunk);
+      yield chunk;
+    }
+  }
+
+  digest(): ChecksumValue {
+    this.result ??= this.hash.digest("hex");
+    return { algo: this.algo, value: this.result };
+  }
+
+  /** @throws ChecksumMismatchError */
+  verify(expected: ChecksumValue): ChecksumValue {
+    const actual = this.digest();
+    if (expected.algo !== actual.algo || expected.value.toLowerCase() !== actual.value) {
+      throw new ChecksumMismatchError(expected.algo, expected.value.toLowerCase(), actual.value);
+    }
+    return actual;
+  }
+}
+
+const ALGO_BY_LENGTH = new Map<number, ChecksumAlgo>(
+  Object.entries(CHECKSUM_HEX_LENGTH).map(([algo, length]) => [length, algo as ChecksumAlgo]),
+);
+
+/**
+ * Finds an image's digest in a checksum file: sha256sum/md5sum format ("HEX  NAME" or "HEX *NAME"), BSD format
+ * ("SHA256 (NAME) = HEX"), or a bare hex digest. With several lines, the one naming the image's file wins.
+ * The algorithm follows from the digest's length.
+ * @throws ImageError "checksum_file" when no usable digest is found
+ */
+export function parseChecksumFile(text: string, imageUrl: string): ChecksumValue {
+  const wanted = decodeURIComponent(new URL(imageUrl).pathname.split("/").pop() ?? "");
+  const entries: { hex: string; name: string | undefined }[] = [];
+  for (const raw of text.split(/\r?\n/)) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) continue;
+    const bsd = /^[A-Za-z0-9-]+ ?\((.+)\) ?= ?([0-9a-fA-F]+)$/.exec(line);
+    const gnu = /^([0-9a-fA-F]+)(?:\s+\*?(.+))?$/.exec(line);
+    if (bsd) entries.push({ hex: bsd[2] ?? "", name: bsd[1] });
+    else if (gnu) entries.push({ hex: gnu[1] ?? "", name: gnu[2]?.trim() });
+  }
+  const baseName = (name: string): string => name.split("/").pop() ?? name;
+  const match =
+    entries.find((e) => e.name !== undefined && baseName(e.name) === wanted) ??
+    (entries.length === 1 ? entries[0] : undefined);
+  if (!match) throw new ImageError(`checksum file lists no digest for "${wanted}"`, "checksum_file");
+  const algo = ALGO_BY_LENGTH.get(match.hex.length);
+  if (!algo) throw new ImageError(`checksum "${match.hex}" has an unknown length`, "checksum_file");
+  return { algo, value: match.hex.toLowerCase() };
+}

@@ -1,0 +1,14 @@
+/** A piece of the disk image at its offset on the target; `data` is read-only (it may be shared). */
+export interface Extent {
+  offset: number;
+  data: Buffer;
+}
+
+/** A raw image: every byte at its own offset, in order. */
+export async function* rawExtents(source: AsyncIterable<Buffer>): AsyncGenerator<Extent> {
+  let offset = 0;
+  for await (const data of source) {
+    yield { offset, data };
+    offset += data.length;
+  }
+}

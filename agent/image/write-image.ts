@@ -1,0 +1,190 @@
+import type { Logger } from "../../shared/log.ts";
+import { silentLogger } from "../../shared/log.ts";
+import { WriteImageRequestSchema } from "../../shared/image.ts";
+import type {
+  ChecksumValue,
+  DiskFormat,
+  ImageProgress,
+  ImageSpec,
+  PartitionInfo,
+  WriteImageRequest,
+  WriteImageResult,
+} from "../../shared/image.ts";
+import { appendConfigDrivePartition, createPartitionLayout } from "../disk/partition-table.ts";
+import { inspectTarget, rereadPartitions, zeroCheaply } from "../disk/target.ts";
+import { HashingTap, parseChecksumFile } from "./checksum.ts";
+import { decodeConfigDrive, writeConfigDrive } from "./configdrive.ts";
+import { COMPRESSION_MAGIC_BYTES, decompress, detectCompression } from "./decompress.ts";
+import { ImageError, redactQuery } from "./errors.ts";
+import { rawExtents } from "./extent.ts";
+import type { Extent } from "./extent.ts";
+import { fetchText, ImageDownload } from "./fetch.ts";
+import type { FetchOptions } from "./fetch.ts";
+import { peek } from "./peek.ts";
+import { isQcow2, Qcow2Converter } from "./qcow2.ts";
+import { ProgressMeter } from "./progress.ts";
+import { ImageWriter } from "./writer.ts";
+
+export interface WriteImageOptions {
+  /** The disk (block device) or, in tests and benches, a regular file standing in for one. */
+  target: string;
+  signal?: AbortSignal;
+  /** Throttled (about once a second) download progress, plus a final report. */
+  onProgress?: (progress: ImageProgress) => void;
+  logger?: Logger;
+  /** HTTP timeouts and retry budgets (defaults suit real deployments). */
+  fetch?: Omit<FetchOptions, "signal" | "logger">;
+  /** Bound on qcow2 data held while waiting for its L2 table. Default 64 MiB. */
+  qcow2MaxBufferedBytes?: number;
+  progressIntervalMs?: number;
+}
+
+/**
+ * Streams an image from its URL onto the target: download (resuming on drops) → checksum → decompress
+ * (gzip/zstd/xz) → raw or qcow2 → sparse writer. Partition images get a fresh GPT and go into its root
+ * partition; a config drive goes into its own partition (added at the disk's end for whole-disk images).
+ * Resolves only when every byte is written, fsynced and the checksum matched.
+ * @throws ImageError (HttpStatusError, ChecksumMismatchError, …) with `retryable`; PartitionError;
+ * ZodError for a malformed request; the signal's reason when aborted.
+ */
+export async function writeImage(
+  request: WriteImageRequest,
+  options: WriteImageOptions,
+): Promise<WriteImageResult> {
+  const started = Date.now();
+  const { image, configdrive } = WriteImageRequestSchema.parse(request);
+  const { signal } = options;
+  const log = (options.logger ?? silentLogger).child({
+    image: redactQuery(image.url),
+    target: options.target,
+  });
+  const fetchOptions: FetchOptions = { ...options.fetch, signal, logger: log };
+  // Decode early: a bad config drive must fail before the disk is touched.
+  const iso = configdrive === undefined ? undefined : decodeConfigDrive(configdrive);
+
+  const expected = await expectedChecksum(image, fetchOptions);
+  let target = await inspectTarget(options.target, signal);
+  const partitions: Record<string, PartitionInfo> = {};
+  let region = { offset: 0, length: target.kind === "file" && target.size === 0 ? undefined : target.size };
+  let readsZeroes: boolean;
+  if (image.image_type === "partition" && image.partition) {
+    const fileZeroed =
+      target.kind === "file" ? await zeroCheaply(target, { offset: 0, length: target.size }, signal) : false;
+    Object.assign(partitions, await createPartitionLayout(target, image.partition, signal));
+    const root = partitions.root as PartitionInfo;
+    region = { offset: root.start_bytes, length: root.size_bytes };
+    readsZeroes =
+      fileZeroed ||
+      (await zeroCheaply(target, { offset: root.start_bytes, length: root.size_bytes }, signal));
+  } else {
+    readsZeroes = await zeroCheaply(target, { offset: 0, length: target.size }, signal);
+  }
+  log.info({ readsZeroes, region }, "writing image");
+
+  const written = await streamImage(image, {
+    ...options,
+    fetchOptions,
+    algo: expected?.algo ?? "sha256",
+    writer: { path: target.path, offset: region.offset, limit: region.length, readsZeroes },
+  });
+  if (expected) {
+    written.tap.verify(expected);
+    log.info({ algo: expected.algo }, "image checksum verified");
+  }
+
+  if (iso) {
+    target = await inspectTarget(options.target, signal);
+    const partition =
+      partitions.configdrive ??
+      (image.image_type === "whole-disk" ? await appendConfigDrivePartition(target, signal) : undefined);
+    if (!partition) throw new ImageError("the partition layout has no config drive partition", "configdrive");
+    partitions.configdrive = partition;
+    await writeConfigDrive(target.path, partition, iso);
+    log.info({ partition: partition.number, bytes: iso.length }, "config drive written");
+  }
+  await rereadPartitions(target, signal).catch(() => undefined);
+
+  return {
+    bytes_written: written.bytesWritten,
+    image_bytes: written.imageBytes,
+    checksum: written.tap.digest(),
+    duration_ms: Date.now() - started,
+    ...(Object.keys(partitions).length > 0 ? { partitions } : {}),
+  };
+}
+
+async function expectedChecksum(
+  image: ImageSpec,
+  fetchOptions: FetchOptions,
+): Promise<ChecksumValue | undefined> {
+  const spec = image.checksum;
+  if (spec === undefined) return undefined;
+  if ("url" in spec) return parseChecksumFile(await fetchText(spec.url, fetchOptions), image.url);
+  return spec;
+}
+
+interface StreamOptions extends WriteImageOptions {
+  fetchOptions: FetchOptions;
+  algo: ChecksumValue["algo"];
+  writer: { path: string; offset: number; limit: number | undefined; readsZeroes: boolean };
+}
+
+async function streamImage(
+  image: ImageSpec,
+  options: StreamOptions,
+): Promise<{ tap: HashingTap; bytesWritten: number; imageBytes: number }> {
+  const download = new ImageDownload(image.url, options.fetchOptions);
+  const tap = new HashingTap(options.algo);
+  const meter = new ProgressMeter(options.onProgress, options.progressIntervalMs);
+  async function* counted(): AsyncGenerator<Buffer> {
+    for await (const chunk of download) {
+      meter.total ??= download.total ?? image.size ?? null;
+      meter.update(download.received);
+      yield chunk;
+    }
+  }
+
+  const compressedPeek = await peek(tap.pass(counted()), COMPRESSION_MAGIC_BYTES);
+  const compression = image.compression ?? detectCompression(compressedPeek.head);
+  const plain = decompress(compressedPeek.stream, compression);
+  const formatPeek = await peek(plain, 4);
+  const format: DiskFormat = image.disk_format ?? (isQcow2(formatPeek.head) ? "qcow2" : "raw");
+  if (format === "qcow2" && !isQcow2(formatPeek.head)) {
+    throw new ImageError("disk_format is qcow2 but the image has no qcow2 header", "image_format");
+  }
+  const qcow2 =
+    format === "qcow2" ? new Qcow2Converter({ maxBufferedBytes: options.qcow2MaxBufferedBytes }) : undefined;
+  const extents: AsyncIterable<Extent> = qcow2
+    ? qcow2.extents(formatPeek.stream)
+    : rawExtents(formatPeek.stream);
+  options.logger?.debug({ compression, format }, "image stream detected");
+
+  const writer = await ImageWriter.open(options.writer);
+  let rawEnd = 0;
+  try {
+    for await (const extent of extents) {
+      await writer.write(extent);
+      rawEnd = Math.max(rawEnd, extent.offset + extent.data.length);
+    }
+    const imageBytes = qcow2 ? qcow2.virtualSize : rawEnd;
+    await writer.finish(imageBytes);
+    if (download.total !== null && download.received !== download.total) {
+      throw new ImageError(
+        `download ended at ${download.received} of ${download.total} bytes`,
+        "http_connection",
+        true,
+      );
+    }
+    if (image.size !== undefined && download.received !== image.size) {
+      throw new ImageError(
+        `downloaded ${download.received} bytes, expected size ${image.size}`,
+        "image_format",
+      );
+    }
+    meter.finish();
+    return { tap, bytesWritten: writer.bytesWritten, imageBytes };
+  } catch (error) {
+    await writer.abort();
+    throw error;
+  }
+}

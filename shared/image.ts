@@ -1,0 +1,119 @@
+import { z } from "zod";
+
+/**
+ * What the conductor sends the agent to write an image, and what the agent reports back.
+ *
+ * Mapping from Ironic's node.instance_info (the conductor builds an ImageSpec from it):
+ * - `image_source` (after turning a Glance/Swift/S3 reference into a temporary HTTP(S) URL) -> `url`
+ * - `image_disk_format` ("raw" | "qcow2") -> `disk_format`; absent means "detect by magic"
+ * - `image_os_hash_algo` + `image_os_hash_value` -> `checksum: {algo, value}`
+ * - `image_checksum` (legacy MD5, or a URL of a checksum file) -> `checksum: {algo: "md5", value}` or `{url}`
+ * - `image_size` -> `size` (bytes of the download, as Glance reports it)
+ * - `image_type` ("whole-disk" | "partition") -> `image_type`
+ * - `root_mb` / `swap_mb` / `ephemeral_mb` -> `partition.root_mb` / `swap_mb` / `ephemeral_mb`
+ * - `configdrive` (base64 of a gzipped ISO) -> `configdrive` on the write request
+ */
+
+export const CHECKSUM_ALGOS = ["md5", "sha256", "sha512"] as const;
+export const ChecksumAlgoSchema = z.enum(CHECKSUM_ALGOS);
+export type ChecksumAlgo = z.infer<typeof ChecksumAlgoSchema>;
+
+/** Hex digest lengths by algorithm; also how a bare hex value in a checksum file reveals its algorithm. */
+export const CHECKSUM_HEX_LENGTH: Record<ChecksumAlgo, number> = { md5: 32, sha256: 64, sha512: 128 };
+
+export const ChecksumValueSchema = z.object({
+  algo: ChecksumAlgoSchema,
+  value: z
+    .string()
+    .regex(/^[0-9a-fA-F]+$/, "hex digest")
+    .transform((v) => v.toLowerCase()),
+});
+export type ChecksumValue = z.infer<typeof ChecksumValueSchema>;
+
+/** A checksum given inline, or the URL of a sha256sum-style checksum file. */
+export const ChecksumSpecSchema = z.union([
+  ChecksumValueSchema.refine((c) => c.value.length === CHECKSUM_HEX_LENGTH[c.algo], {
+    message: "digest length does not match the algorithm",
+  }),
+  z.object({ url: z.url({ protocol: /^https?$/ }) }),
+]);
+export type ChecksumSpec = z.infer<typeof ChecksumSpecSchema>;
+
+export const DISK_FORMATS = ["raw", "qcow2"] as const;
+export const DiskFormatSchema = z.enum(DISK_FORMATS);
+export type DiskFormat = z.infer<typeof DiskFormatSchema>;
+
+export const COMPRESSIONS = ["none", "gzip", "zstd", "xz"] as const;
+export const CompressionSchema = z.enum(COMPRESSIONS);
+export type Compression = z.infer<typeof CompressionSchema>;
+
+export const IMAGE_TYPES = ["whole-disk", "partition"] as const;
+export const ImageTypeSchema = z.enum(IMAGE_TYPES);
+export type ImageType = z.infer<typeof ImageTypeSchema>;
+
+export const PartitionLayoutSchema = z.object({
+  root_mb: z.number().int().positive(),
+  swap_mb: z.number().int().nonnegative().optional(),
+  ephemeral_mb: z.number().int().nonnegative().optional(),
+  /** Reserve a config drive partition (filled from the request's configdrive). */
+  configdrive: z.literal(true).optional(),
+});
+export type PartitionLayout = z.infer<typeof PartitionLayoutSchema>;
+
+export const ImageSpecSchema = z
+  .object({
+    url: z.url({ protocol: /^https?$/ }),
+    /** Absent: detected from the (decompressed) stream's magic. */
+    disk_format: DiskFormatSchema.optional(),
+    /** Absent: detected from the downloaded stream's magic (gzip 1f8b, zstd 28b52ffd, xz fd377a585a00). */
+    compression: CompressionSchema.optional(),
+    /** Over the downloaded bytes, i.e. the compressed file as stored. */
+    checksum: ChecksumSpecSchema.optional(),
+    /** Bytes of the download, when known ahead (a cross-check of Content-Length). */
+    size: z.number().int().nonnegative().optional(),
+    image_type: ImageTypeSchema,
+    partition: PartitionLayoutSchema.optional(),
+  })
+  .refine((s) => s.image_type !== "partition" || s.partition !== undefined, {
+    message: "a partition image needs a partition layout",
+    path: ["partition"],
+  });
+export type ImageSpec = z.infer<typeof ImageSpecSchema>;
+
+export const WriteImageRequestSchema = z.object({
+  image: ImageSpecSchema,
+  /** Base64 of a gzipped (or plain) ISO 9660 config drive labelled config-2, as Ironic sends it. */
+  configdrive: z.string().min(1).optional(),
+});
+export type WriteImageRequest = z.infer<typeof WriteImageRequestSchema>;
+
+export const ImageProgressSchema = z.object({
+  /** Bytes downloaded so far (the compressed stream, what bytes_total counts). */
+  bytes_done: z.number().int().nonnegative(),
+  bytes_total: z.number().int().nonnegative().nullable(),
+  /** Average download rate since the start, bytes per second. */
+  rate_bps: z.number().nonnegative(),
+});
+export type ImageProgress = z.infer<typeof ImageProgressSchema>;
+
+export const PartitionInfoSchema = z.object({
+  number: z.number().int().positive(),
+  start_bytes: z.number().int().nonnegative(),
+  size_bytes: z.number().int().nonnegative(),
+  /** The GPT partition's unique GUID (lower case). */
+  uuid: z.string(),
+});
+export type PartitionInfo = z.infer<typeof PartitionInfoSchema>;
+
+export const WriteImageResultSchema = z.object({
+  /** Bytes actually written to the target (all-zero blocks skipped on a zeroed target are not counted). */
+  bytes_written: z.number().int().nonnegative(),
+  /** Size of the image as the disk sees it (after decompression and qcow2 conversion). */
+  image_bytes: z.number().int().nonnegative(),
+  /** The digest of the downloaded bytes (verified when the request carried a checksum). */
+  checksum: ChecksumValueSchema,
+  duration_ms: z.number().nonnegative(),
+  /** Partitions created: for partition images (root, swap, ephemeral, configdrive) or a whole-disk config drive. */
+  partitions: z.record(z.string(), PartitionInfoSchema).optional(),
+});
+export type WriteImageResult = z.infer<typeof WriteImageResultSchema>;

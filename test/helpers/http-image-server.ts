@@ -1,0 +1,140 @@
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+
+/** Misbehaviour a route can be told to show. */
+export interface FaultPlan {
+  /** Destroy the connection after sending this many body bytes... */
+  dropAfterBytes?: number;
+  /** ...this many times (then serve normally). Default 1. */
+  dropTimes?: number;
+  /** Answer every request with this status and no file. */
+  status?: number;
+  /** Send headers and this many body bytes, then nothing ever again. */
+  stallAfterBytes?: number;
+  /** Pretend Range is not supported: always 200 with the whole file. */
+  ignoreRange?: boolean;
+  /** Answer this many requests with 503 first. */
+  unavailableTimes?: number;
+}
+
+export interface RequestRecord {
+  path: string;
+  range: string | undefined;
+  status: number;
+}
+
+export interface HttpImageServer {
+  /** Base URL, e.g. http://127.0.0.1:PORT */
+  readonly url: string;
+  /** Every request served, in order, with its Range header. */
+  readonly requests: RequestRecord[];
+  /** Serve a file at a path ("/disk.img"), with optional faults. */
+  serve(path: string, file: string, faults?: FaultPlan): void;
+  close(): Promise<void>;
+}
+
+interface Route {
+  file: string;
+  faults: FaultPlan;
+  drops: number;
+  unavailable: number;
+}
+
+/** Parses "bytes=N-" or "bytes=N-M" (single ranges only, which is all the agent sends). */
+function parseRange(header: string, size: number): { start: number; end: number } | undefined {
+  const match = /^bytes=(\d+)-(\d*)$/.exec(header);
+  if (!match) return undefined;
+  const start = Number(match[1]);
+  const end = match[2] === "" ? size - 1 : Math.min(Number(match[2]), size - 1);
+  if (start > end || start >= size) return undefined;
+  return { start, end };
+}
+
+/** A real node:http server on 127.0.0.1 serving files with Range support and fault injection. */
+export async function startHttpImageServer(): Promise<HttpImageServer> {
+  const routes = new Map<string, Route>();
+  const requests: RequestRecord[] = [];
+  const sockets = new Set<Socket>();
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = new URL(req.url ?? "/", "http://x").pathname;
+    const range = req.headers.range;
+    const route = routes.get(path);
+    const answer = (status: number): void => {
+      requests.push({ path, range, status });
+      res.writeHead(status, { "content-type": "text/plain" }).end(`status ${status}\n`);
+    };
+    if (!route) return answer(404);
+    if (route.faults.status !== undefined) return answer(route.faults.status);
+    if (route.unavailable < (route.faults.unavailableTimes ?? 0)) {
+      route.unavailable += 1;
+      return answer(503);
+    }
+    const size = (await stat(route.file)).size;
+    let start = 0;
+    let end = size - 1;
+    let status = 200;
+    if (range !== undefined && !route.faults.ignoreRange) {
+      const parsed = parseRange(range, size);
+      if (!parsed) {
+        requests.push({ path, range, status: 416 });
+        res.writeHead(416, { "content-range": `bytes */${size}` }).end();
+        return;
+      }
+      ({ start, end } = parsed);
+      status = 206;
+    }
+    requests.push({ path, range, status });
+    const headers: Record<string, string | number> = {
+      "content-type": "application/octet-stream",
+      "content-length": end - start + 1,
+      "accept-ranges": "bytes",
+      etag: `"${size}"`,
+    };
+    if (status === 206) headers["content-range"] = `bytes ${start}-${end}/${size}`;
+    res.writeHead(status, headers);
+    if (req.method === "HEAD" || size === 0) return void res.end();
+
+    const dropping = route.faults.dropAfterBytes !== undefined && route.drops < (route.faults.dropTimes ?? 1);
+    if (dropping) route.drops += 1;
+    const cutAt = dropping ? route.faults.dropAfterBytes : route.faults.stallAfterBytes;
+    if (cutAt === undefined) {
+      createReadStream(route.file, { start, end }).pipe(res);
+      return;
+    }
+    const sendEnd = Math.min(end, start + cutAt - 1);
+    const body = createReadStream(route.file, { start, end: sendEnd });
+    body.pipe(res, { end: false });
+    body.on("end", () => {
+      // Drop: the client sees a body shorter than Content-Length. Stall: it sees nothing more, ever.
+      if (dropping) res.socket?.destroy();
+    });
+  };
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      res.destroy(error instanceof Error ? error : new Error(String(error)));
+    });
+  });
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    serve(path, file, faults = {}) {
+      routes.set(path, { file, faults, drops: 0, unavailable: 0 });
+    },
+    close() {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
