@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Builds the Anvil deploy ramdisk from Debian's packages: Debian's kernel, and an initramfs holding busybox,
+# the kernel modules the agent needs, the disk tools with their libraries, the agent executable and /init.
+#
+#   build.sh [--agent PATH] [--out DIR] [--compress zstd-N|gzip]
+#
+# Writes OUT/anvil.kernel and OUT/anvil.initramfs (default OUT: build/ramdisk). The same inputs give the same
+# bytes; the compressed result is cached under the cache dir by the hash of the uncompressed archive, so a
+# rebuild with unchanged inputs only re-stages (a few seconds).
+set -euo pipefail
+umask 022
+export LC_ALL=C
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here="$root/images/ramdisk"
+agent="$root/build/anvil-agent"
+out="$root/build/ramdisk"
+compress=zstd-19
+cache=${ANVIL_CACHE:-"$root/.tmp/cache"}
+# Fixed timestamps make the archive reproducible.
+epoch=${SOURCE_DATE_EPOCH:-0}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --agent) agent=$(realpath "$2"); shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --compress) compress=$2; shift 2 ;;
+    -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+case "$compress" in
+  zstd-[0-9] | zstd-1[0-9]) compressor=(zstd -q -T0 "-${compress#zstd-}" -c) ;;
+  gzip) compressor=(gzip -n -9 -c) ;;
+  *) echo "build.sh: --compress must be zstd-1..zstd-19 or gzip" >&2; exit 2 ;;
+esac
+if [ ! -x "$agent" ]; then
+  echo "build.sh: no agent executable at $agent: run 'npm run build:agent' first, or pass --agent PATH" >&2
+  exit 1
+fi
+
+started=$(date +%s.%N)
+kernel_dir=$(bash "$root/images/kernel/fetch.sh")
+version=$(cat "$kernel_dir/version")
+mkdir -p "$cache/ramdisk" "$out"
+stage=$(mktemp -d "$cache/ramdisk/stage.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+
+# Merged /usr, as on the Debian host the binaries come from, so their library paths resolve unchanged.
+mkdir -p "$stage"/usr/{bin,sbin,lib,lib64} "$stage"/{dev,proc,sys,run,root,mnt,tmp,etc/anvil,var/log}
+ln -s usr/bin "$stage/bin"
+ln -s usr/sbin "$stage/sbin"
+ln -s usr/lib "$stage/lib"
+ln -s usr/lib64 "$stage/lib64"
+ln -s /run "$stage/var/run"
+chmod 1777 "$stage/tmp"
+chmod 0700 "$stage/root"
+
+# Copies an executable to the same path in the ramdisk, with every shared library ldd lists.
+copy_with_libraries() {
+  local bin=$1 dest=${2:-$1} lib
+  install -D -m 0755 "$bin" "$stage$dest"
+  # Scripts and static binaries have no libraries ("not a dynamic executable").
+  { ldd "$bin" 2>/dev/null || true; } | awk '/=> \// {print $3} /^\t\// {print $1}' | while read -r lib; do
+    [ -e "$stage$lib" ] || install -D -m 0755 "$(realpath "$lib")" "$stage$lib"
+  done
+}
+
+# busybox first: its applets are the fallback for every tool a real package doesn't replace below.
+copy_with_libraries "$(command -v busybox)" /usr/bin/busybox
+busybox --list-full | while read -r applet; do
+  [ -e "$stage/$applet" ] || [ -L "$stage/$applet" ] || ln -s /usr/bin/busybox "$stage/$applet"
+done
+# The tools the agent calls; real ones replace busybox's applets of the same name.
+tools=(lsblk blkid wipefs blkdiscard sfdisk partx mdadm sgdisk nvme hdparm dmidecode)
+for tool in "${tools[@]}"; do
+  path=$(command -v "$tool") || { echo "build.sh: $tool is missing: run scripts/setup/system-deps.sh" >&2; exit 1; }
+  rm -f "$stage$path"
+  copy_with_libraries "$path"
+done
+copy_with_libraries "$agent" /usr/bin/anvil-agent
+
+# Kernel modules: the listed ones plus their dependencies from modules.dep, then a depmod of that subset so
+# busybox modprobe works in the guest (for the agent too).
+modules=$(grep -v -e '^#' -e '^[[:space:]]*$' "$here/modules.txt")
+modules_src="$kernel_dir/lib/modules/$version"
+modules_dst="$stage/lib/modules/$version"
+mkdir -p "$modules_dst"
+for module in $modules; do
+  modprobe --show-depends --ignore-install -d "$kernel_dir" -S "$version" "$module" | awk '$1 == "insmod" {print $2}'
+done | sort -u | while read -r ko; do
+  install -D -m 0644 "$ko" "$modules_dst/${ko#"$modules_src/"}"
+done
+cp "$modules_src"/modules.{order,builtin,builtin.modinfo} "$modules_dst/"
+depmod -b "$stage" "$version"
+echo "$modules" >"$stage/etc/anvil/modules"
+
+install -m 0755 "$here/init" "$stage/init"
+install -m 0755 "$here/udhcpc.script" "$stage/etc/anvil/udhcpc.script"
+printf 'root:x:0:0:root:/root:/bin/sh\n' >"$stage/etc/passwd"
+printf 'root:x:0:\ntty:x:5:\ndisk:x:6:\n' >"$stage/etc/group"
+printf 'hosts: files dns\n' >"$stage/etc/nsswitch.conf"
+printf '127.0.0.1 localhost\n::1 localhost\n' >"$stage/etc/hosts"
+printf 'anvil-ramdisk\n' >"$stage/etc/hostname"
+# mdadm warns at every call without a config file.
+mkdir -p "$stage/etc/mdadm"
+printf 'HOMEHOST <none>\n' >"$stage/etc/mdadm/mdadm.conf"
+{
+  echo "kernel $version"
+  echo "agent sha256 $(sha256sum "$agent" | cut -d' ' -f1)"
+  dpkg-query -W -f='${Package} ${Version}\n' busybox-static util-linux fdisk mdadm gdisk nvme-cli hdparm dmidecode libc6
+} >"$stage/etc/anvil/build-info"
+
+# The build id names the content, so it is computed over everything but itself.
+find "$stage" -exec touch -h -d "@$epoch" {} +
+content_id=$(cd "$stage" && {
+  find . -printf '%p %y %m %l\n' | sort
+  find . -type f -print0 | sort -z | xargs -0 sha256sum
+} | sha256sum | cut -c1-16)
+echo "$content_id" >"$stage/etc/anvil/build-id"
+touch -h -d "@$epoch" "$stage/etc/anvil/build-id" "$stage/etc/anvil"
+
+cached="$cache/ramdisk/$content_id-$compress.initramfs"
+if [ -f "$cached" ]; then
+  result="cached"
+else
+  (cd "$stage" && find . -mindepth 1 -print0 | sort -z | cpio -o -0 -H newc -R 0:0 --reproducible --quiet) |
+    "${compressor[@]}" >"$cached.tmp"
+  mv "$cached.tmp" "$cached"
+  result="built"
+fi
+install -m 0644 "$kernel_dir/vmlinuz" "$out/anvil.kernel"
+install -m 0644 "$cached" "$out/anvil.initramfs"
+
+finished=$(date +%s.%N)
+uncompressed=$(du -sb --apparent-size "$stage" | cut -f1)
+mb() { awk -v b="$1" 'BEGIN {printf "%.1f MB", b / 1000000}'; }
+echo "ramdisk $content_id ($result, $compress) in $(awk -v a="$started" -v b="$finished" 'BEGIN {printf "%.1f", b - a}') s:"
+echo "  $out/anvil.kernel     $(mb "$(stat -c %s "$out/anvil.kernel")") (Linux $version)"
+echo "  $out/anvil.initramfs  $(mb "$(stat -c %s "$out/anvil.initramfs")") (uncompressed $(mb "$uncompressed"))"

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Builds a small bootable whole-disk test image: an MBR (syslinux's mbr.bin) and one FAT16 partition holding
+# syslinux, Debian's kernel and a tiny busybox initramfs whose init prints "ANVIL-TEST-IMAGE-BOOTED <id>" to
+# the console (ttyS0) and powers off. Built without mounting anything (mtools, syslinux on the image file, dd).
+#
+#   build.sh [--id ID] [--out DIR]
+#
+# Writes OUT/ID.raw, OUT/ID.qcow2, OUT/ID.compressed.qcow2 (qcow2 with compressed clusters) and
+# OUT/ID.sha256sums (default OUT: build/test-images, ID: anvil-test). Same inputs, same bytes; when nothing
+# changed since the last build into OUT, it only prints the sizes.
+set -euo pipefail
+umask 022
+export LC_ALL=C
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+id=anvil-test
+out="$root/build/test-images"
+# FAT cannot store dates before 1980; a fixed date keeps the image reproducible.
+epoch=${SOURCE_DATE_EPOCH:-1577836800}
+# mtools (and so syslinux's installer, which runs it) stamps files with this instead of the clock.
+export SOURCE_DATE_EPOCH=$epoch
+disk_mib=32
+part_start=2048 # sectors: the first partition at 1 MiB
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --id) id=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+case "$id" in
+  *[!A-Za-z0-9._-]* | "") echo "build.sh: --id must be letters, digits, '.', '_' or '-'" >&2; exit 2 ;;
+  *) ;;
+esac
+
+started=$(date +%s.%N)
+kernel_dir=$(bash "$root/images/kernel/fetch.sh")
+syslinux_dir=/usr/lib/syslinux
+for need in "$syslinux_dir/mbr/mbr.bin" "$syslinux_dir/modules/bios/ldlinux.c32"; do
+  [ -f "$need" ] || { echo "build.sh: $need is missing: run scripts/setup/system-deps.sh" >&2; exit 1; }
+done
+mkdir -p "$out"
+raw="$out/$id.raw"
+qcow2="$out/$id.qcow2"
+compressed="$out/$id.compressed.qcow2"
+stamp="$out/.$id.inputs"
+
+inputs=$({
+  sha256sum "$0" "$kernel_dir/vmlinuz" "$(command -v busybox)" "$syslinux_dir/mbr/mbr.bin"
+  echo "$id $epoch $disk_mib $(syslinux --version 2>&1 | head -n 1)"
+} | sha256sum | cut -d' ' -f1)
+
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs" ] && [ -f "$raw" ] && [ -f "$qcow2" ] && [ -f "$compressed" ]; then
+  result="up to date"
+else
+  result="built"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+
+  # The initramfs: static busybox and an init that proves the machine booted this disk, then powers off.
+  initramfs="$work/initramfs"
+  mkdir -p "$initramfs"/{bin,dev,proc,sys,etc}
+  install -m 0755 "$(command -v busybox)" "$initramfs/bin/busybox"
+  ln -s busybox "$initramfs/bin/sh"
+  echo "$id" >"$initramfs/etc/image-id"
+  cat >"$initramfs/init" <<'EOF'
+#!/bin/sh
+# Test image init: no cpio /dev/console node, so take the console from devtmpfs first.
+/bin/busybox mount -t devtmpfs devtmpfs /dev
+exec </dev/console >/dev/console 2>&1
+/bin/busybox mount -t proc proc /proc
+echo "ANVIL-TEST-IMAGE-BOOTED $(/bin/busybox cat /etc/image-id)"
+echo "ANVIL-TEST-IMAGE-CMDLINE $(/bin/busybox cat /proc/cmdline)"
+/bin/busybox sync
+/bin/busybox poweroff -f
+EOF
+  chmod 0755 "$initramfs/init"
+  find "$initramfs" -exec touch -h -d "@$epoch" {} +
+  (cd "$initramfs" && find . -mindepth 1 -print0 | sort -z | cpio -o -0 -H newc -R 0:0 --reproducible --quiet) |
+    gzip -n -9 >"$work/initrd.img"
+
+  install -m 0644 "$kernel_dir/vmlinuz" "$work/vmlinuz"
+  cat >"$work/syslinux.cfg" <<EOF
+SERIAL 0 115200
+DEFAULT anvil
+PROMPT 0
+TIMEOUT 0
+SAY Anvil test image $id: booting
+LABEL anvil
+  KERNEL /vmlinuz
+  INITRD /initrd.img
+  APPEND console=ttyS0,115200 quiet panic=-1
+EOF
+  touch -d "@$epoch" "$work/vmlinuz" "$work/initrd.img" "$work/syslinux.cfg"
+
+  # The partition as its own file first: a FAT16 filesystem whose boot sector records the partition offset.
+  part_sectors=$(((disk_mib * 1024 * 1024 / 512) - part_start))
+  fat="$work/fat.img"
+  truncate -s $((part_sectors * 512)) "$fat"
+  mkfs.vfat -F 16 -n ANVILTEST -h "$part_start" --invariant "$fat" >/dev/null
+  mcopy -m -i "$fat" "$work/vmlinuz" "$work/initrd.img" "$work/syslinux.cfg" ::/
+  syslinux --install "$fat"
+
+  # The disk: an MBR partition table (fixed disk id), syslinux's boot code, and the partition at 1 MiB.
+  truncate -s 0 "$work/disk.raw"
+  truncate -s "${disk_mib}M" "$work/disk.raw"
+  printf 'label: dos\nlabel-id: 0x414e5649\nstart=%s, size=%s, type=e, bootable\n' "$part_start" "$part_sectors" |
+    sfdisk --quiet "$work/disk.raw"
+  dd if="$syslinux_dir/mbr/mbr.bin" of="$work/disk.raw" bs=440 count=1 conv=notrunc status=none
+  dd if="$fat" of="$work/disk.raw" bs=512 seek="$part_start" conv=notrunc,sparse status=none
+
+  qemu-img convert -f raw -O qcow2 "$work/disk.raw" "$work/disk.qcow2"
+  qemu-img convert -c -f raw -O qcow2 "$work/disk.raw" "$work/disk.compressed.qcow2"
+  mv "$work/disk.raw" "$raw"
+  mv "$work/disk.qcow2" "$qcow2"
+  mv "$work/disk.compressed.qcow2" "$compressed"
+  (cd "$out" && sha256sum "$id.raw" "$id.qcow2" "$id.compressed.qcow2" >"$id.sha256sums")
+  echo "$inputs" >"$stamp"
+fi
+
+finished=$(date +%s.%N)
+mb() { awk -v b="$1" 'BEGIN {printf "%.1f MB", b / 1000000}'; }
+echo "test image $id ($result) in $(awk -v a="$started" -v b="$finished" 'BEGIN {printf "%.1f", b - a}') s:"
+for f in "$raw" "$qcow2" "$compressed"; do
+  echo "  $f  $(mb "$(stat -c %s "$f")") (on disk $(mb "$(($(stat -c %b "$f") * 512))"))"
+done
