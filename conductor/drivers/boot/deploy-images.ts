@@ -1,0 +1,53 @@
+import { InvalidDriverInfo } from "../errors.ts";
+import type { DriverNode } from "../interfaces.ts";
+
+export interface DeployImages {
+  kernel: string;
+  ramdisk: string;
+}
+
+// URLs (or TFTP paths) that go into boot scripts verbatim: no whitespace, quotes or "$" expansions.
+const SAFE_LOCATION = /^[\x21-\x7e]+$/;
+const UNSAFE = /["'\\$`;]/;
+
+function pick(
+  node: DriverNode,
+  field: "deploy_kernel" | "deploy_ramdisk",
+  fallback: string | undefined,
+): string {
+  const value = node.driver_info[field] ?? fallback;
+  if (value === undefined || value === "") {
+    throw new InvalidDriverInfo(`driver_info.${field} is required (no default is configured)`);
+  }
+  if (typeof value !== "string" || !SAFE_LOCATION.test(value) || UNSAFE.test(value)) {
+    throw new InvalidDriverInfo(`driver_info.${field} is invalid: ${JSON.stringify(value).slice(0, 80)}`);
+  }
+  return value;
+}
+
+/**
+ * The deploy kernel and ramdisk for a node: driver_info.deploy_kernel/deploy_ramdisk, else the defaults.
+ * @throws InvalidDriverInfo when neither is set or a value could break a boot script.
+ */
+export function deployImagesFor(node: DriverNode, defaults: Partial<DeployImages> = {}): DeployImages {
+  return {
+    kernel: pick(node, "deploy_kernel", defaults.kernel),
+    ramdisk: pick(node, "deploy_ramdisk", defaults.ramdisk),
+  };
+}
+
+/** @throws InvalidDriverInfo unless the location is an http(s) URL (iPXE fetches it). */
+export function requireHttpUrl(location: string, field: string): string {
+  let url: URL;
+  try {
+    url = new URL(location);
+  } catch {
+    throw new InvalidDriverInfo(
+      `${field} must be an http(s) URL, got ${JSON.stringify(location).slice(0, 80)}`,
+    );
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new InvalidDriverInfo(`${field} must be an http(s) URL, got ${url.protocol}`);
+  }
+  return location;
+}

@@ -1,0 +1,150 @@
+import type { BootInterface, DriverNode } from "../interfaces.ts";
+import { allMacs, pxeMacs } from "./boot-ports.ts";
+import { bootModeOf } from "./boot-mode.ts";
+import type { BootMode } from "./boot-mode.ts";
+import { pathInside, removeFile, writeFileAtomic } from "./boot-files.ts";
+import { deployImagesFor, requireHttpUrl } from "./deploy-images.ts";
+import type { DeployImages } from "./deploy-images.ts";
+import { checkKernelWords, formatKernelArgs } from "./kernel-args.ts";
+import { macPxeName } from "./mac.ts";
+import type { Mac } from "./mac.ts";
+import { checkedUuid } from "./node-uuid.ts";
+
+export interface IpxeBootOptions {
+  /** The directory served over HTTP (see the boot files plugin); boot.ipxe and nodes/ live here. */
+  root: string;
+  /** Used when driver_info has no deploy_kernel / deploy_ramdisk. */
+  defaultDeployImages?: Partial<DeployImages>;
+  /** Words on every deploy kernel command line. Default: consoles on tty0 and ttyS0. */
+  kernelArgs?: string[];
+  /** How long iPXE waits before retrying a failed download. Default 10 s. */
+  retryDelaySec?: number;
+}
+
+/** The one script every machine first fetches: chain to the script named after the booting NIC's MAC. */
+export function ipxeEntryScript(): string {
+  return [
+    "#!ipxe",
+    "# Anvil: chain to this machine's own script, named after the MAC iPXE booted from.",
+    "chain nodes/${net0/mac}.ipxe || goto unknown",
+    ":unknown",
+    "echo Anvil: no boot script for ${net0/mac}; trying the next boot device",
+    "exit",
+    "",
+  ].join("\n");
+}
+
+/** The per-MAC script that boots the deploy ramdisk, retrying downloads until they work. */
+export function ipxeDeployScript(request: {
+  uuid: string;
+  images: DeployImages;
+  kernelWords: readonly string[];
+  bootMode: BootMode;
+  retryDelaySec: number;
+}): string {
+  const { uuid, images, bootMode, retryDelaySec } = request;
+  // Under UEFI the kernel's EFI stub loads the initrd by its iPXE image name (the URL's last segment).
+  const initrdName = new URL(images.ramdisk).pathname.split("/").pop() ?? "";
+  const words =
+    bootMode === "uefi" && initrdName !== ""
+      ? [`initrd=${initrdName}`, ...request.kernelWords]
+      : request.kernelWords;
+  return [
+    "#!ipxe",
+    `# Anvil: deploy ramdisk for node ${uuid}`,
+    ":retry",
+    `kernel ${images.kernel} ${words.join(" ")} || goto failed`,
+    `initrd ${images.ramdisk} || goto failed`,
+    "boot || goto failed",
+    ":failed",
+    `echo Anvil: loading the deploy ramdisk failed; retrying in ${retryDelaySec} s`,
+    `sleep ${retryDelaySec}`,
+    "goto retry",
+    "",
+  ].join("\n");
+}
+
+/** The per-MAC script for a deployed node that still network-boots: go to the local disk. */
+export function ipxeLocalBootScript(request: { uuid: string; bootMode: BootMode }): string {
+  // BIOS: hand over to the first hard disk. UEFI: leave iPXE so the firmware tries its next boot entry.
+  const boot = request.bootMode === "uefi" ? "exit" : "sanboot --no-describe --drive 0x80 || exit";
+  return ["#!ipxe", `# Anvil: node ${request.uuid} boots from its local disk`, boot, ""].join("\n");
+}
+
+/**
+ * iPXE over HTTP: every machine fetches boot.ipxe, which chains to nodes/<mac>.ipxe; that script boots
+ * the deploy ramdisk (prepareRamdisk) or the local disk (prepareInstance).
+ */
+export class IpxeBoot implements BootInterface {
+  private readonly root: string;
+  private readonly defaults: Partial<DeployImages>;
+  private readonly kernelWords: string[];
+  private readonly retryDelaySec: number;
+
+  constructor(options: IpxeBootOptions) {
+    this.root = options.root;
+    this.defaults = options.defaultDeployImages ?? {};
+    this.kernelWords = checkKernelWords(options.kernelArgs ?? ["console=tty0", "console=ttyS0,115200n8"]);
+    this.retryDelaySec = options.retryDelaySec ?? 10;
+  }
+
+  /** Where the script for one MAC lives. */
+  nodeScriptPath(mac: Mac): string {
+    return pathInside(this.root, `nodes/${mac}.ipxe`);
+  }
+
+  /** Writes boot.ipxe (idempotent; prepare* calls it too). */
+  async writeEntryScript(): Promise<void> {
+    await writeFileAtomic(pathInside(this.root, "boot.ipxe"), ipxeEntryScript());
+  }
+
+  /** @throws InvalidDriverInfo (uuid, ports, deploy images not http(s) URLs) */
+  validate(node: DriverNode): void {
+    checkedUuid(node.uuid);
+    pxeMacs(node);
+    const images = deployImagesFor(node, this.defaults);
+    requireHttpUrl(images.kernel, "driver_info.deploy_kernel");
+    requireHttpUrl(images.ramdisk, "driver_info.deploy_ramdisk");
+  }
+
+  /** @throws InvalidDriverInfo (also for agentParams that could break out of the command line) */
+  async prepareRamdisk(node: DriverNode, options: { agentParams: Record<string, string> }): Promise<void> {
+    this.validate(node);
+    const uuid = checkedUuid(node.uuid);
+    const images = deployImagesFor(node, this.defaults);
+    const agentWords = formatKernelArgs(options.agentParams);
+    await this.writeEntryScript();
+    for (const mac of pxeMacs(node)) {
+      // The script is per MAC, so BOOTIF is written literally rather than left to iPXE's ${net0/mac}.
+      const bootif = "BOOTIF" in options.agentParams ? [] : [`BOOTIF=${macPxeName(mac)}`];
+      const script = ipxeDeployScript({
+        uuid,
+        images,
+        kernelWords: [...this.kernelWords, ...agentWords, ...bootif],
+        bootMode: bootModeOf(node),
+        retryDelaySec: this.retryDelaySec,
+      });
+      await writeFileAtomic(this.nodeScriptPath(mac), script);
+    }
+  }
+
+  async cleanUpRamdisk(node: DriverNode): Promise<void> {
+    await this.removeNodeScripts(node);
+  }
+
+  /** @throws InvalidDriverInfo */
+  async prepareInstance(node: DriverNode): Promise<void> {
+    const uuid = checkedUuid(node.uuid);
+    await this.writeEntryScript();
+    const script = ipxeLocalBootScript({ uuid, bootMode: bootModeOf(node) });
+    for (const mac of pxeMacs(node)) await writeFileAtomic(this.nodeScriptPath(mac), script);
+  }
+
+  async cleanUpInstance(node: DriverNode): Promise<void> {
+    await this.removeNodeScripts(node);
+  }
+
+  private async removeNodeScripts(node: DriverNode): Promise<void> {
+    for (const mac of allMacs(node)) await removeFile(this.nodeScriptPath(mac));
+  }
+}
