@@ -3,7 +3,7 @@
  * of this node binary, stripped, with the blob injected by postject. Prints the result's size.
  * Usage: npm run build:agent [-- --out build/anvil-agent]
  */
-import { copyFile, mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
@@ -74,6 +74,25 @@ export async function buildAgent(options: { out?: string; strip?: boolean } = {}
   };
 }
 
+/** Sources that end up in the executable; the build is stale when any is newer than it. */
+const SOURCE_DIRS = ["agent", "shared"];
+const SOURCE_FILES = ["package-lock.json", "scripts/build/agent.ts"];
+
+/** True when the executable is missing or older than any source it is built from. */
+export async function agentIsStale(out = "build/anvil-agent"): Promise<boolean> {
+  const built = await stat(resolve(ROOT, out)).catch(() => null);
+  if (built === null) return true;
+  const files = [...SOURCE_FILES.map((file) => join(ROOT, file))];
+  for (const dir of SOURCE_DIRS) {
+    const entries = await readdir(join(ROOT, dir), { recursive: true, withFileTypes: true });
+    for (const entry of entries) {
+      if (entry.isFile() && entry.name.endsWith(".ts")) files.push(join(entry.parentPath, entry.name));
+    }
+  }
+  const times = await Promise.all(files.map((file) => stat(file).then((s) => s.mtimeMs, () => 0)));
+  return times.some((time) => time > built.mtimeMs);
+}
+
 async function agentVersion(): Promise<string> {
   const pkg = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as { version: string };
   const head = await exec("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT }).catch(() => null);
@@ -94,14 +113,24 @@ function mib(bytes: number): string {
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === resolve(ROOT, "scripts/build/agent.ts")) {
   const { values } = parseArgs({
-    options: { out: { type: "string" }, "no-strip": { type: "boolean", default: false } },
-  });
-  buildAgent({ out: values.out, strip: !values["no-strip"] }).then(
-    (built) => {
-      process.stdout.write(
-        `${built.executable}: ${mib(built.executableBytes)} (bundle ${mib(built.bundleBytes)}), built in ${(built.durationMs / 1000).toFixed(1)} s\n`,
-      );
+    options: {
+      out: { type: "string" },
+      "no-strip": { type: "boolean", default: false },
+      "if-stale": { type: "boolean", default: false },
     },
+  });
+  const skip = values["if-stale"] ? agentIsStale(values.out).then((stale) => !stale) : Promise.resolve(false);
+  skip.then(async (fresh) => {
+    if (fresh) {
+      process.stdout.write("build/anvil-agent is up to date\n");
+      return;
+    }
+    const built = await buildAgent({ out: values.out, strip: !values["no-strip"] });
+    process.stdout.write(
+      `${built.executable}: ${mib(built.executableBytes)} (bundle ${mib(built.bundleBytes)}), built in ${(built.durationMs / 1000).toFixed(1)} s\n`,
+    );
+  }).then(
+    () => undefined,
     (error: unknown) => {
       process.stderr.write(`build:agent failed: ${error instanceof Error ? error.message : String(error)}\n`);
       process.exitCode = 1;

@@ -1,0 +1,208 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdir, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { Server } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { join, resolve } from "node:path";
+import { exec } from "../../shared/system/exec.ts";
+import type { Inventory } from "../../shared/inventory.ts";
+import type { Logger } from "../../shared/log.ts";
+import { createAgentGateway } from "../../conductor/agents/gateway.ts";
+import type { AgentGateway, AgentGatewayOptions } from "../../conductor/agents/gateway.ts";
+
+export const ROOT = resolve(import.meta.dirname, "../..");
+export const AGENT_EXECUTABLE = join(ROOT, "build/anvil-agent");
+
+/**
+ * Builds the agent single executable when it is missing or older than its sources. A file lock keeps
+ * two test workers from building at once; the second finds it fresh.
+ */
+export async function ensureAgentBuilt(): Promise<string> {
+  await mkdir(join(ROOT, "build"), { recursive: true });
+  const result = await exec(
+    "flock",
+    [
+      join(ROOT, "build/.anvil-agent.lock"),
+      process.execPath,
+      "--import",
+      "tsx",
+      "scripts/build/agent.ts",
+      "--if-stale",
+    ],
+    { cwd: ROOT, timeoutMs: 300_000, env: { HOME: process.env.HOME ?? "/root" } },
+  );
+  if (result.code !== 0) throw new Error(`building the agent failed: ${result.stderr}`);
+  return AGENT_EXECUTABLE;
+}
+
+/** A logger that keeps every line (objects and messages serialised), for "never logged" assertions. */
+export function recordingLogger(lines: string[] = []): Logger & { lines: string[] } {
+  const record =
+    (level: string) =>
+    (obj: object | string, msg?: string): void => {
+      lines.push(`${level} ${typeof obj === "string" ? obj : JSON.stringify(obj)} ${msg ?? ""}`);
+    };
+  const logger: Logger & { lines: string[] } = {
+    lines,
+    debug: record("debug"),
+    info: record("info"),
+    warn: record("warn"),
+    error: record("error"),
+    child: (bindings) => {
+      const child = recordingLogger(lines);
+      const wrap =
+        (fn: (obj: object | string, msg?: string) => void) =>
+        (obj: object | string, msg?: string): void =>
+          fn(typeof obj === "string" ? { ...bindings, msg: obj } : { ...bindings, ...obj }, msg);
+      return {
+        ...child,
+        debug: wrap(child.debug),
+        info: wrap(child.info),
+        warn: wrap(child.warn),
+        error: wrap(child.error),
+      };
+    },
+  };
+  return logger;
+}
+
+/** A gateway on a real HTTP server on 127.0.0.1; kill() drops the server and every socket like a crash. */
+export interface GatewayServer {
+  gateway: AgentGateway;
+  server: Server;
+  port: number;
+  url: string;
+  kill(): Promise<void>;
+}
+
+export async function startGatewayServer(
+  options: AgentGatewayOptions & { port?: number; gateway?: AgentGateway },
+): Promise<GatewayServer> {
+  const gateway = options.gateway ?? createAgentGateway(options);
+  const server = createServer((_req, res) => res.writeHead(404).end());
+  const sockets = new Set<Socket>();
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
+  gateway.attach(server);
+  server.listen(options.port ?? 0, "127.0.0.1");
+  await once(server, "listening");
+  const port = (server.address() as AddressInfo).port;
+  return {
+    gateway,
+    server,
+    port,
+    url: `ws://127.0.0.1:${port}/v1/agent`,
+    kill: async () => {
+      const closed = new Promise<void>((done) => server.close(() => done()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
+}
+
+/** An IPA-shaped inventory for simulated machines. */
+export function sampleInventory(options: { macs?: string[]; diskFile?: string } = {}): Inventory {
+  const macs = options.macs ?? ["52:54:00:90:35:d6"];
+  return {
+    interfaces: macs.map((mac, index) => ({
+      name: `eth${index}`,
+      mac_address: mac,
+      ipv4_address: index === 0 ? "192.0.2.20" : null,
+      ipv6_address: null,
+      has_carrier: index === 0,
+      lldp: null,
+      vendor: "0x1af4",
+      product: "0x0001",
+      client_id: null,
+      biosdevname: null,
+      speed_mbps: 10000,
+      pci_address: `0000:00:0${3 + index}.0`,
+      driver: "virtio_net",
+    })),
+    cpu: {
+      model_name: "Simulated CPU",
+      frequency: "3400.0000",
+      count: 8,
+      architecture: "x86_64",
+      flags: ["fpu", "vmx"],
+      socket_count: 1,
+    },
+    disks: [
+      {
+        name: options.diskFile ?? "/dev/vda",
+        model: "QEMU HARDDISK",
+        size: 20 * 1024 ** 3,
+        rotational: false,
+        wwn: null,
+        serial: "SIM-0001",
+        vendor: "0x1af4",
+        wwn_with_extension: null,
+        wwn_vendor_extension: null,
+        hctl: null,
+        by_path: null,
+        logical_sectors: 512,
+        physical_sectors: 512,
+        tran: "virtio",
+      },
+    ],
+    memory: { total: 16 * 1024 ** 3 - 300 * 1024 ** 2, physical_mb: 16384 },
+    bmc_address: "127.0.0.1",
+    bmc_v6address: null,
+    system_vendor: {
+      product_name: "Standard PC (Q35 + ICH9, 2009)",
+      serial_number: "SIM-SERIAL",
+      manufacturer: "QEMU",
+      firmware: { vendor: "SeaBIOS", version: "1.16.2", build_date: "04/01/2014" },
+    },
+    boot: { current_boot_mode: "bios", pxe_interface: `01-${macs[0]?.replaceAll(":", "-") ?? ""}` },
+    hostname: "sim-node",
+  };
+}
+
+/** Writes a simulated machine file for `anvil-agent --backend simulated --inventory FILE`. */
+export async function writeSimulatedMachine(dir: string, inventory: Inventory): Promise<string> {
+  const file = join(dir, `machine-${inventory.interfaces[0]?.mac_address.replaceAll(":", "") ?? "x"}.json`);
+  await writeFile(file, JSON.stringify({ inventory }, null, 2));
+  return file;
+}
+
+/** Polls until `check` is true, or throws after `timeoutMs` (the condition, not wall time, is the test). */
+export async function waitFor(
+  check: () => boolean,
+  options: { timeoutMs?: number; what?: string } = {},
+): Promise<void> {
+  const deadline = Date.now() + (options.timeoutMs ?? 20_000);
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${options.what ?? "a condition"}`);
+    await new Promise((done) => setTimeout(done, 20));
+  }
+}
+
+/** A running agent process; stop() sends SIGTERM and resolves with everything it wrote to stderr. */
+export interface AgentProcess {
+  stderr(): string;
+  stop(): Promise<{ code: number | null; stderr: string }>;
+}
+
+/**
+ * Starts the built agent in service mode. Test-only: it needs the live process (to SIGTERM it and read
+ * its log afterwards), which the product's exec() deliberately does not expose.
+ */
+export function startAgentProcess(options: { executable: string; args: string[] }): AgentProcess {
+  const child = spawn(options.executable, options.args, { stdio: ["ignore", "pipe", "pipe"] });
+  const chunks: Buffer[] = [];
+  child.stderr.on("data", (chunk: Buffer) => chunks.push(chunk));
+  child.stdout.on("data", (chunk: Buffer) => chunks.push(chunk));
+  const exited = once(child, "exit") as Promise<[number | null]>;
+  return {
+    stderr: () => Buffer.concat(chunks).toString(),
+    stop: async () => {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      const [code] = await exited;
+      return { code, stderr: Buffer.concat(chunks).toString() };
+    },
+  };
+}

@@ -1,0 +1,333 @@
+import { once } from "node:events";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
+import { AgentCommandError } from "../../conductor/agents/command-error.ts";
+import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
+import { encodeFrame, parseFrame } from "../../shared/protocol.ts";
+import type { Frame, OutgoingFrame } from "../../shared/protocol.ts";
+import { recordingLogger, startGatewayServer, waitFor } from "../helpers/agent.ts";
+import type { GatewayServer } from "../helpers/agent.ts";
+
+const MAX_FRAME = 16 * 1024;
+const NODE_A = { uuid: "11111111-1111-4111-8111-111111111111", macs: ["52:54:00:00:00:0a"] };
+const NODE_B = { uuid: "22222222-2222-4222-8222-222222222222", macs: ["52:54:00:00:00:0b"] };
+
+/** A hand-driven agent over a real WebSocket: the test sends raw text and reads every frame. */
+class RawAgent {
+  readonly frames: Frame[] = [];
+  closeCode: number | undefined;
+  private constructor(readonly socket: WebSocket) {
+    socket.on("message", (data) => {
+      const parsed = parseFrame(data.toString(), 1024 * 1024);
+      if (parsed.ok) this.frames.push(parsed.frame);
+    });
+    socket.on("close", (code) => {
+      this.closeCode = code;
+    });
+  }
+
+  static async connect(url: string): Promise<RawAgent> {
+    const socket = new WebSocket(url);
+    const agent = new RawAgent(socket);
+    await once(socket, "open");
+    return agent;
+  }
+
+  sendRaw(text: string): void {
+    this.socket.send(text);
+  }
+
+  send(frame: OutgoingFrame): void {
+    this.socket.send(encodeFrame(frame));
+  }
+
+  hello(options: { macs: string[]; bootId?: string; token?: string }): void {
+    this.send({
+      type: "hello",
+      agent_version: "test",
+      macs: options.macs,
+      bmc_address: null,
+      boot_id: options.bootId ?? "boot-1",
+      ...(options.token === undefined ? {} : { token: options.token }),
+    });
+  }
+
+  async next<T extends Frame["type"]>(type: T): Promise<Extract<Frame, { type: T }>> {
+    let found: Frame | undefined;
+    await waitFor(() => (found = this.frames.find((frame) => frame.type === type)) !== undefined, {
+      what: type,
+    });
+    this.frames.splice(this.frames.indexOf(found as Frame), 1);
+    return found as Extract<Frame, { type: T }>;
+  }
+
+  async closed(): Promise<number> {
+    await waitFor(() => this.closeCode !== undefined, { what: "close" });
+    return this.closeCode as number;
+  }
+
+  get open(): boolean {
+    return this.socket.readyState === WebSocket.OPEN;
+  }
+}
+
+describe("agent gateway over a real WebSocket", () => {
+  let directory: MemoryAgentDirectory;
+  let logger: ReturnType<typeof recordingLogger>;
+  let gw: GatewayServer;
+  const agents: RawAgent[] = [];
+  const connect = async (): Promise<RawAgent> => {
+    const agent = await RawAgent.connect(gw.url);
+    agents.push(agent);
+    return agent;
+  };
+  /** Connects and completes a handshake; returns the agent and its token. */
+  const admitted = async (node: { macs: string[] }, bootId = "boot-1") => {
+    const agent = await connect();
+    agent.hello({ macs: node.macs, bootId });
+    const welcome = await agent.next("welcome");
+    return { agent, welcome, token: welcome.token as string };
+  };
+
+  beforeEach(async () => {
+    directory = new MemoryAgentDirectory();
+    directory.addNode(NODE_A);
+    directory.addNode(NODE_B);
+    logger = recordingLogger();
+    gw = await startGatewayServer({
+      directory,
+      logger,
+      maxFrameBytes: MAX_FRAME,
+      heartbeatTimeoutMs: 30_000,
+    });
+  });
+
+  afterEach(async () => {
+    for (const agent of agents.splice(0)) agent.socket.terminate();
+    await gw.gateway.close();
+    await gw.kill();
+  });
+
+  describe("refusals before the handshake: an error frame, a close, and no directory change", () => {
+    it.each([
+      ["a malformed frame", "{this is not json", "BAD_FRAME"],
+      ["an unknown frame type", JSON.stringify({ type: "teleport", v: 1 }), "UNKNOWN_TYPE"],
+      ["another protocol version", JSON.stringify({ type: "hello", v: 7 }), "UNSUPPORTED_VERSION"],
+      [
+        "an oversized frame",
+        JSON.stringify({ type: "hello", v: 1, pad: "x".repeat(MAX_FRAME) }),
+        "FRAME_TOO_LARGE",
+      ],
+      ["a heartbeat before hello", encodeFrame({ type: "heartbeat", ts: 1 }), "HELLO_REQUIRED"],
+    ])("%s", async (_label, text, code) => {
+      const agent = await connect();
+      agent.sendRaw(text);
+      expect((await agent.next("error")).code).toBe(code);
+      expect(await agent.closed()).toBe(code === "FRAME_TOO_LARGE" ? 1009 : 1008);
+      expect(directory.saveCount).toBe(0);
+    });
+
+    it("an unknown MAC", async () => {
+      const agent = await connect();
+      agent.hello({ macs: ["52:54:00:ff:ff:ff"] });
+      expect((await agent.next("error")).code).toBe("UNKNOWN_MAC");
+      expect(await agent.closed()).toBe(1008);
+      expect(directory.saveCount).toBe(0);
+      expect(gw.gateway.isConnected(NODE_A.uuid)).toBe(false);
+    });
+  });
+
+  describe("tokens", () => {
+    it("issues a token on the first hello of a boot and stores only its digest", async () => {
+      const { welcome, token } = await admitted(NODE_A);
+      expect(welcome.node_uuid).toBe(NODE_A.uuid);
+      expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      const record = directory.tokens.get(NODE_A.uuid);
+      expect(record?.bootId).toBe("boot-1");
+      expect(record?.digest).toMatch(/^[0-9a-f]{64}$/);
+      expect(JSON.stringify(record)).not.toContain(token);
+      expect(gw.gateway.isConnected(NODE_A.uuid)).toBe(true);
+    });
+
+    it("accepts the token on a later hello of the same boot and issues no new one", async () => {
+      const first = await admitted(NODE_A);
+      first.agent.socket.close();
+      await first.agent.closed();
+      const again = await connect();
+      again.hello({ macs: NODE_A.macs, token: first.token });
+      const welcome = await again.next("welcome");
+      expect(welcome.token).toBeUndefined();
+      expect(directory.saveCount).toBe(1);
+    });
+
+    it("refuses a hello without the token once one was issued for this boot", async () => {
+      await admitted(NODE_A);
+      const before = structuredClone(directory.tokens);
+      const agent = await connect();
+      agent.hello({ macs: NODE_A.macs });
+      expect((await agent.next("error")).code).toBe("TOKEN_REQUIRED");
+      expect(await agent.closed()).toBe(1008);
+      expect(directory.tokens).toEqual(before);
+      expect(directory.saveCount).toBe(1);
+    });
+
+    it("refuses a wrong token", async () => {
+      await admitted(NODE_A);
+      const before = structuredClone(directory.tokens);
+      const agent = await connect();
+      agent.hello({ macs: NODE_A.macs, token: "A".repeat(43) });
+      expect((await agent.next("error")).code).toBe("BAD_TOKEN");
+      expect(await agent.closed()).toBe(1008);
+      expect(directory.tokens).toEqual(before);
+    });
+
+    it("refuses another node's token", async () => {
+      await admitted(NODE_A);
+      const b = await admitted(NODE_B);
+      const before = structuredClone(directory.tokens);
+      const agent = await connect();
+      agent.hello({ macs: NODE_A.macs, token: b.token });
+      expect((await agent.next("error")).code).toBe("BAD_TOKEN");
+      expect(await agent.closed()).toBe(1008);
+      expect(directory.tokens).toEqual(before);
+      expect(directory.saveCount).toBe(2);
+    });
+
+    it("issues a fresh token for a new boot", async () => {
+      const first = await admitted(NODE_A, "boot-1");
+      const second = await admitted(NODE_A, "boot-2");
+      expect(second.token).not.toBe(first.token);
+      expect(directory.tokens.get(NODE_A.uuid)?.bootId).toBe("boot-2");
+    });
+
+    it("never writes a token to the log", async () => {
+      const a = await admitted(NODE_A);
+      const b = await admitted(NODE_B);
+      const intruder = await connect();
+      intruder.hello({ macs: NODE_A.macs, token: b.token });
+      await intruder.closed();
+      expect(logger.lines.length).toBeGreaterThan(0);
+      for (const line of logger.lines) {
+        expect(line).not.toContain(a.token);
+        expect(line).not.toContain(b.token);
+      }
+    });
+  });
+
+  describe("a live session", () => {
+    it("answers a bad frame with an error but keeps the session", async () => {
+      const { agent } = await admitted(NODE_A);
+      agent.sendRaw("{garbage");
+      expect((await agent.next("error")).code).toBe("BAD_FRAME");
+      agent.sendRaw(JSON.stringify({ type: "from-the-future", v: 1 }));
+      expect((await agent.next("error")).code).toBe("UNKNOWN_TYPE");
+      agent.send({ type: "heartbeat", ts: 1 });
+      await agent.next("heartbeat");
+      expect(agent.open).toBe(true);
+      expect(gw.gateway.isConnected(NODE_A.uuid)).toBe(true);
+    });
+
+    it("closes a session that sends an oversized frame", async () => {
+      const { agent } = await admitted(NODE_A);
+      agent.sendRaw(encodeFrame({ type: "heartbeat", ts: 1, busy: "x".repeat(MAX_FRAME) }));
+      expect((await agent.next("error")).code).toBe("FRAME_TOO_LARGE");
+      expect(await agent.closed()).toBe(1009);
+      await waitFor(() => !gw.gateway.isConnected(NODE_A.uuid), { what: "disconnect" });
+    });
+
+    it("a newer connection for the node replaces the older one", async () => {
+      const first = await admitted(NODE_A);
+      const second = await connect();
+      second.hello({ macs: NODE_A.macs, token: first.token });
+      await second.next("welcome");
+      expect((await first.agent.next("error")).code).toBe("REPLACED");
+      await first.agent.closed();
+      expect(gw.gateway.isConnected(NODE_A.uuid)).toBe(true);
+    });
+  });
+
+  describe("call()", () => {
+    it("sends the command, relays progress, resolves with the value and acks the result", async () => {
+      const { agent } = await admitted(NODE_A);
+      const progress: unknown[] = [];
+      const pending = gw.gateway.call(NODE_A.uuid, { name: "sync" }, { onProgress: (p) => progress.push(p) });
+      const command = await agent.next("command");
+      expect(command).toMatchObject({ name: "sync", args: {} });
+      agent.send({ type: "progress", id: command.id, step: "flush", bytes_done: 5, bytes_total: 10 });
+      agent.send({ type: "result", id: command.id, ok: true, value: { done: true } });
+      await expect(pending).resolves.toEqual({ done: true });
+      expect(progress).toEqual([{ step: "flush", bytes_done: 5, bytes_total: 10 }]);
+      expect((await agent.next("ack")).id).toBe(command.id);
+    });
+
+    it("rejects with the agent's typed error", async () => {
+      const { agent } = await admitted(NODE_A);
+      const pending = gw.gateway.call(NODE_A.uuid, { name: "reboot" });
+      const command = await agent.next("command");
+      agent.send({
+        type: "result",
+        id: command.id,
+        ok: false,
+        error: { code: "BUSY", message: "erasing", retryable: true },
+      });
+      const error = await pending.catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AgentCommandError);
+      expect(error).toMatchObject({ code: "BUSY", retryable: true, message: "erasing" });
+    });
+
+    it("rejects at once for a node without an agent, or bad arguments", async () => {
+      await expect(gw.gateway.call(NODE_B.uuid, { name: "sync" })).rejects.toMatchObject({
+        code: "NOT_CONNECTED",
+        retryable: true,
+      });
+      await admitted(NODE_A);
+      await expect(
+        gw.gateway.call(NODE_A.uuid, { name: "set_boot", args: { device: "floppy" } }),
+      ).rejects.toMatchObject({
+        code: "BAD_ARGS",
+      });
+    });
+
+    it("times out and cancels the command on the agent", async () => {
+      const { agent } = await admitted(NODE_A);
+      const pending = gw.gateway.call(NODE_A.uuid, { name: "sync" }, { timeoutMs: 200 });
+      const command = await agent.next("command");
+      await expect(pending).rejects.toMatchObject({ code: "TIMEOUT" });
+      expect((await agent.next("cancel")).id).toBe(command.id);
+    });
+
+    it("cancels through an AbortSignal", async () => {
+      const { agent } = await admitted(NODE_A);
+      const controller = new AbortController();
+      const pending = gw.gateway.call(NODE_A.uuid, { name: "sync" }, { signal: controller.signal });
+      const command = await agent.next("command");
+      controller.abort();
+      await expect(pending).rejects.toMatchObject({ code: "CANCELLED" });
+      expect((await agent.next("cancel")).id).toBe(command.id);
+    });
+
+    it("a result that arrives over a new connection resolves the call", async () => {
+      const first = await admitted(NODE_A);
+      const pending = gw.gateway.call(NODE_A.uuid, { name: "sync" });
+      const command = await first.agent.next("command");
+      first.agent.socket.terminate();
+      await waitFor(() => !gw.gateway.isConnected(NODE_A.uuid), { what: "disconnect" });
+      const again = await connect();
+      again.hello({ macs: NODE_A.macs, token: first.token });
+      await again.next("welcome");
+      expect((await again.next("command")).id).toBe(command.id); // re-sent in case the first copy was lost
+      again.send({ type: "result", id: command.id, ok: true, value: "late" });
+      await expect(pending).resolves.toBe("late");
+    });
+
+    it("reports connects and disconnects", async () => {
+      const events: string[] = [];
+      gw.gateway.onConnected((uuid, hello) => events.push(`up ${uuid} ${hello.agent_version}`));
+      gw.gateway.onDisconnected((uuid) => events.push(`down ${uuid}`));
+      const { agent } = await admitted(NODE_A);
+      agent.socket.close();
+      await waitFor(() => events.length === 2, { what: "events" });
+      expect(events).toEqual([`up ${NODE_A.uuid} test`, `down ${NODE_A.uuid}`]);
+    });
+  });
+});

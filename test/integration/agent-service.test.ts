@@ -1,0 +1,124 @@
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
+import { digestToken } from "../../conductor/agents/token.ts";
+import type { Hello } from "../../shared/protocol.ts";
+import {
+  ROOT,
+  ensureAgentBuilt,
+  recordingLogger,
+  sampleInventory,
+  startAgentProcess,
+  startGatewayServer,
+  waitFor,
+  writeSimulatedMachine,
+} from "../helpers/agent.ts";
+import type { AgentProcess, GatewayServer } from "../helpers/agent.ts";
+
+const NODE = "33333333-3333-4333-8333-333333333333";
+const MAC = "52:54:00:12:34:56";
+
+describe("the agent executable in service mode against the real gateway", () => {
+  let dir: string;
+  let agent: AgentProcess | undefined;
+  let gw: GatewayServer;
+  const logger = recordingLogger();
+  const directory = new MemoryAgentDirectory();
+  const hellos: Hello[] = [];
+  const inventory = sampleInventory({ macs: [MAC, "52:54:00:12:34:57"] });
+  let eventsFile: string;
+
+  beforeAll(async () => {
+    const executable = await ensureAgentBuilt();
+    await mkdir(join(ROOT, ".tmp"), { recursive: true });
+    dir = await mkdtemp(join(ROOT, ".tmp/agent-service-"));
+    eventsFile = join(dir, "events.jsonl");
+    directory.addNode({ uuid: NODE, macs: [MAC] });
+    gw = await startGatewayServer({ directory, logger, heartbeatTimeoutMs: 30_000 });
+    gw.gateway.onConnected((_uuid, hello) => hellos.push(hello));
+    const machine = await writeSimulatedMachine(dir, inventory);
+    agent = startAgentProcess({
+      executable,
+      args: [
+        "service",
+        "--conductor",
+        gw.url,
+        "--backend",
+        "simulated",
+        "--inventory",
+        machine,
+        "--events",
+        eventsFile,
+        "--log-level",
+        "debug",
+      ],
+    });
+  }, 300_000);
+
+  afterAll(async () => {
+    await agent?.stop();
+    await gw?.gateway.close();
+    await gw?.kill();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("connects and answers get_inventory with the simulated inventory", async () => {
+    await waitFor(() => gw.gateway.isConnected(NODE), { what: "the agent to connect" });
+    const value = await gw.gateway.call(NODE, { name: "get_inventory" });
+    expect(value).toEqual(inventory);
+    expect(hellos[0]).toMatchObject({
+      macs: [MAC, "52:54:00:12:34:57"],
+      bmc_address: "127.0.0.1",
+    });
+    expect(hellos[0]?.token).toBeUndefined();
+    expect(directory.saveCount).toBe(1);
+  });
+
+  it("reconnects with its token after the conductor's server dies, and a call completes", async () => {
+    await gw.kill();
+    await waitFor(() => !gw.gateway.isConnected(NODE), { what: "the session to drop" });
+    gw = await startGatewayServer({ directory, logger, gateway: gw.gateway, port: gw.port });
+    await waitFor(() => gw.gateway.isConnected(NODE), { what: "the agent to reconnect" });
+    const second = hellos[1];
+    expect(second?.boot_id).toBe(hellos[0]?.boot_id);
+    expect(second?.token).toBeDefined();
+    expect(digestToken(second?.token ?? "")).toBe(directory.tokens.get(NODE)?.digest);
+    expect(directory.saveCount).toBe(1); // no second token for the same boot
+    await expect(gw.gateway.call(NODE, { name: "sync" })).resolves.toEqual({});
+    const steps = (await gw.gateway.call(NODE, { name: "get_clean_steps" })) as {
+      clean_steps: Array<{ step: string }>;
+    };
+    expect(steps.clean_steps.map((step) => step.step)).toContain("erase_devices_metadata");
+  });
+
+  it("reboots only after its result was acknowledged", async () => {
+    await expect(gw.gateway.call(NODE, { name: "reboot" })).resolves.toEqual({ rebooting: true });
+    let events: string[] = [];
+    await waitFor(
+      () => {
+        void readFile(eventsFile, "utf8").then(
+          (text) =>
+            (events = text
+              .trim()
+              .split("\n")
+              .map((line) => (JSON.parse(line) as { event: string }).event)),
+          () => undefined,
+        );
+        return events.includes("reboot");
+      },
+      { what: "the reboot event" },
+    );
+    expect(events).toEqual(["sync", "sync", "reboot"]);
+  });
+
+  it("never logs the token, on either side", async () => {
+    const token = hellos[1]?.token ?? "";
+    expect(token.length).toBeGreaterThan(20);
+    const { stderr } = await (agent as AgentProcess).stop();
+    agent = undefined;
+    expect(stderr).toMatch(/welcomed by the conductor/);
+    expect(stderr).not.toContain(token);
+    for (const line of logger.lines) expect(line).not.toContain(token);
+  });
+});
