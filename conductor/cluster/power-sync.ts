@@ -1,0 +1,143 @@
+import type { PowerState } from "../../shared/states.ts";
+import { silentLogger } from "../../shared/log.ts";
+import type { Logger } from "../../shared/log.ts";
+
+/** What the sync needs of one node, as the database has it. */
+export interface SyncNode {
+  uuid: string;
+  /** The recorded power state; null for a node never synced. */
+  powerState: PowerState | null;
+  /** Consecutive failed syncs so far (driver_internal_info or a column: the port decides). */
+  syncFailures: number;
+}
+
+/** The sync's view of the world; the conductor implements it over the database and the drivers. */
+export interface PowerSyncPort {
+  /** Nodes this conductor owns and may touch: not reserved, not in maintenance, not mid-transition. */
+  listNodes(): Promise<SyncNode[]>;
+  /** The BMC's answer. @throws on any failure to get one */
+  getPower(node: SyncNode, options: { signal?: AbortSignal }): Promise<PowerState>;
+  /** Switches the node and resolves once the BMC reports the state. @throws on failure */
+  setPower(node: SyncNode, state: PowerState, options: { signal?: AbortSignal }): Promise<void>;
+  recordPowerState(uuid: string, state: PowerState): Promise<void>;
+  /** Stores the consecutive failure count (0 resets it). */
+  recordFailure(uuid: string, count: number): Promise<void>;
+  /** Puts the node in maintenance with this reason (maintenance_reason / last_error). */
+  setMaintenance(uuid: string, reason: string): Promise<void>;
+}
+
+export interface PowerSyncOptions {
+  /** Nodes synced at the same time. */
+  concurrency: number;
+  /** true: power the node back to the recorded state; false: record what the BMC says (Ironic's default is true). */
+  forcePowerStateDuringSync: boolean;
+  /** Consecutive failures (BMC errors, or forced restores that did not stick) before maintenance. */
+  maxFailures: number;
+  signal?: AbortSignal;
+  logger?: Logger;
+}
+
+export type NodeSyncOutcome =
+  "in sync" | "initialised" | "recorded" | "restored" | "failed" | "maintenance" | "error";
+
+export interface PowerSyncReport {
+  checked: number;
+  outcomes: Record<NodeSyncOutcome, number>;
+  /** uuids put into maintenance by this pass. */
+  maintenance: string[];
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Syncs one node. Follows Ironic: a mismatch with force on counts as a failure and is corrected, so a node
+ * someone keeps switching behind our back ends in maintenance instead of being fought over forever.
+ */
+async function syncNode(
+  port: PowerSyncPort,
+  node: SyncNode,
+  options: PowerSyncOptions,
+): Promise<NodeSyncOutcome> {
+  const fail = async (reason: string): Promise<NodeSyncOutcome> => {
+    const count = node.syncFailures + 1;
+    await port.recordFailure(node.uuid, count);
+    if (count < options.maxFailures) return "failed";
+    await port.setMaintenance(node.uuid, `power failure: ${reason}`);
+    return "maintenance";
+  };
+
+  let actual: PowerState;
+  try {
+    actual = await port.getPower(node, { signal: options.signal });
+  } catch (error) {
+    return fail(`cannot read the power state: ${messageOf(error)}`);
+  }
+  if (node.powerState === null) {
+    await port.recordPowerState(node.uuid, actual);
+    if (node.syncFailures > 0) await port.recordFailure(node.uuid, 0);
+    return "initialised";
+  }
+  if (actual === node.powerState) {
+    if (node.syncFailures > 0) await port.recordFailure(node.uuid, 0);
+    return "in sync";
+  }
+  if (!options.forcePowerStateDuringSync) {
+    await port.recordPowerState(node.uuid, actual);
+    if (node.syncFailures > 0) await port.recordFailure(node.uuid, 0);
+    return "recorded";
+  }
+  const mismatch = `the BMC reports ${actual}, expected ${node.powerState}`;
+  const count = node.syncFailures + 1;
+  if (count >= options.maxFailures) {
+    // Stop fighting: the record shows the truth, and an operator looks at the node.
+    await port.recordPowerState(node.uuid, actual);
+    return fail(`${mismatch} after ${node.syncFailures} forced corrections`);
+  }
+  try {
+    await port.setPower(node, node.powerState, { signal: options.signal });
+  } catch (error) {
+    return fail(`${mismatch}, and restoring it failed: ${messageOf(error)}`);
+  }
+  await port.recordFailure(node.uuid, count);
+  return "restored";
+}
+
+/**
+ * One periodic power sync pass over the nodes the port lists, at most `concurrency` at a time.
+ * A node's failure never stops the pass; an aborted signal stops starting new nodes.
+ */
+export async function runPowerSyncPass(
+  port: PowerSyncPort,
+  options: PowerSyncOptions,
+): Promise<PowerSyncReport> {
+  const logger = options.logger ?? silentLogger;
+  const nodes = await port.listNodes();
+  const report: PowerSyncReport = {
+    checked: 0,
+    outcomes: { "in sync": 0, initialised: 0, recorded: 0, restored: 0, failed: 0, maintenance: 0, error: 0 },
+    maintenance: [],
+  };
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < nodes.length && options.signal?.aborted !== true) {
+      const node = nodes[next++] as SyncNode;
+      let outcome: NodeSyncOutcome;
+      try {
+        outcome = await syncNode(port, node, options);
+      } catch (error) {
+        // The port itself failed (database down, ...): report and go on with the others.
+        logger.error({ node: node.uuid, err: messageOf(error) }, "power sync: node not synced");
+        outcome = "error";
+      }
+      report.checked++;
+      report.outcomes[outcome]++;
+      if (outcome === "maintenance") report.maintenance.push(node.uuid);
+      if (outcome !== "in sync") logger.info({ node: node.uuid, outcome }, "power sync");
+    }
+  };
+  const workers = Math.max(1, Math.min(options.concurrency, nodes.length));
+  await Promise.all(Array.from({ length: workers }, worker));
+  return report;
+}
