@@ -74,7 +74,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
   const logger = options.logger.child({ component: "agent-gateway" });
   const maxFrameBytes = options.maxFrameBytes ?? 1024 * 1024;
   const heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? 30_000;
-  const heartbeatIntervalMs = Math.max(1_000, Math.floor(heartbeatTimeoutMs / 3));
+  const heartbeatIntervalMs = Math.max(100, Math.floor(heartbeatTimeoutMs / 3));
   const helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
 
   // Twice the frame limit: frames in between get a FRAME_TOO_LARGE answer; ws cuts anything bigger unread.

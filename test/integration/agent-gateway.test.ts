@@ -71,6 +71,32 @@ class RawAgent {
   }
 }
 
+describe("agent gateway liveness", () => {
+  it("drops a session that stops heartbeating, and a connection that never says hello", async () => {
+    const directory = new MemoryAgentDirectory();
+    directory.addNode(NODE_A);
+    const gw = await startGatewayServer({
+      directory,
+      logger: recordingLogger(),
+      heartbeatTimeoutMs: 400,
+      helloTimeoutMs: 400,
+    });
+    try {
+      const silent = await RawAgent.connect(gw.url);
+      silent.hello({ macs: NODE_A.macs });
+      const welcome = await silent.next("welcome");
+      expect(welcome.heartbeat_interval_ms).toBeLessThan(400);
+      const mute = await RawAgent.connect(gw.url);
+      await silent.closed();
+      await mute.closed();
+      expect(gw.gateway.isConnected(NODE_A.uuid)).toBe(false);
+    } finally {
+      await gw.gateway.close();
+      await gw.kill();
+    }
+  });
+});
+
 describe("agent gateway over a real WebSocket", () => {
   let directory: MemoryAgentDirectory;
   let logger: ReturnType<typeof recordingLogger>;
@@ -318,6 +344,15 @@ describe("agent gateway over a real WebSocket", () => {
       expect((await again.next("command")).id).toBe(command.id); // re-sent in case the first copy was lost
       again.send({ type: "result", id: command.id, ok: true, value: "late" });
       await expect(pending).resolves.toBe("late");
+    });
+
+    it("close() fails pending calls with GATEWAY_CLOSED and closes agents", async () => {
+      const { agent } = await admitted(NODE_A);
+      const pending = gw.gateway.call(NODE_A.uuid, { name: "sync" }).catch((error: unknown) => error);
+      await agent.next("command");
+      await gw.gateway.close();
+      expect(await pending).toMatchObject({ code: "GATEWAY_CLOSED", retryable: true });
+      expect(await agent.closed()).toBe(1001);
     });
 
     it("reports connects and disconnects", async () => {
