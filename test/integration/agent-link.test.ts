@@ -6,7 +6,6 @@ import { AgentLink } from "../../agent/link/client.ts";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { recordingLogger, sampleInventory, startGatewayServer, waitFor } from "../helpers/agent.ts";
-import type { GatewayServer } from "../helpers/agent.ts";
 
 const NODE = "44444444-4444-4444-8444-444444444444";
 const MAC = "52:54:00:44:44:44";
