@@ -1,10 +1,12 @@
+import type { CommandName } from "../../shared/protocol.ts";
+
 /** What provisioning flows need from the agent gateway. */
 export interface AgentControl {
   isConnected(nodeUuid: string): boolean;
   /** Runs one agent command and resolves with its value. @throws when the agent reports an error or the link fails */
   call(
     nodeUuid: string,
-    command: { name: string; args: unknown },
+    command: { name: CommandName; args: unknown },
     options?: { signal?: AbortSignal; onProgress?: (progress: unknown) => void; timeoutMs?: number },
   ): Promise<unknown>;
 }

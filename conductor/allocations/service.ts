@@ -1,0 +1,91 @@
+import { randomUUID } from "node:crypto";
+import type { AllocationCreateBody } from "../../shared/api.ts";
+import type { AllocationRecord } from "../../shared/resources.ts";
+import { badRequest, conflict, notFound } from "../api/errors.ts";
+import type { Store } from "../db/store.ts";
+import { TRANSIENT_STATES, WAIT_STATES } from "../states/machine.ts";
+import { pickNode } from "./match.ts";
+
+/** The reservation endpoint: picks a node atomically, at request time. */
+export class AllocationService {
+  constructor(private readonly store: Store) {}
+
+  /** Creates the allocation and processes it at once: the answer is `active` or `error`, never a race. */
+  async create(body: AllocationCreateBody): Promise<AllocationRecord> {
+    if (!body.resource_class && !body.node) {
+      throw badRequest("Either resource_class or node must be set when creating an allocation.");
+    }
+    const now = new Date().toISOString();
+    const allocation = await this.store.createAllocation({
+      uuid: body.uuid ?? randomUUID(),
+      name: body.name ?? null,
+      state: "allocating",
+      node_uuid: null,
+      resource_class: body.resource_class ?? null,
+      traits: body.traits ?? [],
+      candidate_nodes: body.candidate_nodes ?? (body.node ? [body.node] : []),
+      spec: body.spec ?? null,
+      last_error: null,
+      extra: body.extra ?? {},
+      owner: body.owner ?? null,
+      created_at: now,
+      updated_at: null,
+    });
+    return this.process(allocation);
+  }
+
+  private async process(allocation: AllocationRecord): Promise<AllocationRecord> {
+    const request = {
+      traits: allocation.traits,
+      candidateNodes: allocation.candidate_nodes,
+      spec: allocation.spec,
+    };
+    const node = await this.store.claimNode(allocation.uuid, {
+      resourceClass: allocation.resource_class,
+      pick: (candidates) => pickNode(candidates, request),
+    });
+    if (!node) {
+      const what = allocation.resource_class
+        ? `the resource class ${allocation.resource_class}`
+        : `the candidate nodes ${allocation.candidate_nodes.join(", ")}`;
+      const filters = [
+        allocation.traits.length ? `traits ${allocation.traits.join(", ")}` : "",
+        allocation.spec ? "the requested spec" : "",
+      ].filter(Boolean);
+      return this.store.updateAllocation(allocation.uuid, {
+        state: "error",
+        last_error: `Failed to process allocation ${allocation.uuid}: no available nodes match ${what}${filters.length ? " and " + filters.join(" and ") : ""}.`,
+      });
+    }
+    return this.store.updateAllocation(allocation.uuid, { state: "active", node_uuid: node.uuid });
+  }
+
+  /** Deletes the allocation and frees its node (not while the node is being deployed). */
+  async delete(ident: string): Promise<void> {
+    const allocation = await this.store.getAllocation(ident);
+    if (!allocation) throw notFound(`Allocation ${ident} could not be found.`);
+    if (allocation.node_uuid) {
+      const node = await this.store.getNode(allocation.node_uuid);
+      if (node) {
+        if (TRANSIENT_STATES.includes(node.provision_state) || WAIT_STATES.includes(node.provision_state)) {
+          throw conflict(
+            `Cannot remove allocation ${allocation.uuid} from node ${node.uuid} in state ${node.provision_state}.`,
+          );
+        }
+        if (node.reservation !== null) {
+          throw conflict(
+            `Node ${node.uuid} is locked by host ${node.reservation}, please retry after the current operation is completed.`,
+          );
+        }
+        if (node.allocation_uuid === allocation.uuid) {
+          await this.store.updateNode(
+            node.uuid,
+            { instance_uuid: null, allocation_uuid: null },
+            { ifReservedBy: null },
+          );
+        }
+      }
+    }
+    await this.store.deleteAllocation(allocation.uuid);
+  }
+}

@@ -1,0 +1,100 @@
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { AllocationCreateBody, ResourceName } from "../../shared/api.ts";
+import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
+import { badRequest, notFound } from "./errors.ts";
+import { AllocationListQuery, FieldsQuery, effectiveLimit, nextLink, parseQuery } from "./query.ts";
+import { allocationView } from "./views.ts";
+
+const AllocationPatch = z
+  .array(
+    z
+      .object({
+        op: z.enum(["add", "replace", "remove"]),
+        path: z.string().regex(/^\/(name|extra|owner)(\/.*)?$/, "Only name, extra and owner can be updated"),
+        value: z.unknown().optional(),
+      })
+      .strict(),
+  )
+  .min(1);
+
+/** Allocations: the reservation endpoint for compute services. */
+export function allocationsPlugin(deps: ApiDeps) {
+  return async (app: FastifyInstance): Promise<void> => {
+    app.post("/v1/allocations", async (request, reply) => {
+      const body = AllocationCreateBody.parse(request.body);
+      const allocation = await deps.allocations.create(body);
+      await reply
+        .code(201)
+        .header("Location", `${baseUrl(request)}/v1/allocations/${allocation.uuid}`)
+        .send(allocationView(allocation, viewContext(request, deps)));
+    });
+
+    app.get("/v1/allocations", async (request) => {
+      const query = parseQuery(AllocationListQuery, request.query);
+      let nodeUuid: string | undefined;
+      if (query.node !== undefined) {
+        const node = await deps.store.getNode(query.node);
+        if (!node) throw notFound(`Node ${query.node} could not be found.`);
+        nodeUuid = node.uuid;
+      }
+      const limit = effectiveLimit(query.limit);
+      const allocations = await deps.store.listAllocations(
+        { node_uuid: nodeUuid, resource_class: query.resource_class, state: query.state },
+        { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir },
+      );
+      const ctx = viewContext(request, deps);
+      const body: Record<string, unknown> = {
+        allocations: allocations.map((a) => allocationView(a, ctx, { fields: query.fields })),
+      };
+      const last = allocations[allocations.length - 1];
+      if (last && allocations.length === limit) {
+        body.next = nextLink({
+          base: baseUrl(request),
+          resource: "allocations",
+          query: request.query as Record<string, unknown>,
+          limit,
+          marker: last.uuid,
+        });
+      }
+      return body;
+    });
+
+    app.get<{ Params: { ident: string } }>("/v1/allocations/:ident", async (request) => {
+      const { fields } = parseQuery(FieldsQuery, request.query);
+      const allocation = await deps.store.getAllocation(request.params.ident);
+      if (!allocation) throw notFound(`Allocation ${request.params.ident} could not be found.`);
+      return allocationView(allocation, viewContext(request, deps), { fields });
+    });
+
+    app.patch<{ Params: { ident: string } }>("/v1/allocations/:ident", async (request) => {
+      const patch = AllocationPatch.parse(request.body);
+      const allocation = await deps.store.getAllocation(request.params.ident);
+      if (!allocation) throw notFound(`Allocation ${request.params.ident} could not be found.`);
+      const changes: { name?: string | null; owner?: string | null; extra?: Record<string, unknown> } = {};
+      for (const op of patch) {
+        const [, field, ...rest] = op.path.split("/");
+        if (field === "extra") {
+          const extra = { ...(changes.extra ?? allocation.extra) };
+          if (rest.length === 0)
+            changes.extra = op.op === "remove" ? {} : z.record(z.string(), z.unknown()).parse(op.value);
+          else if (op.op === "remove") delete extra[rest.join("/")];
+          else extra[rest.join("/")] = op.value;
+          if (rest.length) changes.extra = extra;
+        } else if (field === "name") {
+          changes.name = op.op === "remove" ? null : ResourceName.parse(op.value);
+        } else if (field === "owner") {
+          if (op.op !== "remove" && typeof op.value !== "string") throw badRequest("owner must be a string");
+          changes.owner = op.op === "remove" ? null : (op.value as string);
+        }
+      }
+      const updated = await deps.store.updateAllocation(allocation.uuid, changes);
+      return allocationView(updated, viewContext(request, deps));
+    });
+
+    app.delete<{ Params: { ident: string } }>("/v1/allocations/:ident", async (request, reply) => {
+      await deps.allocations.delete(request.params.ident);
+      await reply.code(204).send();
+    });
+  };
+}

@@ -1,0 +1,42 @@
+import type { FastifyRequest } from "fastify";
+import type { Logger } from "../../shared/log.ts";
+import type { Store } from "../db/store.ts";
+import type { DriverRegistry } from "../drivers/hardware-type.ts";
+import type { Provisioner } from "../tasks/provisioner.ts";
+import type { ConductorConfig } from "../config.ts";
+import type { EventHub } from "../events/hub.ts";
+import type { AllocationService } from "../allocations/service.ts";
+import { MIN_VERSION } from "./microversion.ts";
+import type { ViewContext } from "./views.ts";
+
+/** What every API plugin works with. */
+export interface ApiDeps {
+  store: Store;
+  provisioner: Provisioner;
+  allocations: AllocationService;
+  drivers: DriverRegistry;
+  config: ConductorConfig;
+  logger: Logger;
+  events: EventHub;
+  startedAt: Date;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    apiMinor: number;
+  }
+}
+
+/** The base URL clients used to reach us, for links. */
+export function baseUrl(request: FastifyRequest): string {
+  const host = request.headers.host ?? "127.0.0.1";
+  return `${request.protocol}://${host}`;
+}
+
+export function viewContext(request: FastifyRequest, deps: ApiDeps): ViewContext {
+  return {
+    minor: request.apiMinor ?? MIN_VERSION,
+    baseUrl: baseUrl(request),
+    conductorName: deps.config.name,
+  };
+}

@@ -1,0 +1,490 @@
+import { randomUUID } from "node:crypto";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { z } from "zod";
+import {
+  BootDeviceBody,
+  JsonPatch,
+  MaintenanceBody,
+  NodeCreateBody,
+  PowerBody,
+  ProvisionBody,
+  ResourceName,
+  Trait,
+  TraitsBody,
+} from "../../shared/api.ts";
+import { NodeRecord } from "../../shared/resources.ts";
+import { NODE_SORT_KEYS } from "../db/store.ts";
+import type { HardwareType } from "../drivers/hardware-type.ts";
+import { TRANSIENT_STATES, WAIT_STATES } from "../states/machine.ts";
+import { driverNodeOf } from "../drivers/driver-node.ts";
+import type { DriverNode } from "../drivers/interfaces.ts";
+import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
+import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
+import { applyJsonPatch } from "./json-patch.ts";
+import { FieldsQuery, NodeListQuery, effectiveLimit, nextLink, parseQuery } from "./query.ts";
+import { MASK, NODE_VIEW_FIELDS, nodeView, portView } from "./views.ts";
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Fields an operator may change with PATCH; the rest belong to the conductor. */
+const WRITABLE = new Set([
+  "name",
+  "driver",
+  "driver_info",
+  "properties",
+  "instance_info",
+  "instance_uuid",
+  "extra",
+  "resource_class",
+  "conductor_group",
+  "chassis_uuid",
+  "description",
+  "owner",
+  "lessee",
+  "automated_clean",
+  "protected",
+  "protected_reason",
+  "retired",
+  "retired_reason",
+  "network_data",
+  "maintenance",
+  "maintenance_reason",
+  "shard",
+  "boot_mode",
+  "bios_interface",
+  "boot_interface",
+  "console_interface",
+  "deploy_interface",
+  "inspect_interface",
+  "management_interface",
+  "network_interface",
+  "power_interface",
+  "raid_interface",
+  "rescue_interface",
+  "storage_interface",
+  "vendor_interface",
+]);
+
+/** Object fields a top-level `remove` resets to {} rather than null. */
+const OBJECT_FIELDS = ["driver_info", "properties", "instance_info", "extra", "network_data"] as const;
+
+const DELETABLE_STATES = new Set(["enroll", "manageable", "available", "adopt failed"]);
+
+type IdentParams = { Params: { ident: string } };
+
+function checkFields(fields: readonly string[] | undefined): void {
+  const unknown = (fields ?? []).filter((f) => !NODE_VIEW_FIELDS.has(f));
+  if (unknown.length) throw badRequest(`Field(s) "${unknown.join(", ")}" are not valid`);
+}
+
+function checkName(name: string | null | undefined): void {
+  if (name && UUID_RE.test(name)) throw badRequest(`Expected a logical name but received ${name}.`);
+}
+
+/** The node a request names (uuid or name). @throws ApiError(404) */
+export async function loadNode(deps: ApiDeps, ident: string): Promise<NodeRecord> {
+  const node = await deps.store.getNode(ident);
+  if (!node) throw notFound(`Node ${ident} could not be found.`);
+  return node;
+}
+
+function hardware(deps: ApiDeps, driver: string, group = ""): HardwareType {
+  const hw = deps.drivers.get(driver);
+  if (!hw) {
+    throw badRequest(
+      `No valid host was found. Reason: No conductor service registered which supports driver ${driver} for conductor group "${group}".`,
+    );
+  }
+  return hw;
+}
+
+function notLocked(node: NodeRecord): void {
+  if (node.reservation !== null) {
+    throw conflict(
+      `Node ${node.uuid} is locked by host ${node.reservation}, please retry after the current operation is completed.`,
+    );
+  }
+}
+
+export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
+  const interfaces = { ...hw.interfaces };
+  for (const key of Object.keys(interfaces) as (keyof typeof interfaces)[]) {
+    const requested = body[key];
+    if (requested !== undefined) interfaces[key] = requested;
+  }
+  return {
+    uuid: body.uuid ?? randomUUID(),
+    name: body.name ?? null,
+    driver: body.driver,
+    driver_info: body.driver_info ?? {},
+    driver_internal_info: {},
+    properties: body.properties ?? {},
+    instance_info: body.instance_info ?? {},
+    instance_uuid: null,
+    allocation_uuid: null,
+    extra: body.extra ?? {},
+    provision_state: "enroll",
+    target_provision_state: null,
+    provision_updated_at: null,
+    power_state: null,
+    target_power_state: null,
+    maintenance: false,
+    maintenance_reason: null,
+    fault: null,
+    last_error: null,
+    reservation: null,
+    conductor_group: body.conductor_group ?? "",
+    resource_class: body.resource_class ?? null,
+    traits: [],
+    description: body.description ?? null,
+    owner: body.owner ?? null,
+    lessee: body.lessee ?? null,
+    automated_clean: body.automated_clean ?? null,
+    protected: body.protected ?? false,
+    protected_reason: body.protected_reason ?? null,
+    retired: body.retired ?? false,
+    retired_reason: body.retired_reason ?? null,
+    console_enabled: false,
+    clean_step: {},
+    deploy_step: {},
+    raid_config: {},
+    target_raid_config: {},
+    network_data: body.network_data ?? {},
+    boot_mode: body.boot_mode ?? null,
+    secure_boot: null,
+    chassis_uuid: body.chassis_uuid ?? null,
+    shard: body.shard ?? null,
+    inspection_started_at: null,
+    inspection_finished_at: null,
+    ...interfaces,
+    created_at: new Date().toISOString(),
+    updated_at: null,
+  };
+}
+
+/** Applies a JSON Patch to a node and returns the fields that changed. Pure but for validation. */
+function patchNode(node: NodeRecord, patch: JsonPatch): Partial<NodeRecord> {
+  const patched = applyJsonPatch(node as unknown as Record<string, unknown>, patch, WRITABLE);
+  for (const field of OBJECT_FIELDS) if (patched[field] === null) patched[field] = {};
+  // a client that read the masked password and sends it back must not overwrite the real one
+  const driverInfo = patched.driver_info as Record<string, unknown>;
+  for (const [key, value] of Object.entries(driverInfo)) {
+    if (value === MASK && node.driver_info[key] !== undefined) driverInfo[key] = node.driver_info[key];
+  }
+  for (const key of ["maintenance", "protected", "retired"] as const)
+    if (patched[key] === null) patched[key] = false;
+  const checked = NodeRecord.safeParse(patched);
+  if (!checked.success) {
+    const issue = checked.error.issues[0];
+    throw badRequest(`Invalid value for ${issue?.path.join(".") ?? "a field"}: ${issue?.message ?? ""}`);
+  }
+  if (checked.data.name !== null) {
+    const name = ResourceName.safeParse(checked.data.name);
+    if (!name.success) throw badRequest(`Invalid name: ${name.error.issues[0]?.message ?? ""}`);
+    checkName(checked.data.name);
+  }
+  const changes: Partial<NodeRecord> = {};
+  for (const key of Object.keys(checked.data) as (keyof NodeRecord)[]) {
+    if (JSON.stringify(checked.data[key]) !== JSON.stringify(node[key])) {
+      (changes as Record<string, unknown>)[key] = checked.data[key];
+    }
+  }
+  return changes;
+}
+
+function validationReport(hw: HardwareType, node: DriverNode): Record<string, unknown> {
+  const check = (fn: () => void): { result: boolean; reason?: string } => {
+    try {
+      fn();
+      return { result: true };
+    } catch (error) {
+      return { result: false, reason: error instanceof Error ? error.message : String(error) };
+    }
+  };
+  const notImplemented = { result: null, reason: "not supported" };
+  return {
+    boot: check(() => hw.boot.validate(node)),
+    console: notImplemented,
+    deploy: check(() => hw.boot.validate(node)),
+    inspect: check(() => hw.power.validate(node)),
+    management: check(() => hw.management.validate(node)),
+    network: { result: true },
+    power: check(() => hw.power.validate(node)),
+    raid: notImplemented,
+    rescue: notImplemented,
+    storage: { result: true },
+    bios: notImplemented,
+  };
+}
+
+/** Nodes: CRUD, states, power, validate, boot device, traits, maintenance, inventory. */
+export function nodesPlugin(deps: ApiDeps) {
+  return async (app: FastifyInstance): Promise<void> => {
+    async function list(request: FastifyRequest, reply: FastifyReply, detail: boolean): Promise<void> {
+      const query = parseQuery(NodeListQuery, request.query);
+      checkFields(query.fields);
+      if (detail && query.fields)
+        throw badRequest("Can not specify ?detail=True and fields in the same request.");
+      if (query.sort_key && !(NODE_SORT_KEYS as readonly string[]).includes(query.sort_key)) {
+        throw badRequest(`The sort_key value "${query.sort_key}" is an invalid field for sorting`);
+      }
+      const limit = effectiveLimit(query.limit);
+      const nodes = await deps.store.listNodes(
+        {
+          provision_state: query.provision_state,
+          maintenance: query.maintenance,
+          associated: query.associated,
+          resource_class: query.resource_class,
+          driver: query.driver,
+          conductor_group: query.conductor_group,
+          instance_uuid: query.instance_uuid,
+          fault: query.fault,
+          owner: query.owner,
+          lessee: query.lessee,
+          retired: query.retired,
+        },
+        { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir },
+      );
+      const ctx = viewContext(request, deps);
+      const showDetail = detail || query.detail === true;
+      const body: Record<string, unknown> = {
+        nodes: nodes.map((n) => nodeView(n, ctx, { fields: query.fields, detail: showDetail })),
+      };
+      const last = nodes[nodes.length - 1];
+      if (last && nodes.length === limit) {
+        body.next = nextLink({
+          base: baseUrl(request),
+          resource: detail ? "nodes/detail" : "nodes",
+          query: request.query as Record<string, unknown>,
+          limit,
+          marker: last.uuid,
+        });
+      }
+      await reply.send(body);
+    }
+
+    app.get("/v1/nodes", (request, reply) => list(request, reply, false));
+    app.get("/v1/nodes/detail", (request, reply) => list(request, reply, true));
+
+    app.post("/v1/nodes", async (request, reply) => {
+      const body = NodeCreateBody.parse(request.body);
+      checkName(body.name);
+      const hw = hardware(deps, body.driver, body.conductor_group);
+      const node = await deps.store.createNode(newNode(body, hw));
+      deps.events.publish({ type: "created", node: node.uuid });
+      await reply
+        .code(201)
+        .header("Location", `${baseUrl(request)}/v1/nodes/${node.uuid}`)
+        .send(nodeView(node, viewContext(request, deps), { detail: true }));
+    });
+
+    app.get<IdentParams>("/v1/nodes/:ident", async (request) => {
+      const { fields } = parseQuery(FieldsQuery, request.query);
+      checkFields(fields);
+      const node = await loadNode(deps, request.params.ident);
+      return nodeView(node, viewContext(request, deps), { fields, detail: true });
+    });
+
+    app.patch<IdentParams>("/v1/nodes/:ident", async (request) => {
+      const patch = JsonPatch.parse(request.body);
+      const node = await loadNode(deps, request.params.ident);
+      notLocked(node);
+      const changes = patchNode(node, patch);
+      if (changes.driver !== undefined) {
+        const hw = hardware(deps, changes.driver, node.conductor_group);
+        Object.assign(changes, hw.interfaces);
+      }
+      if (
+        changes.instance_uuid !== undefined &&
+        node.instance_uuid !== null &&
+        changes.instance_uuid !== null
+      ) {
+        throw conflict(`Node ${node.uuid} is associated with instance ${node.instance_uuid}.`);
+      }
+      const updated = Object.keys(changes).length
+        ? await deps.store.updateNode(node.uuid, changes, { ifReservedBy: null })
+        : node;
+      deps.events.publish({ type: "updated", node: node.uuid, fields: Object.keys(changes) });
+      return nodeView(updated, viewContext(request, deps), { detail: true });
+    });
+
+    app.delete<IdentParams>("/v1/nodes/:ident", async (request, reply) => {
+      const node = await loadNode(deps, request.params.ident);
+      if (node.instance_uuid)
+        throw conflict(`Node ${node.uuid} is associated with instance ${node.instance_uuid}.`);
+      notLocked(node);
+      if (node.protected) throw new ApiError(403, `Node ${node.uuid} is protected and cannot be deleted.`);
+      const busy =
+        TRANSIENT_STATES.includes(node.provision_state) || WAIT_STATES.includes(node.provision_state);
+      if (
+        !DELETABLE_STATES.has(node.provision_state) &&
+        !(node.maintenance && !busy && node.provision_state !== "active")
+      ) {
+        throw conflict(
+          `Can not delete node "${node.uuid}" while it is in provision state "${node.provision_state}". Valid provision states to start deletion are: ${[...DELETABLE_STATES].join(", ")}, or any stable state in maintenance`,
+        );
+      }
+      const hw = deps.drivers.get(node.driver);
+      // boot files must not outlive their node
+      if (hw) await hw.boot.cleanUpRamdisk(await driverNodeOf(deps.store, node)).catch(() => undefined);
+      await deps.store.deleteNode(node.uuid);
+      deps.events.publish({ type: "deleted", node: node.uuid });
+      await reply.code(204).send();
+    });
+
+    app.get<IdentParams>("/v1/nodes/:ident/states", async (request) => {
+      const node = await loadNode(deps, request.params.ident);
+      const states: Record<string, unknown> = {
+        console_enabled: node.console_enabled,
+        last_error: node.last_error,
+        power_state: node.power_state,
+        provision_state: node.provision_state,
+        provision_updated_at: node.provision_updated_at,
+        raid_config: node.raid_config,
+        target_power_state: node.target_power_state,
+        target_provision_state: node.target_provision_state,
+        target_raid_config: node.target_raid_config,
+      };
+      if (request.apiMinor >= 75)
+        Object.assign(states, { boot_mode: node.boot_mode, secure_boot: node.secure_boot });
+      return states;
+    });
+
+    app.put<IdentParams>("/v1/nodes/:ident/states/provision", async (request, reply) => {
+      const body = ProvisionBody.parse(request.body);
+      const node = await loadNode(deps, request.params.ident);
+      await deps.provisioner.provision(node, body);
+      await reply
+        .code(202)
+        .header("Location", `${baseUrl(request)}/v1/nodes/${node.uuid}/states`)
+        .send();
+    });
+
+    app.put<IdentParams>("/v1/nodes/:ident/states/power", async (request, reply) => {
+      const body = PowerBody.parse(request.body);
+      const node = await loadNode(deps, request.params.ident);
+      hardware(deps, node.driver);
+      await deps.provisioner.power(node, body.target);
+      await reply
+        .code(202)
+        .header("Location", `${baseUrl(request)}/v1/nodes/${node.uuid}/states`)
+        .send();
+    });
+
+    app.get<IdentParams>("/v1/nodes/:ident/validate", async (request) => {
+      const node = await loadNode(deps, request.params.ident);
+      const hw = hardware(deps, node.driver);
+      return validationReport(hw, await driverNodeOf(deps.store, node));
+    });
+
+    app.get<IdentParams>("/v1/nodes/:ident/management/boot_device", async (request) => {
+      const node = await loadNode(deps, request.params.ident);
+      const hw = hardware(deps, node.driver);
+      return hw.management.getBootDevice(await driverNodeOf(deps.store, node));
+    });
+
+    app.get<IdentParams>("/v1/nodes/:ident/management/boot_device/supported", async (request) => {
+      const node = await loadNode(deps, request.params.ident);
+      return { supported_boot_devices: hardware(deps, node.driver).management.supportedBootDevices() };
+    });
+
+    app.put<IdentParams>("/v1/nodes/:ident/management/boot_device", async (request, reply) => {
+      const body = BootDeviceBody.parse(request.body);
+      const node = await loadNode(deps, request.params.ident);
+      notLocked(node);
+      const hw = hardware(deps, node.driver);
+      if (!hw.management.supportedBootDevices().includes(body.boot_device)) {
+        throw badRequest(`Boot device ${body.boot_device} is not supported by node ${node.uuid}`);
+      }
+      await hw.management.setBootDevice(await driverNodeOf(deps.store, node), {
+        device: body.boot_device,
+        persistent: body.persistent ?? false,
+      });
+      await reply.code(204).send();
+    });
+
+    app.get<IdentParams>("/v1/nodes/:ident/traits", async (request) => {
+      const node = await loadNode(deps, request.params.ident);
+      return { traits: node.traits };
+    });
+
+    async function setTraits(ident: string, change: (traits: string[]) => string[]): Promise<void> {
+      const node = await loadNode(deps, ident);
+      notLocked(node);
+      await deps.store.updateNode(node.uuid, { traits: change(node.traits) }, { ifReservedBy: null });
+    }
+
+    app.put<IdentParams>("/v1/nodes/:ident/traits", async (request, reply) => {
+      const body = TraitsBody.parse(request.body);
+      await setTraits(request.params.ident, () => [...new Set(body.traits)]);
+      await reply.code(204).send();
+    });
+
+    app.put<{ Params: { ident: string; trait: string } }>(
+      "/v1/nodes/:ident/traits/:trait",
+      async (request, reply) => {
+        const trait = Trait.parse(request.params.trait);
+        await setTraits(request.params.ident, (traits) =>
+          traits.includes(trait) ? traits : [...traits, trait],
+        );
+        await reply.code(204).send();
+      },
+    );
+
+    app.delete<IdentParams>("/v1/nodes/:ident/traits", async (request, reply) => {
+      await setTraits(request.params.ident, () => []);
+      await reply.code(204).send();
+    });
+
+    app.delete<{ Params: { ident: string; trait: string } }>(
+      "/v1/nodes/:ident/traits/:trait",
+      async (request, reply) => {
+        const node = await loadNode(deps, request.params.ident);
+        if (!node.traits.includes(request.params.trait)) {
+          throw notFound(`Node ${node.uuid} doesn't have a trait ${request.params.trait}`);
+        }
+        await setTraits(node.uuid, (traits) => traits.filter((t) => t !== request.params.trait));
+        await reply.code(204).send();
+      },
+    );
+
+    async function setMaintenance(ident: string, on: boolean, reason: string | null): Promise<void> {
+      const node = await loadNode(deps, ident);
+      await deps.store.updateNode(node.uuid, {
+        maintenance: on,
+        maintenance_reason: on ? reason : null,
+        fault: on ? node.fault : null,
+      });
+      deps.events.publish({ type: "maintenance", node: node.uuid, maintenance: on });
+    }
+
+    app.put<IdentParams>("/v1/nodes/:ident/maintenance", async (request, reply) => {
+      const body = MaintenanceBody.parse(request.body ?? null);
+      await setMaintenance(request.params.ident, true, body?.reason ?? null);
+      await reply.code(202).send();
+    });
+
+    app.delete<IdentParams>("/v1/nodes/:ident/maintenance", async (request, reply) => {
+      await setMaintenance(request.params.ident, false, null);
+      await reply.code(202).send();
+    });
+
+    app.get<IdentParams>("/v1/nodes/:ident/inventory", async (request) => {
+      const node = await loadNode(deps, request.params.ident);
+      const inventory = await deps.store.getInventory(node.uuid);
+      if (inventory === null) throw notFound(`Inventory for node ${node.uuid} could not be found.`);
+      return inventory;
+    });
+
+    async function nodePorts(request: FastifyRequest<IdentParams>, detail: boolean) {
+      const { fields } = parseQuery(z.object({ fields: FieldsQuery.shape.fields }).loose(), request.query);
+      const node = await loadNode(deps, request.params.ident);
+      const ports = await deps.store.listPorts({ node_uuid: node.uuid }, {});
+      const ctx = viewContext(request, deps);
+      return { ports: ports.map((p) => portView(p, ctx, { fields, detail })) };
+    }
+
+    app.get<IdentParams>("/v1/nodes/:ident/ports", (request) => nodePorts(request, false));
+    app.get<IdentParams>("/v1/nodes/:ident/ports/detail", (request) => nodePorts(request, true));
+  };
+}

@@ -1,0 +1,133 @@
+import { randomUUID } from "node:crypto";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { JsonPatch, PortCreateBody } from "../../shared/api.ts";
+import { PortRecord } from "../../shared/resources.ts";
+import { normalizeMac } from "../drivers/boot/mac.ts";
+import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
+import { badRequest, conflict, notFound } from "./errors.ts";
+import { applyJsonPatch } from "./json-patch.ts";
+import { FieldsQuery, PortListQuery, effectiveLimit, nextLink, parseQuery } from "./query.ts";
+import { portView } from "./views.ts";
+
+const WRITABLE = new Set([
+  "address",
+  "node_uuid",
+  "pxe_enabled",
+  "physical_network",
+  "local_link_connection",
+  "extra",
+  "is_smartnic",
+  "name",
+  "portgroup_uuid",
+]);
+
+/** @throws InvalidMacAddress (a 400) */
+const mac = (address: string): string => normalizeMac(address);
+
+async function loadPort(deps: ApiDeps, uuid: string): Promise<PortRecord> {
+  const port = await deps.store.getPort(uuid);
+  if (!port) throw notFound(`Port ${uuid} could not be found.`);
+  return port;
+}
+
+/** A port may change only while its node is not being worked on. */
+async function checkNodeFree(deps: ApiDeps, nodeUuid: string): Promise<void> {
+  const node = await deps.store.getNode(nodeUuid);
+  if (!node) throw badRequest(`Node ${nodeUuid} could not be found.`);
+  if (node.reservation !== null) {
+    throw conflict(
+      `Node ${node.uuid} is locked by host ${node.reservation}, please retry after the current operation is completed.`,
+    );
+  }
+}
+
+/** Ports: the node's NICs (MAC addresses), used for PXE and agent lookup. */
+export function portsPlugin(deps: ApiDeps) {
+  return async (app: FastifyInstance): Promise<void> => {
+    async function list(request: FastifyRequest, reply: FastifyReply, detail: boolean): Promise<void> {
+      const query = parseQuery(PortListQuery, request.query);
+      let nodeUuid = query.node_uuid;
+      if (query.node !== undefined) {
+        const node = await deps.store.getNode(query.node);
+        if (!node) throw notFound(`Node ${query.node} could not be found.`);
+        nodeUuid = node.uuid;
+      }
+      const limit = effectiveLimit(query.limit);
+      const ports = await deps.store.listPorts(
+        { node_uuid: nodeUuid, address: query.address === undefined ? undefined : mac(query.address) },
+        { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir },
+      );
+      const ctx = viewContext(request, deps);
+      const body: Record<string, unknown> = {
+        ports: ports.map((p) =>
+          portView(p, ctx, { fields: query.fields, detail: detail || query.detail === true }),
+        ),
+      };
+      const last = ports[ports.length - 1];
+      if (last && ports.length === limit) {
+        body.next = nextLink({
+          base: baseUrl(request),
+          resource: detail ? "ports/detail" : "ports",
+          query: request.query as Record<string, unknown>,
+          limit,
+          marker: last.uuid,
+        });
+      }
+      await reply.send(body);
+    }
+
+    app.get("/v1/ports", (request, reply) => list(request, reply, false));
+    app.get("/v1/ports/detail", (request, reply) => list(request, reply, true));
+
+    app.post("/v1/ports", async (request, reply) => {
+      const body = PortCreateBody.parse(request.body);
+      await checkNodeFree(deps, body.node_uuid);
+      const port = await deps.store.createPort({
+        uuid: body.uuid ?? randomUUID(),
+        address: mac(body.address),
+        node_uuid: body.node_uuid,
+        portgroup_uuid: body.portgroup_uuid ?? null,
+        pxe_enabled: body.pxe_enabled ?? true,
+        physical_network: body.physical_network ?? null,
+        local_link_connection: body.local_link_connection ?? {},
+        internal_info: {},
+        extra: body.extra ?? {},
+        is_smartnic: body.is_smartnic ?? false,
+        name: body.name ?? null,
+        created_at: new Date().toISOString(),
+        updated_at: null,
+      });
+      await reply
+        .code(201)
+        .header("Location", `${baseUrl(request)}/v1/ports/${port.uuid}`)
+        .send(portView(port, viewContext(request, deps), { detail: true }));
+    });
+
+    app.get<{ Params: { uuid: string } }>("/v1/ports/:uuid", async (request) => {
+      const { fields } = parseQuery(FieldsQuery, request.query);
+      const port = await loadPort(deps, request.params.uuid);
+      return portView(port, viewContext(request, deps), { fields, detail: true });
+    });
+
+    app.patch<{ Params: { uuid: string } }>("/v1/ports/:uuid", async (request) => {
+      const patch = JsonPatch.parse(request.body);
+      const port = await loadPort(deps, request.params.uuid);
+      const patched = applyJsonPatch(port as unknown as Record<string, unknown>, patch, WRITABLE);
+      for (const key of ["local_link_connection", "extra"]) if (patched[key] === null) patched[key] = {};
+      if (typeof patched.pxe_enabled === "string") patched.pxe_enabled = patched.pxe_enabled === "true";
+      const checked = PortRecord.parse(patched);
+      checked.address = mac(checked.address);
+      await checkNodeFree(deps, port.node_uuid);
+      if (checked.node_uuid !== port.node_uuid) await checkNodeFree(deps, checked.node_uuid);
+      const updated = await deps.store.updatePort(port.uuid, checked);
+      return portView(updated, viewContext(request, deps), { detail: true });
+    });
+
+    app.delete<{ Params: { uuid: string } }>("/v1/ports/:uuid", async (request, reply) => {
+      const port = await loadPort(deps, request.params.uuid);
+      await checkNodeFree(deps, port.node_uuid);
+      await deps.store.deletePort(port.uuid);
+      await reply.code(204).send();
+    });
+  };
+}

@@ -1,0 +1,96 @@
+import { z } from "zod";
+import { Booleanish } from "../../shared/api.ts";
+import { badRequest } from "./errors.ts";
+
+/** Ironic's page size cap. */
+export const MAX_LIMIT = 1000;
+
+const fieldsParam = z
+  .string()
+  .transform((value) =>
+    value
+      .split(",")
+      .map((f) => f.trim())
+      .filter(Boolean),
+  )
+  .optional();
+
+/** Query parameters every collection accepts. */
+export const PageQuery = z.object({
+  limit: z.coerce.number().int().min(0).optional(),
+  marker: z.string().max(255).optional(),
+  sort_key: z.string().max(64).optional(),
+  sort_dir: z.enum(["asc", "desc"]).optional(),
+  fields: fieldsParam,
+  detail: Booleanish.optional(),
+});
+
+export const NodeListQuery = PageQuery.extend({
+  provision_state: z.string().max(64).optional(),
+  maintenance: Booleanish.optional(),
+  associated: Booleanish.optional(),
+  resource_class: z.string().max(80).optional(),
+  driver: z.string().max(255).optional(),
+  conductor_group: z.string().max(255).optional(),
+  instance_uuid: z.string().max(64).optional(),
+  fault: z.string().max(255).optional(),
+  owner: z.string().max(255).optional(),
+  lessee: z.string().max(255).optional(),
+  retired: Booleanish.optional(),
+  chassis_uuid: z.string().optional(),
+  conductor: z.string().optional(),
+  description_contains: z.string().optional(),
+  shard: z.string().optional(),
+}).strict();
+
+export const PortListQuery = PageQuery.extend({
+  node: z.string().max(255).optional(),
+  node_uuid: z.string().max(64).optional(),
+  address: z.string().max(64).optional(),
+  portgroup: z.string().optional(),
+}).strict();
+
+export const AllocationListQuery = PageQuery.extend({
+  node: z.string().max(255).optional(),
+  resource_class: z.string().max(80).optional(),
+  state: z.string().max(32).optional(),
+  owner: z.string().optional(),
+}).strict();
+
+export const FieldsQuery = z.object({ fields: fieldsParam }).strict();
+
+/** Parses a query with a schema; unknown parameters and bad values are 400s. */
+export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.infer<T> {
+  const parsed = schema.safeParse(query ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    if (issue?.code === "unrecognized_keys")
+      throw badRequest(`Unknown query parameter(s): ${issue.keys.join(", ")}`);
+    throw badRequest(
+      `Invalid query parameter ${issue?.path.join(".") ?? ""}: ${issue?.message ?? "bad value"}`,
+    );
+  }
+  return parsed.data;
+}
+
+export function effectiveLimit(limit: number | undefined): number {
+  return limit === undefined || limit === 0 || limit > MAX_LIMIT ? MAX_LIMIT : limit;
+}
+
+/** The `next` link Ironic adds when a page is full. */
+export function nextLink(options: {
+  base: string;
+  resource: string;
+  query: Record<string, unknown>;
+  limit: number;
+  marker: string;
+}): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(options.query)) {
+    if (value === undefined || key === "marker" || key === "limit") continue;
+    params.set(key, Array.isArray(value) ? value.join(",") : String(value));
+  }
+  params.set("limit", String(options.limit));
+  params.set("marker", options.marker);
+  return `${options.base}/v1/${options.resource}?${params.toString()}`;
+}

@@ -1,0 +1,179 @@
+import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+
+export interface ViewContext {
+  /** requested microversion minor */
+  minor: number;
+  /** e.g. http://127.0.0.1:6385 */
+  baseUrl: string;
+  /** the name this conductor reports in the node's `conductor` field */
+  conductorName: string;
+}
+
+export const MASK = "******";
+const SECRET_KEY = /password|secret|token|_key$/i;
+
+/** Masks secrets in a driver_info-like object (one level, as Ironic does). */
+export function maskSecrets(info: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(info))
+    out[key] = SECRET_KEY.test(key) && value != null ? MASK : value;
+  return out;
+}
+
+/** Node fields and the microversion that introduced them (absent: present since 1.1). */
+const NODE_FIELD_VERSIONS: Record<string, number> = {
+  driver_internal_info: 3,
+  name: 5,
+  inspection_started_at: 6,
+  inspection_finished_at: 6,
+  clean_step: 7,
+  raid_config: 12,
+  target_raid_config: 12,
+  network_interface: 20,
+  resource_class: 21,
+  boot_interface: 31,
+  console_interface: 31,
+  deploy_interface: 31,
+  inspect_interface: 31,
+  management_interface: 31,
+  power_interface: 31,
+  raid_interface: 31,
+  vendor_interface: 31,
+  storage_interface: 33,
+  traits: 37,
+  rescue_interface: 38,
+  bios_interface: 40,
+  fault: 42,
+  deploy_step: 44,
+  conductor_group: 46,
+  automated_clean: 47,
+  protected: 48,
+  protected_reason: 48,
+  conductor: 49,
+  owner: 50,
+  description: 51,
+  allocation_uuid: 52,
+  retired: 61,
+  retired_reason: 61,
+  lessee: 65,
+  network_data: 66,
+  boot_mode: 75,
+  secure_boot: 75,
+  shard: 82,
+};
+
+export const NODE_LIST_FIELDS = [
+  "uuid",
+  "instance_uuid",
+  "maintenance",
+  "power_state",
+  "provision_state",
+  "name",
+];
+
+export function nodeFieldAllowed(field: string, minor: number): boolean {
+  return (NODE_FIELD_VERSIONS[field] ?? 1) <= minor;
+}
+
+/** self + bookmark links for `path` (e.g. "nodes/<uuid>/ports"). */
+function links(ctx: ViewContext, path: string): { href: string; rel: string }[] {
+  return [
+    { href: `${ctx.baseUrl}/v1/${path}`, rel: "self" },
+    { href: `${ctx.baseUrl}/${path}`, rel: "bookmark" },
+  ];
+}
+
+/** All node fields in API form (masked), before version gating and field selection. */
+function nodeFields(node: NodeRecord, ctx: ViewContext): Record<string, unknown> {
+  const { driver_info, instance_info, driver_internal_info, ...rest } = node;
+  return {
+    ...rest,
+    driver_info: maskSecrets(driver_info),
+    instance_info: maskSecrets(
+      "configdrive" in instance_info ? { ...instance_info, configdrive: MASK } : instance_info,
+    ),
+    driver_internal_info: maskSecrets(driver_internal_info),
+    conductor: ctx.conductorName,
+  };
+}
+
+/**
+ * A node as the API shows it. `fields` selects (uuid and links always come along, as in Ironic);
+ * without it, `detail` decides between the short list form and the full form.
+ */
+export function nodeView(
+  node: NodeRecord,
+  ctx: ViewContext,
+  options: { fields?: readonly string[]; detail: boolean },
+): Record<string, unknown> {
+  const all = nodeFields(node, ctx);
+  const wanted = options.fields ?? (options.detail ? Object.keys(all) : NODE_LIST_FIELDS);
+  const out: Record<string, unknown> = {};
+  for (const field of wanted) {
+    if (field in all && nodeFieldAllowed(field, ctx.minor)) out[field] = all[field];
+  }
+  if (options.fields && !("uuid" in out)) out.uuid = node.uuid;
+  out.links = links(ctx, `nodes/${node.uuid}`);
+  if (options.detail && !options.fields) {
+    out.ports = links(ctx, `nodes/${node.uuid}/ports`);
+    out.states = links(ctx, `nodes/${node.uuid}/states`);
+    out.portgroups = links(ctx, `nodes/${node.uuid}/portgroups`);
+    out.volume = links(ctx, `nodes/${node.uuid}/volume`);
+  }
+  return out;
+}
+
+/** Every field name a node view can carry: used to reject unknown ?fields=. */
+export const NODE_VIEW_FIELDS = new Set<string>([
+  ...Object.keys(NODE_FIELD_VERSIONS),
+  "uuid",
+  "driver",
+  "driver_info",
+  "properties",
+  "instance_info",
+  "instance_uuid",
+  "extra",
+  "provision_state",
+  "target_provision_state",
+  "provision_updated_at",
+  "power_state",
+  "target_power_state",
+  "maintenance",
+  "maintenance_reason",
+  "last_error",
+  "reservation",
+  "console_enabled",
+  "chassis_uuid",
+  "created_at",
+  "updated_at",
+]);
+
+export const PORT_LIST_FIELDS = ["uuid", "address"];
+
+export function portView(
+  port: PortRecord,
+  ctx: ViewContext,
+  options: { fields?: readonly string[]; detail: boolean },
+): Record<string, unknown> {
+  const all: Record<string, unknown> = { ...port };
+  const wanted = options.fields ?? (options.detail ? Object.keys(all) : PORT_LIST_FIELDS);
+  const out: Record<string, unknown> = {};
+  for (const field of wanted) if (field in all) out[field] = all[field];
+  if (options.fields && !("uuid" in out)) out.uuid = port.uuid;
+  out.links = links(ctx, `ports/${port.uuid}`);
+  return out;
+}
+
+export function allocationView(
+  allocation: AllocationRecord,
+  ctx: ViewContext,
+  options: { fields?: readonly string[] } = {},
+): Record<string, unknown> {
+  const { spec, ...rest } = allocation;
+  const all: Record<string, unknown> = { ...rest, ...(spec ? { spec } : {}) };
+  const out: Record<string, unknown> = {};
+  for (const field of options.fields ?? Object.keys(all)) if (field in all) out[field] = all[field];
+  if (options.fields && !("uuid" in out)) out.uuid = allocation.uuid;
+  out.links = links(ctx, `allocations/${allocation.uuid}`);
+  return out;
+}

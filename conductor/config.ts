@@ -1,0 +1,64 @@
+import { z } from "zod";
+
+/** The conductor's settings; only main.ts reads them from flags and the environment. */
+export const ConductorConfig = z.object({
+  /** The name shown in reservations and the node's `conductor` field. */
+  name: z.string().default("127.0.0.1"),
+  host: z.string().default("127.0.0.1"),
+  port: z.number().int().min(0).max(65535).default(6385),
+  /** SQLite file (":memory:" for throwaway runs). */
+  databasePath: z.string().default(".anvil/anvil.sqlite"),
+  /** Where boot files (iPXE scripts, kernels) live. */
+  dataDir: z.string().default(".anvil"),
+  /** The URL nodes use to reach this conductor (kernel command line, iPXE). */
+  publicUrl: z.string().optional(),
+  /** fake-hardware: how long each fake step takes (Ironic's [fake] delays); lets people watch states move. */
+  fakeDelayMs: z.number().int().min(0).default(0),
+  timeouts: z
+    .object({
+      inspectWaitS: z.number().positive().default(1800),
+      cleanWaitS: z.number().positive().default(1800),
+      deployWaitS: z.number().positive().default(1800),
+      rescueWaitS: z.number().positive().default(1800),
+      serviceWaitS: z.number().positive().default(1800),
+    })
+    .prefault({}),
+  /** How often to look for timed-out wait states. */
+  timeoutCheckIntervalS: z.number().positive().default(10),
+  powerSync: z
+    .object({
+      intervalS: z.number().min(0).default(60),
+      force: z.boolean().default(true),
+      maxFailures: z.number().int().positive().default(3),
+      concurrency: z.number().int().positive().default(8),
+    })
+    .prefault({}),
+  agent: z
+    .object({
+      fastTrack: z.boolean().default(false),
+      /** How long the conductor waits for one agent command (write_image can take a while). */
+      commandTimeoutS: z.number().positive().default(3600),
+      heartbeatTimeoutS: z.number().positive().default(30),
+      maxFrameBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(4 * 1024 * 1024),
+    })
+    .prefault({}),
+  boot: z
+    .object({
+      kind: z.enum(["ipxe", "pxe"]).default("ipxe"),
+      deployKernel: z.string().optional(),
+      deployRamdisk: z.string().optional(),
+    })
+    .prefault({}),
+  /** Demo mode: enroll fake-hardware nodes at start. */
+  demoNodes: z.number().int().min(0).default(0),
+  logLevel: z.string().default("info"),
+});
+export type ConductorConfig = z.infer<typeof ConductorConfig>;
+
+export function defaultConfig(overrides: z.input<typeof ConductorConfig> = {}): ConductorConfig {
+  return ConductorConfig.parse(overrides);
+}

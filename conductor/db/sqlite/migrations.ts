@@ -1,0 +1,56 @@
+/** Schema versions, applied in order; PRAGMA user_version records how many ran. */
+export const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE nodes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    uuid TEXT NOT NULL UNIQUE,
+    name TEXT UNIQUE,
+    driver TEXT NOT NULL,
+    provision_state TEXT NOT NULL,
+    power_state TEXT,
+    maintenance INTEGER NOT NULL DEFAULT 0,
+    reservation TEXT,
+    instance_uuid TEXT UNIQUE,
+    resource_class TEXT,
+    conductor_group TEXT NOT NULL DEFAULT '',
+    owner TEXT,
+    lessee TEXT,
+    fault TEXT,
+    retired INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    updated_at TEXT,
+    doc TEXT NOT NULL
+  );
+  CREATE INDEX nodes_provision_state ON nodes (provision_state);
+  CREATE INDEX nodes_resource_class ON nodes (resource_class, provision_state);
+  CREATE INDEX nodes_reservation ON nodes (reservation);
+  CREATE TABLE ports (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    uuid TEXT NOT NULL UNIQUE,
+    address TEXT NOT NULL UNIQUE,
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    doc TEXT NOT NULL
+  );
+  CREATE INDEX ports_node ON ports (node_uuid);
+  CREATE TABLE allocations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    uuid TEXT NOT NULL UNIQUE,
+    name TEXT UNIQUE,
+    state TEXT NOT NULL,
+    node_uuid TEXT,
+    resource_class TEXT,
+    doc TEXT NOT NULL
+  );
+  CREATE TABLE inventories (
+    node_uuid TEXT PRIMARY KEY REFERENCES nodes (uuid) ON DELETE CASCADE,
+    doc TEXT NOT NULL
+  );
+  `,
+  `
+  CREATE TABLE agent_tokens (
+    node_uuid TEXT PRIMARY KEY REFERENCES nodes (uuid) ON DELETE CASCADE,
+    digest TEXT NOT NULL,
+    boot_id TEXT NOT NULL
+  );
+  `,
+];

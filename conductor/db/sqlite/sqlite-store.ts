@@ -1,0 +1,471 @@
+import Database from "better-sqlite3";
+import type { AllocationRecord, NodeRecord, PortRecord } from "../../../shared/resources.ts";
+import {
+  Duplicate,
+  NODE_SORT_KEYS,
+  NodeLocked,
+  NodeNotFound,
+  NotFound,
+  type AllocationFilter,
+  type CandidatePicker,
+  type NodeFilter,
+  type Page,
+  type PortFilter,
+  type Store,
+} from "../store.ts";
+import { MIGRATIONS } from "./migrations.ts";
+
+type Row = { doc: string };
+type SqlValue = string | number | null;
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function nodeColumns(node: NodeRecord): Record<string, SqlValue> {
+  return {
+    uuid: node.uuid,
+    name: node.name,
+    driver: node.driver,
+    provision_state: node.provision_state,
+    power_state: node.power_state,
+    maintenance: node.maintenance ? 1 : 0,
+    reservation: node.reservation,
+    instance_uuid: node.instance_uuid,
+    resource_class: node.resource_class,
+    conductor_group: node.conductor_group,
+    owner: node.owner,
+    lessee: node.lessee,
+    fault: node.fault,
+    retired: node.retired ? 1 : 0,
+    created_at: node.created_at,
+    updated_at: node.updated_at,
+    doc: JSON.stringify(node),
+  };
+}
+
+function isUniqueViolation(error: unknown): error is Error & { message: string } {
+  return (
+    error instanceof Error && "code" in error && String(error.code).startsWith("SQLITE_CONSTRAINT_UNIQUE")
+  );
+}
+
+/** Builds `(sort, id) > (marker's sort, marker's id)` keyset paging. */
+function pageClause(
+  table: string,
+  page: Page,
+  allowedKeys: readonly string[],
+): { where: string; order: string; params: SqlValue[]; limit: number | null } {
+  const key = page.sortKey && allowedKeys.includes(page.sortKey) ? page.sortKey : "id";
+  const dir = page.sortDir === "desc" ? "DESC" : "ASC";
+  const cmp = dir === "DESC" ? "<" : ">";
+  const params: SqlValue[] = [];
+  let where = "";
+  if (page.marker !== undefined) {
+    if (key === "id") {
+      where = `id ${cmp} (SELECT id FROM ${table} WHERE uuid = ?)`;
+      params.push(page.marker);
+    } else {
+      // NULLs sort first in SQLite; IFNULL keeps the comparison total.
+      where = `(IFNULL(${key}, ''), id) ${cmp} (SELECT IFNULL(${key}, ''), id FROM ${table} WHERE uuid = ?)`;
+      params.push(page.marker);
+    }
+  }
+  const order = key === "id" ? `id ${dir}` : `IFNULL(${key}, '') ${dir}, id ${dir}`;
+  return { where, order, params, limit: page.limit ?? null };
+}
+
+/** The embedded store: one SQLite file (or ":memory:"), WAL mode, migrations on open. */
+export class SqliteStore implements Store {
+  private readonly db: Database.Database;
+
+  constructor(path: string) {
+    this.db = new Database(path);
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("synchronous = NORMAL");
+    this.db.pragma("foreign_keys = ON");
+    this.db.pragma("busy_timeout = 5000");
+    this.migrate();
+  }
+
+  private migrate(): void {
+    const version = this.db.pragma("user_version", { simple: true }) as number;
+    for (let i = version; i < MIGRATIONS.length; i++) {
+      this.db.transaction(() => {
+        this.db.exec(MIGRATIONS[i] ?? "");
+        this.db.pragma(`user_version = ${i + 1}`);
+      })();
+    }
+  }
+
+  private nodeRow(ident: string): NodeRecord | null {
+    const column = UUID_RE.test(ident) ? "uuid" : "name";
+    const row = this.db.prepare(`SELECT doc FROM nodes WHERE ${column} = ?`).get(ident) as Row | undefined;
+    return row ? (JSON.parse(row.doc) as NodeRecord) : null;
+  }
+
+  private writeNode(node: NodeRecord, insert: boolean): void {
+    const cols = nodeColumns(node);
+    try {
+      if (insert) {
+        const names = Object.keys(cols);
+        this.db
+          .prepare(`INSERT INTO nodes (${names.join(",")}) VALUES (${names.map((n) => "@" + n).join(",")})`)
+          .run(cols);
+      } else {
+        const sets = Object.keys(cols)
+          .filter((n) => n !== "uuid")
+          .map((n) => `${n} = @${n}`);
+        this.db.prepare(`UPDATE nodes SET ${sets.join(",")} WHERE uuid = @uuid`).run(cols);
+      }
+    } catch (error) {
+      if (isUniqueViolation(error)) {
+        if (error.message.includes("nodes.name"))
+          throw new Duplicate(`A node with name ${node.name} already exists.`);
+        if (error.message.includes("nodes.instance_uuid"))
+          throw new Duplicate(`Instance ${node.instance_uuid} is already associated with a node.`);
+        throw new Duplicate(`A node with UUID ${node.uuid} already exists.`);
+      }
+      throw error;
+    }
+  }
+
+  async createNode(node: NodeRecord): Promise<NodeRecord> {
+    this.writeNode(node, true);
+    return node;
+  }
+
+  async getNode(ident: string): Promise<NodeRecord | null> {
+    return this.nodeRow(ident);
+  }
+
+  async listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]> {
+    const where: string[] = [];
+    const params: SqlValue[] = [];
+    const eq = (column: string, value: SqlValue | undefined): void => {
+      if (value === undefined) return;
+      where.push(`${column} = ?`);
+      params.push(value);
+    };
+    eq("provision_state", filter.provision_state);
+    eq("maintenance", filter.maintenance === undefined ? undefined : Number(filter.maintenance));
+    eq("retired", filter.retired === undefined ? undefined : Number(filter.retired));
+    eq("resource_class", filter.resource_class);
+    eq("driver", filter.driver);
+    eq("conductor_group", filter.conductor_group);
+    eq("instance_uuid", filter.instance_uuid);
+    eq("fault", filter.fault);
+    eq("owner", filter.owner);
+    eq("lessee", filter.lessee);
+    eq("reservation", filter.reservation);
+    if (filter.associated !== undefined)
+      where.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
+    const paging = pageClause("nodes", page, NODE_SORT_KEYS);
+    if (paging.where) where.push(paging.where);
+    const sql =
+      `SELECT doc FROM nodes${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}` +
+      (paging.limit === null ? "" : ` LIMIT ${paging.limit}`);
+    const rows = this.db.prepare(sql).all(...params, ...paging.params) as Row[];
+    return rows.map((r) => JSON.parse(r.doc) as NodeRecord);
+  }
+
+  async countNodes(): Promise<number> {
+    return (this.db.prepare("SELECT COUNT(*) AS n FROM nodes").get() as { n: number }).n;
+  }
+
+  async updateNode(
+    uuid: string,
+    patch: Partial<NodeRecord>,
+    options: { ifReservedBy?: string | null } = {},
+  ): Promise<NodeRecord> {
+    return this.db.transaction(() => {
+      const node = this.nodeRow(uuid);
+      if (!node) throw new NodeNotFound(uuid);
+      if (options.ifReservedBy !== undefined && node.reservation !== options.ifReservedBy) {
+        throw new NodeLocked(node.uuid, node.reservation);
+      }
+      const updated: NodeRecord = {
+        ...node,
+        ...patch,
+        uuid: node.uuid,
+        updated_at: new Date().toISOString(),
+      };
+      this.writeNode(updated, false);
+      return updated;
+    })();
+  }
+
+  async deleteNode(uuid: string): Promise<void> {
+    const result = this.db.prepare("DELETE FROM nodes WHERE uuid = ?").run(uuid);
+    if (result.changes === 0) throw new NodeNotFound(uuid);
+  }
+
+  async reserveNode(uuid: string, holder: string): Promise<NodeRecord> {
+    return this.db.transaction(() => {
+      const node = this.nodeRow(uuid);
+      if (!node) throw new NodeNotFound(uuid);
+      if (node.reservation !== null) throw new NodeLocked(node.uuid, node.reservation);
+      const updated = { ...node, reservation: holder };
+      this.writeNode(updated, false);
+      return updated;
+    })();
+  }
+
+  async releaseNode(uuid: string, holder: string): Promise<void> {
+    this.db.transaction(() => {
+      const node = this.nodeRow(uuid);
+      if (!node || node.reservation !== holder) return;
+      this.writeNode({ ...node, reservation: null }, false);
+    })();
+  }
+
+  async releaseAllReservations(holder: string): Promise<string[]> {
+    return this.db.transaction(() => {
+      const rows = this.db.prepare("SELECT doc FROM nodes WHERE reservation = ?").all(holder) as Row[];
+      const released = rows.map((r) => ({ ...(JSON.parse(r.doc) as NodeRecord), reservation: null }));
+      for (const node of released) this.writeNode(node, false);
+      return released.map((n) => n.uuid);
+    })();
+  }
+
+  async getAgentToken(uuid: string): Promise<{ digest: string; bootId: string } | null> {
+    const row = this.db.prepare("SELECT digest, boot_id FROM agent_tokens WHERE node_uuid = ?").get(uuid) as
+      { digest: string; boot_id: string } | undefined;
+    return row ? { digest: row.digest, bootId: row.boot_id } : null;
+  }
+
+  async setAgentToken(uuid: string, record: { digest: string; bootId: string } | null): Promise<void> {
+    if (record === null) {
+      this.db.prepare("DELETE FROM agent_tokens WHERE node_uuid = ?").run(uuid);
+      return;
+    }
+    this.db
+      .prepare(
+        "INSERT INTO agent_tokens (node_uuid, digest, boot_id) VALUES (?, ?, ?) ON CONFLICT (node_uuid) DO UPDATE SET digest = excluded.digest, boot_id = excluded.boot_id",
+      )
+      .run(uuid, record.digest, record.bootId);
+  }
+
+  async saveInventory(uuid: string, inventory: unknown): Promise<void> {
+    this.db
+      .prepare(
+        "INSERT INTO inventories (node_uuid, doc) VALUES (?, ?) ON CONFLICT (node_uuid) DO UPDATE SET doc = excluded.doc",
+      )
+      .run(uuid, JSON.stringify(inventory));
+  }
+
+  async getInventory(uuid: string): Promise<unknown> {
+    const row = this.db.prepare("SELECT doc FROM inventories WHERE node_uuid = ?").get(uuid) as
+      Row | undefined;
+    return row ? (JSON.parse(row.doc) as unknown) : null;
+  }
+
+  private portRow(where: string, value: string): PortRecord | null {
+    const row = this.db.prepare(`SELECT doc FROM ports WHERE ${where} = ?`).get(value) as Row | undefined;
+    return row ? (JSON.parse(row.doc) as PortRecord) : null;
+  }
+
+  private writePort(port: PortRecord, insert: boolean): void {
+    const params = {
+      uuid: port.uuid,
+      address: port.address,
+      node_uuid: port.node_uuid,
+      doc: JSON.stringify(port),
+    };
+    try {
+      if (insert) {
+        this.db
+          .prepare(
+            "INSERT INTO ports (uuid, address, node_uuid, doc) VALUES (@uuid, @address, @node_uuid, @doc)",
+          )
+          .run(params);
+      } else {
+        this.db
+          .prepare(
+            "UPDATE ports SET address = @address, node_uuid = @node_uuid, doc = @doc WHERE uuid = @uuid",
+          )
+          .run(params);
+      }
+    } catch (error) {
+      if (isUniqueViolation(error)) {
+        if (error.message.includes("ports.address"))
+          throw new Duplicate(`A port with MAC address ${port.address} already exists.`);
+        throw new Duplicate(`A port with UUID ${port.uuid} already exists.`);
+      }
+      if (error instanceof Error && "code" in error && error.code === "SQLITE_CONSTRAINT_FOREIGNKEY") {
+        throw new NodeNotFound(port.node_uuid);
+      }
+      throw error;
+    }
+  }
+
+  async createPort(port: PortRecord): Promise<PortRecord> {
+    this.writePort(port, true);
+    return port;
+  }
+
+  async getPort(uuid: string): Promise<PortRecord | null> {
+    return this.portRow("uuid", uuid);
+  }
+
+  async listPorts(filter: PortFilter, page: Page): Promise<PortRecord[]> {
+    const where: string[] = [];
+    const params: SqlValue[] = [];
+    if (filter.node_uuid !== undefined) {
+      where.push("node_uuid = ?");
+      params.push(filter.node_uuid);
+    }
+    if (filter.address !== undefined) {
+      where.push("address = ?");
+      params.push(filter.address);
+    }
+    const paging = pageClause("ports", page, ["id", "uuid", "address"]);
+    if (paging.where) where.push(paging.where);
+    const sql =
+      `SELECT doc FROM ports${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}` +
+      (paging.limit === null ? "" : ` LIMIT ${paging.limit}`);
+    return (this.db.prepare(sql).all(...params, ...paging.params) as Row[]).map(
+      (r) => JSON.parse(r.doc) as PortRecord,
+    );
+  }
+
+  async updatePort(uuid: string, patch: Partial<PortRecord>): Promise<PortRecord> {
+    return this.db.transaction(() => {
+      const port = this.portRow("uuid", uuid);
+      if (!port) throw new NotFound(`Port ${uuid} could not be found.`);
+      const updated = { ...port, ...patch, uuid, updated_at: new Date().toISOString() };
+      this.writePort(updated, false);
+      return updated;
+    })();
+  }
+
+  async deletePort(uuid: string): Promise<void> {
+    if (this.db.prepare("DELETE FROM ports WHERE uuid = ?").run(uuid).changes === 0) {
+      throw new NotFound(`Port ${uuid} could not be found.`);
+    }
+  }
+
+  private allocationRow(ident: string): AllocationRecord | null {
+    const column = UUID_RE.test(ident) ? "uuid" : "name";
+    const row = this.db.prepare(`SELECT doc FROM allocations WHERE ${column} = ?`).get(ident) as
+      Row | undefined;
+    return row ? (JSON.parse(row.doc) as AllocationRecord) : null;
+  }
+
+  private writeAllocation(allocation: AllocationRecord, insert: boolean): void {
+    const params = {
+      uuid: allocation.uuid,
+      name: allocation.name,
+      state: allocation.state,
+      node_uuid: allocation.node_uuid,
+      resource_class: allocation.resource_class,
+      doc: JSON.stringify(allocation),
+    };
+    try {
+      if (insert) {
+        this.db
+          .prepare(
+            "INSERT INTO allocations (uuid, name, state, node_uuid, resource_class, doc) VALUES (@uuid, @name, @state, @node_uuid, @resource_class, @doc)",
+          )
+          .run(params);
+      } else {
+        this.db
+          .prepare(
+            "UPDATE allocations SET name = @name, state = @state, node_uuid = @node_uuid, resource_class = @resource_class, doc = @doc WHERE uuid = @uuid",
+          )
+          .run(params);
+      }
+    } catch (error) {
+      if (isUniqueViolation(error)) {
+        throw new Duplicate(
+          error.message.includes("allocations.name")
+            ? `An allocation with name ${allocation.name} already exists.`
+            : `An allocation with UUID ${allocation.uuid} already exists.`,
+        );
+      }
+      throw error;
+    }
+  }
+
+  async createAllocation(allocation: AllocationRecord): Promise<AllocationRecord> {
+    this.writeAllocation(allocation, true);
+    return allocation;
+  }
+
+  async getAllocation(ident: string): Promise<AllocationRecord | null> {
+    return this.allocationRow(ident);
+  }
+
+  async listAllocations(filter: AllocationFilter, page: Page): Promise<AllocationRecord[]> {
+    const where: string[] = [];
+    const params: SqlValue[] = [];
+    for (const key of ["node_uuid", "resource_class", "state"] as const) {
+      const value = filter[key];
+      if (value === undefined) continue;
+      where.push(`${key} = ?`);
+      params.push(value);
+    }
+    const paging = pageClause("allocations", page, ["id", "uuid", "name", "state"]);
+    if (paging.where) where.push(paging.where);
+    const sql =
+      `SELECT doc FROM allocations${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}` +
+      (paging.limit === null ? "" : ` LIMIT ${paging.limit}`);
+    return (this.db.prepare(sql).all(...params, ...paging.params) as Row[]).map(
+      (r) => JSON.parse(r.doc) as AllocationRecord,
+    );
+  }
+
+  async updateAllocation(uuid: string, patch: Partial<AllocationRecord>): Promise<AllocationRecord> {
+    return this.db.transaction(() => {
+      const allocation = this.allocationRow(uuid);
+      if (!allocation) throw new NotFound(`Allocation ${uuid} could not be found.`);
+      const updated = {
+        ...allocation,
+        ...patch,
+        uuid: allocation.uuid,
+        updated_at: new Date().toISOString(),
+      };
+      this.writeAllocation(updated, false);
+      return updated;
+    })();
+  }
+
+  async deleteAllocation(uuid: string): Promise<void> {
+    if (this.db.prepare("DELETE FROM allocations WHERE uuid = ?").run(uuid).changes === 0) {
+      throw new NotFound(`Allocation ${uuid} could not be found.`);
+    }
+  }
+
+  async claimNode(
+    allocationUuid: string,
+    options: { resourceClass: string | null; pick: CandidatePicker },
+  ): Promise<NodeRecord | null> {
+    // NOTE: better-sqlite3 transactions are synchronous, so no other claim interleaves with this one;
+    // the BEGIN IMMEDIATE also excludes other processes writing the same file.
+    const claim = this.db.transaction(() => {
+      const params: SqlValue[] = [];
+      let sql =
+        "SELECT doc FROM nodes WHERE provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL AND maintenance = 0 AND power_state IS NOT NULL";
+      if (options.resourceClass !== null) {
+        sql += " AND resource_class = ?";
+        params.push(options.resourceClass);
+      }
+      const candidates = (this.db.prepare(sql).all(...params) as Row[]).map(
+        (r) => JSON.parse(r.doc) as NodeRecord,
+      );
+      const chosen = options.pick(candidates);
+      if (!chosen) return null;
+      const updated: NodeRecord = {
+        ...chosen,
+        instance_uuid: allocationUuid,
+        allocation_uuid: allocationUuid,
+        updated_at: new Date().toISOString(),
+      };
+      this.writeNode(updated, false);
+      return updated;
+    });
+    return claim.immediate();
+  }
+
+  async close(): Promise<void> {
+    this.db.close();
+  }
+}

@@ -1,0 +1,126 @@
+import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+
+export const NODE_SORT_KEYS = [
+  "id",
+  "uuid",
+  "name",
+  "created_at",
+  "updated_at",
+  "provision_state",
+  "power_state",
+  "driver",
+  "resource_class",
+  "maintenance",
+  "conductor_group",
+] as const;
+export type NodeSortKey = (typeof NODE_SORT_KEYS)[number];
+
+export interface Page {
+  limit?: number;
+  /** uuid of the last item of the previous page */
+  marker?: string;
+  sortKey?: string;
+  sortDir?: "asc" | "desc";
+}
+
+export interface NodeFilter {
+  provision_state?: string;
+  maintenance?: boolean;
+  associated?: boolean;
+  resource_class?: string;
+  driver?: string;
+  conductor_group?: string;
+  instance_uuid?: string;
+  fault?: string;
+  owner?: string;
+  lessee?: string;
+  retired?: boolean;
+  /** only nodes reserved by this conductor */
+  reservation?: string;
+}
+
+export interface PortFilter {
+  node_uuid?: string;
+  address?: string;
+}
+
+export interface AllocationFilter {
+  node_uuid?: string;
+  resource_class?: string;
+  state?: string;
+}
+
+/** What makes a node a candidate for an allocation; evaluated inside the claim's transaction. */
+export type CandidatePicker = (candidates: NodeRecord[]) => NodeRecord | undefined;
+
+/** Persistence for nodes, ports and allocations. Every method is atomic on its own. */
+export interface Store {
+  createNode(node: NodeRecord): Promise<NodeRecord>;
+  /** By uuid or by name. */
+  getNode(ident: string): Promise<NodeRecord | null>;
+  listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]>;
+  countNodes(): Promise<number>;
+  /**
+   * Applies a partial update. With `ifReservedBy`, the update only happens while the node's reservation equals it
+   * (a lost lock must not write). @throws NodeNotFound, NodeLocked, DuplicateName
+   */
+  updateNode(
+    uuid: string,
+    patch: Partial<NodeRecord>,
+    options?: { ifReservedBy?: string | null },
+  ): Promise<NodeRecord>;
+  /** Deletes the node with its ports and inventory. */
+  deleteNode(uuid: string): Promise<void>;
+  /** Atomic test-and-set of the reservation. @throws NodeLocked when another holder has it. */
+  reserveNode(uuid: string, holder: string): Promise<NodeRecord>;
+  releaseNode(uuid: string, holder: string): Promise<void>;
+  /** Clears every reservation a holder left (restart); returns the uuids. */
+  releaseAllReservations(holder: string): Promise<string[]>;
+
+  /** The digest of the one-time token issued to the node's agent for one boot (never the token). */
+  getAgentToken(uuid: string): Promise<{ digest: string; bootId: string } | null>;
+  setAgentToken(uuid: string, record: { digest: string; bootId: string } | null): Promise<void>;
+
+  saveInventory(uuid: string, inventory: unknown): Promise<void>;
+  getInventory(uuid: string): Promise<unknown>;
+
+  createPort(port: PortRecord): Promise<PortRecord>;
+  getPort(uuid: string): Promise<PortRecord | null>;
+  listPorts(filter: PortFilter, page: Page): Promise<PortRecord[]>;
+  updatePort(uuid: string, patch: Partial<PortRecord>): Promise<PortRecord>;
+  deletePort(uuid: string): Promise<void>;
+
+  createAllocation(allocation: AllocationRecord): Promise<AllocationRecord>;
+  getAllocation(ident: string): Promise<AllocationRecord | null>;
+  listAllocations(filter: AllocationFilter, page: Page): Promise<AllocationRecord[]>;
+  updateAllocation(uuid: string, patch: Partial<AllocationRecord>): Promise<AllocationRecord>;
+  deleteAllocation(uuid: string): Promise<void>;
+  /**
+   * In one transaction: lists free nodes (available, unreserved, no instance, not in maintenance, power known),
+   * lets `pick` choose one, and binds it to the allocation. Two racing claims never get the same node.
+   */
+  claimNode(
+    allocationUuid: string,
+    options: { resourceClass: string | null; pick: CandidatePicker },
+  ): Promise<NodeRecord | null>;
+
+  close(): Promise<void>;
+}
+
+export class NodeNotFound extends Error {
+  constructor(readonly ident: string) {
+    super(`Node ${ident} could not be found.`);
+  }
+}
+export class NodeLocked extends Error {
+  constructor(
+    readonly uuid: string,
+    readonly holder: string | null,
+  ) {
+    super(
+      `Node ${uuid} is locked by host ${holder ?? "unknown"}, please retry after the current operation is completed.`,
+    );
+  }
+}
+export class Duplicate extends Error {}
+export class NotFound extends Error {}

@@ -1,0 +1,94 @@
+import { join } from "node:path";
+import type { ConductorConfig } from "../config.ts";
+import { FakeBoot } from "./boot/fake.ts";
+import { IpxeBoot } from "./boot/ipxe.ts";
+import { PxeBoot } from "./boot/pxe.ts";
+import { driverRegistry, type DriverRegistry, type HardwareType } from "./hardware-type.ts";
+import { Ipmitool } from "./ipmi/ipmitool.ts";
+import { FakeManagement } from "./management/fake.ts";
+import { IpmitoolManagement } from "./management/ipmitool.ts";
+import { FakePower } from "./power/fake.ts";
+import { IpmitoolPower } from "./power/ipmitool.ts";
+
+/** Where the HTTP-served boot files live under the data dir. */
+export function httpBootRoot(config: ConductorConfig): string {
+  return join(config.dataDir, "http", "boot");
+}
+
+export function tftpRoot(config: ConductorConfig): string {
+  return join(config.dataDir, "tftp");
+}
+
+/** Ironic's fake-hardware: everything succeeds, nothing is touched (demos, scale tests). */
+export function fakeHardware(config: ConductorConfig): HardwareType {
+  return {
+    name: "fake-hardware",
+    interfaces: {
+      bios_interface: "fake",
+      boot_interface: "fake",
+      console_interface: "fake",
+      deploy_interface: "fake",
+      inspect_interface: "fake",
+      management_interface: "fake",
+      network_interface: "noop",
+      power_interface: "fake",
+      raid_interface: "fake",
+      rescue_interface: "fake",
+      storage_interface: "noop",
+      vendor_interface: "fake",
+    },
+    power: new FakePower({ delayMs: config.fakeDelayMs }),
+    management: new FakeManagement(),
+    boot: new FakeBoot(),
+    deploy: "fake",
+    inspect: "fake",
+    properties: {},
+  };
+}
+
+/** The real thing: ipmitool power and boot device, iPXE (or PXE) boot, the agent for everything in band. */
+export function ipmiHardware(config: ConductorConfig): HardwareType {
+  const ipmitool = new Ipmitool();
+  const defaults = { kernel: config.boot.deployKernel, ramdisk: config.boot.deployRamdisk };
+  const kernelArgs = ["console=tty0", "console=ttyS0,115200n8"];
+  return {
+    name: "ipmi",
+    interfaces: {
+      bios_interface: "no-bios",
+      boot_interface: config.boot.kind,
+      console_interface: "no-console",
+      deploy_interface: "direct",
+      inspect_interface: "agent",
+      management_interface: "ipmitool",
+      network_interface: "noop",
+      power_interface: "ipmitool",
+      raid_interface: "no-raid",
+      rescue_interface: "no-rescue",
+      storage_interface: "noop",
+      vendor_interface: "ipmitool",
+    },
+    power: new IpmitoolPower({ ipmitool }),
+    management: new IpmitoolManagement({ ipmitool }),
+    boot:
+      config.boot.kind === "ipxe"
+        ? new IpxeBoot({ root: httpBootRoot(config), defaultDeployImages: defaults, kernelArgs })
+        : new PxeBoot({ root: tftpRoot(config), defaultDeployImages: defaults, kernelArgs }),
+    deploy: "agent",
+    inspect: "agent",
+    properties: {
+      ipmi_address: "IP address or hostname of the node's BMC. Required.",
+      ipmi_port: "UDP port of the BMC. Optional, default 623.",
+      ipmi_username: "BMC user name. Optional.",
+      ipmi_password: "BMC password. Optional.",
+      ipmi_priv_level: "Privilege level: ADMINISTRATOR (default), OPERATOR, USER, CALLBACK.",
+      ipmi_cipher_suite: "IPMI 2.0 cipher suite. Optional, default 3.",
+      ipmi_terminal_port: "Serial-over-LAN terminal port. Optional.",
+      deploy_kernel: "URL of the deploy kernel. Required unless the conductor has a default.",
+      deploy_ramdisk: "URL of the deploy ramdisk. Required unless the conductor has a default.",
+    },
+  };
+}
+
+export function defaultDrivers(config: ConductorConfig): DriverRegistry {
+  return driverRegistry([fakeHardware(config), ipmiHardware(config)]);
+}

@@ -1,0 +1,28 @@
+/** One change the event stream carries. */
+export interface ConductorEvent {
+  type: string;
+  node: string;
+  [key: string]: unknown;
+}
+
+type Listener = (event: ConductorEvent & { seq: number; at: string }) => void;
+
+/** In-process fan-out of node events to SSE clients; slow clients are the stream's problem, not ours. */
+export class EventHub {
+  private readonly listeners = new Set<Listener>();
+  private seq = 0;
+
+  publish(event: ConductorEvent): void {
+    const stamped = { ...event, seq: ++this.seq, at: new Date().toISOString() };
+    for (const listener of this.listeners) listener(stamped);
+  }
+
+  subscribe(listener: Listener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  get subscribers(): number {
+    return this.listeners.size;
+  }
+}

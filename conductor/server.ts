@@ -1,0 +1,135 @@
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import type { FastifyInstance } from "fastify";
+import type { Logger } from "../shared/log.ts";
+import { AllocationService } from "./allocations/service.ts";
+import { storeDirectory } from "./agents/directory-store.ts";
+import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
+import { buildApi } from "./api/app.ts";
+import { runPowerSyncPass } from "./cluster/power-sync.ts";
+import { storePowerSyncPort } from "./cluster/power-sync-port.ts";
+import type { ConductorConfig } from "./config.ts";
+import { SqliteStore } from "./db/sqlite/sqlite-store.ts";
+import type { Store } from "./db/store.ts";
+import { bootFilesPlugin } from "./drivers/boot/http-plugin.ts";
+import type { DriverRegistry } from "./drivers/hardware-type.ts";
+import { defaultDrivers, httpBootRoot } from "./drivers/registry.ts";
+import { EventHub } from "./events/hub.ts";
+import type { UrlSigner } from "./flows/image-request.ts";
+import { Provisioner } from "./tasks/provisioner.ts";
+
+export interface Conductor {
+  app: FastifyInstance;
+  store: Store;
+  provisioner: Provisioner;
+  gateway: AgentGateway;
+  events: EventHub;
+  drivers: DriverRegistry;
+  /** Listens and starts the periodic tasks; resolves with the bound URL. */
+  start(): Promise<string>;
+  /** Stops listening, cancels running work (a restart's recovery fails it cleanly) and closes the database. */
+  stop(): Promise<void>;
+}
+
+/** A signer for image references that are not HTTP yet (filled in by the image service). */
+const noSigner: UrlSigner = (source) => {
+  throw new Error(`image_source scheme ${source.protocol} is not supported by this conductor`);
+};
+
+/** Wires the store, drivers, provisioner, agent gateway and API of one conductor. */
+export function createConductor(
+  config: ConductorConfig,
+  options: { logger: Logger; drivers?: DriverRegistry; store?: Store; sign?: UrlSigner },
+): Conductor {
+  const { logger } = options;
+  if (config.databasePath !== ":memory:") mkdirSync(dirname(config.databasePath), { recursive: true });
+  mkdirSync(httpBootRoot(config), { recursive: true });
+  const store = options.store ?? new SqliteStore(config.databasePath);
+  const drivers = options.drivers ?? defaultDrivers(config);
+  const events = new EventHub();
+  const gateway = createAgentGateway({
+    directory: storeDirectory(store, { fastTrack: config.agent.fastTrack }),
+    logger,
+    maxFrameBytes: config.agent.maxFrameBytes,
+    heartbeatTimeoutMs: config.agent.heartbeatTimeoutS * 1000,
+  });
+  const provisioner = new Provisioner(
+    { store, holder: config.name, logger, agents: gateway, config, publish: (e) => events.publish(e) },
+    drivers,
+    options.sign ?? noSigner,
+  );
+  const startedAt = new Date();
+  const app = buildApi({
+    store,
+    provisioner,
+    allocations: new AllocationService(store),
+    drivers,
+    config,
+    logger,
+    events,
+    startedAt,
+  });
+  void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
+
+  gateway.onConnected((uuid) => {
+    events.publish({ type: "agent", node: uuid, connected: true });
+    provisioner
+      .agentConnected(uuid)
+      .catch((error: unknown) => logger.error({ err: error, node: uuid }, "agent call-back failed"));
+  });
+  gateway.onDisconnected((uuid) => events.publish({ type: "agent", node: uuid, connected: false }));
+
+  const timers: NodeJS.Timeout[] = [];
+  const every = (seconds: number, job: () => Promise<unknown>, name: string): void => {
+    if (seconds <= 0) return;
+    let running = false;
+    const timer = setInterval(() => {
+      if (running) return; // never overlap a slow pass with the next
+      running = true;
+      job()
+        .catch((error: unknown) => logger.error({ err: error }, `${name} failed`))
+        .finally(() => {
+          running = false;
+        });
+    }, seconds * 1000);
+    timer.unref();
+    timers.push(timer);
+  };
+
+  return {
+    app,
+    store,
+    provisioner,
+    gateway,
+    events,
+    drivers,
+    async start() {
+      const failed = await provisioner.recover();
+      if (failed.length) logger.warn({ nodes: failed }, "failed work abandoned by a previous run");
+      gateway.attach(app.server);
+      const url = await app.listen({ host: config.host, port: config.port });
+      every(config.timeoutCheckIntervalS, () => provisioner.failTimedOut(), "timeout check");
+      every(
+        config.powerSync.intervalS,
+        () =>
+          runPowerSyncPass(storePowerSyncPort(store, drivers), {
+            concurrency: config.powerSync.concurrency,
+            forcePowerStateDuringSync: config.powerSync.force,
+            maxFailures: config.powerSync.maxFailures,
+            logger,
+          }),
+        "power sync",
+      );
+      logger.info({ url, name: config.name }, "conductor listening");
+      return url;
+    },
+    async stop() {
+      for (const timer of timers) clearInterval(timer);
+      provisioner.abortAll("conductor stopping");
+      await provisioner.settle();
+      await gateway.close();
+      await app.close();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,151 @@
+import { z } from "zod";
+import { AllocationSpec, JsonObject } from "./resources.ts";
+import { BOOT_DEVICES, POWER_TARGETS, PROVISION_VERBS } from "./states.ts";
+
+const TRUE_WORDS = new Set(["true", "1", "yes", "on", "y", "t"]);
+const FALSE_WORDS = new Set(["false", "0", "no", "off", "n", "f"]);
+
+/** A boolean that also accepts the strings the stock CLI sends ("true"). */
+export const Booleanish = z.preprocess((value) => {
+  if (typeof value !== "string") return value;
+  const word = value.trim().toLowerCase();
+  if (TRUE_WORDS.has(word)) return true;
+  if (FALSE_WORDS.has(word)) return false;
+  return value;
+}, z.boolean());
+
+const UUID = z
+  .string()
+  .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, "Expected a UUID");
+/** Ironic names: host-name-like, no spaces, not a UUID. */
+export const ResourceName = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[A-Za-z0-9\-._~]+$/, "Names may contain only letters, digits and -._~");
+export const Trait = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^(CUSTOM_[A-Z0-9_]+|[A-Z][A-Z0-9_]*)$/, "Traits are upper-case standard traits or CUSTOM_ names");
+
+const interfaceField = z.string().min(1).max(255).optional();
+
+export const NodeCreateBody = z
+  .object({
+    uuid: UUID.optional(),
+    name: ResourceName.nullable().optional(),
+    driver: z.string().min(1).max(255),
+    driver_info: JsonObject.optional(),
+    properties: JsonObject.optional(),
+    instance_info: JsonObject.optional(),
+    extra: JsonObject.optional(),
+    resource_class: z.string().max(80).nullable().optional(),
+    conductor_group: z
+      .string()
+      .max(255)
+      .regex(/^[A-Za-z0-9_.-]*$/)
+      .optional(),
+    chassis_uuid: UUID.nullable().optional(),
+    description: z.string().max(4096).nullable().optional(),
+    owner: z.string().max(255).nullable().optional(),
+    lessee: z.string().max(255).nullable().optional(),
+    automated_clean: Booleanish.nullable().optional(),
+    protected: Booleanish.optional(),
+    protected_reason: z.string().nullable().optional(),
+    retired: Booleanish.optional(),
+    retired_reason: z.string().nullable().optional(),
+    network_data: JsonObject.optional(),
+    boot_mode: z.enum(["uefi", "bios"]).nullable().optional(),
+    shard: z.string().max(255).nullable().optional(),
+    bios_interface: interfaceField,
+    boot_interface: interfaceField,
+    console_interface: interfaceField,
+    deploy_interface: interfaceField,
+    inspect_interface: interfaceField,
+    management_interface: interfaceField,
+    network_interface: interfaceField,
+    power_interface: interfaceField,
+    raid_interface: interfaceField,
+    rescue_interface: interfaceField,
+    storage_interface: interfaceField,
+    vendor_interface: interfaceField,
+  })
+  .strict();
+export type NodeCreateBody = z.infer<typeof NodeCreateBody>;
+
+export const PortCreateBody = z
+  .object({
+    uuid: UUID.optional(),
+    address: z.string().min(1).max(64),
+    node_uuid: UUID,
+    portgroup_uuid: UUID.nullable().optional(),
+    pxe_enabled: Booleanish.optional(),
+    physical_network: z.string().max(64).nullable().optional(),
+    local_link_connection: JsonObject.optional(),
+    extra: JsonObject.optional(),
+    is_smartnic: Booleanish.optional(),
+    name: ResourceName.nullable().optional(),
+  })
+  .strict();
+export type PortCreateBody = z.infer<typeof PortCreateBody>;
+
+export const AllocationCreateBody = z
+  .object({
+    uuid: UUID.optional(),
+    name: ResourceName.nullable().optional(),
+    resource_class: z.string().min(1).max(80).nullable().optional(),
+    traits: z.array(Trait).max(50).optional(),
+    candidate_nodes: z.array(z.string().min(1).max(255)).optional(),
+    extra: JsonObject.optional(),
+    owner: z.string().max(255).nullable().optional(),
+    node: z.string().min(1).max(255).optional(),
+    spec: AllocationSpec.optional(),
+  })
+  .strict();
+export type AllocationCreateBody = z.infer<typeof AllocationCreateBody>;
+
+export const ProvisionBody = z
+  .object({
+    target: z.enum(PROVISION_VERBS),
+    configdrive: z.union([z.string(), JsonObject]).optional(),
+    clean_steps: z.array(JsonObject).optional(),
+    deploy_steps: z.array(JsonObject).optional(),
+    service_steps: z.array(JsonObject).optional(),
+    rescue_password: z.string().optional(),
+    disable_ramdisk: Booleanish.optional(),
+  })
+  .strict();
+export type ProvisionBody = z.infer<typeof ProvisionBody>;
+
+export const PowerBody = z
+  .object({
+    target: z.enum(POWER_TARGETS),
+    timeout: z.number().int().positive().optional(),
+  })
+  .strict();
+export type PowerBody = z.infer<typeof PowerBody>;
+
+export const BootDeviceBody = z
+  .object({ boot_device: z.enum(BOOT_DEVICES), persistent: Booleanish.optional() })
+  .strict();
+
+export const MaintenanceBody = z
+  .object({ reason: z.string().max(4096).nullable().optional() })
+  .strict()
+  .nullable();
+
+export const TraitsBody = z.object({ traits: z.array(Trait).max(50) }).strict();
+
+export const JsonPatch = z
+  .array(
+    z
+      .object({
+        op: z.enum(["add", "replace", "remove"]),
+        path: z.string().regex(/^\/[^\s]*$/, "A JSON Patch path starts with /"),
+        value: z.unknown().optional(),
+      })
+      .strict(),
+  )
+  .min(1);
+export type JsonPatch = z.infer<typeof JsonPatch>;

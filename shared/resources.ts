@@ -1,0 +1,119 @@
+import { z } from "zod";
+import { POWER_STATES, PROVISION_STATES } from "./states.ts";
+
+/** Free-form JSON objects (driver_info, properties, extra, ...). */
+export const JsonObject = z.record(z.string(), z.unknown());
+export type JsonObject = z.infer<typeof JsonObject>;
+
+const nullableString = z.string().nullable();
+
+/** A node as the conductor stores it: Ironic's field names, no links. */
+export const NodeRecord = z.object({
+  uuid: z.string(),
+  name: nullableString,
+  driver: z.string(),
+  driver_info: JsonObject,
+  driver_internal_info: JsonObject,
+  properties: JsonObject,
+  instance_info: JsonObject,
+  instance_uuid: nullableString,
+  allocation_uuid: nullableString,
+  extra: JsonObject,
+  provision_state: z.enum(PROVISION_STATES),
+  target_provision_state: z.enum(PROVISION_STATES).nullable(),
+  provision_updated_at: nullableString,
+  power_state: z.enum(POWER_STATES).nullable(),
+  target_power_state: z.string().nullable(),
+  maintenance: z.boolean(),
+  maintenance_reason: nullableString,
+  fault: nullableString,
+  last_error: nullableString,
+  reservation: nullableString,
+  conductor_group: z.string(),
+  resource_class: nullableString,
+  traits: z.array(z.string()),
+  description: nullableString,
+  owner: nullableString,
+  lessee: nullableString,
+  automated_clean: z.boolean().nullable(),
+  protected: z.boolean(),
+  protected_reason: nullableString,
+  retired: z.boolean(),
+  retired_reason: nullableString,
+  console_enabled: z.boolean(),
+  clean_step: JsonObject,
+  deploy_step: JsonObject,
+  raid_config: JsonObject,
+  target_raid_config: JsonObject,
+  network_data: JsonObject,
+  boot_mode: nullableString,
+  secure_boot: z.boolean().nullable(),
+  chassis_uuid: nullableString,
+  shard: nullableString,
+  inspection_started_at: nullableString,
+  inspection_finished_at: nullableString,
+  bios_interface: z.string(),
+  boot_interface: z.string(),
+  console_interface: z.string(),
+  deploy_interface: z.string(),
+  inspect_interface: z.string(),
+  management_interface: z.string(),
+  network_interface: z.string(),
+  power_interface: z.string(),
+  raid_interface: z.string(),
+  rescue_interface: z.string(),
+  storage_interface: z.string(),
+  vendor_interface: z.string(),
+  created_at: z.string(),
+  updated_at: nullableString,
+});
+export type NodeRecord = z.infer<typeof NodeRecord>;
+
+export const PortRecord = z.object({
+  uuid: z.string(),
+  address: z.string(),
+  node_uuid: z.string(),
+  portgroup_uuid: nullableString,
+  pxe_enabled: z.boolean(),
+  physical_network: nullableString,
+  local_link_connection: JsonObject,
+  internal_info: JsonObject,
+  extra: JsonObject,
+  is_smartnic: z.boolean(),
+  name: nullableString,
+  created_at: z.string(),
+  updated_at: nullableString,
+});
+export type PortRecord = z.infer<typeof PortRecord>;
+
+export const ALLOCATION_STATES = ["allocating", "active", "error"] as const;
+
+/** Beyond Ironic: a flavor-like request an allocation may carry. */
+export const AllocationSpec = z
+  .object({
+    memory_mb: z.number().int().nonnegative().optional(),
+    vcpus: z.number().int().nonnegative().optional(),
+    local_gb: z.number().int().nonnegative().optional(),
+    cpu_arch: z.string().optional(),
+    capabilities: z.record(z.string(), z.string()).optional(),
+    match: z.enum(["exact", "best_fit"]).default("best_fit"),
+  })
+  .strict();
+export type AllocationSpec = z.infer<typeof AllocationSpec>;
+
+export const AllocationRecord = z.object({
+  uuid: z.string(),
+  name: nullableString,
+  state: z.enum(ALLOCATION_STATES),
+  node_uuid: nullableString,
+  resource_class: nullableString,
+  traits: z.array(z.string()),
+  candidate_nodes: z.array(z.string()),
+  spec: AllocationSpec.nullable(),
+  last_error: nullableString,
+  extra: JsonObject,
+  owner: nullableString,
+  created_at: z.string(),
+  updated_at: nullableString,
+});
+export type AllocationRecord = z.infer<typeof AllocationRecord>;
