@@ -1,14 +1,18 @@
 import type { CommandTable } from "./command.ts";
+import { eraseDevicesMetadata } from "./erase-devices-metadata.ts";
 import { getCleanSteps } from "./get-clean-steps.ts";
 import { getInventory } from "./get-inventory.ts";
 import { powerOff } from "./power-off.ts";
 import { reboot } from "./reboot.ts";
 import { syncDisks } from "./sync.ts";
+import { writeImage } from "./write-image.ts";
 
 /** Every command this agent implements; a name missing here answers NOT_SUPPORTED. */
 export const COMMANDS: CommandTable = {
   get_inventory: getInventory,
   get_clean_steps: getCleanSteps,
+  erase_devices_metadata: eraseDevicesMetadata,
+  write_image: writeImage,
   sync: syncDisks,
   reboot,
   power_off: powerOff,

@@ -132,7 +132,8 @@ export function sampleInventory(options: { macs?: string[]; diskFile?: string } 
     },
     disks: [
       {
-        name: options.diskFile ?? "/dev/vda",
+        // Never a real device by default: a simulated machine's disks are files a test creates.
+        name: options.diskFile ?? "/nonexistent/anvil-simulated-disk",
         model: "QEMU HARDDISK",
         size: 20 * 1024 ** 3,
         rotational: false,

@@ -1,9 +1,11 @@
-import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
 import { digestToken } from "../../conductor/agents/token.ts";
+import type { Inventory } from "../../shared/inventory.ts";
 import type { Hello } from "../../shared/protocol.ts";
+import { exec } from "../../shared/system/exec.ts";
 import {
   ROOT,
   ensureAgentBuilt,
@@ -15,6 +17,8 @@ import {
   writeSimulatedMachine,
 } from "../helpers/agent.ts";
 import type { AgentProcess, GatewayServer } from "../helpers/agent.ts";
+import { startHttpImageServer } from "../helpers/http-image-server.ts";
+import type { HttpImageServer } from "../helpers/http-image-server.ts";
 
 const NODE = "33333333-3333-4333-8333-333333333333";
 const MAC = "52:54:00:12:34:56";
@@ -26,14 +30,35 @@ describe("the agent executable in service mode against the real gateway", () => 
   const logger = recordingLogger();
   const directory = new MemoryAgentDirectory();
   const hellos: Hello[] = [];
-  const inventory = sampleInventory({ macs: [MAC, "52:54:00:12:34:57"] });
+  let inventory: Inventory;
   let eventsFile: string;
+  let disk: string;
+  let images: HttpImageServer;
+  let image: Buffer;
 
   beforeAll(async () => {
     const executable = await ensureAgentBuilt();
     await mkdir(join(ROOT, ".tmp"), { recursive: true });
     dir = await mkdtemp(join(ROOT, ".tmp/agent-service-"));
     eventsFile = join(dir, "events.jsonl");
+    disk = join(dir, "disk0.img");
+    await writeFile(disk, "");
+    await truncate(disk, 32 * 1024 * 1024);
+    inventory = sampleInventory({ macs: [MAC, "52:54:00:12:34:57"], diskFile: disk });
+    // Compressible but not trivial: text-like random words.
+    image = Buffer.from(Array.from({ length: 200_000 }, (_, i) => `w${(i * 7919) % 10007} `).join(""));
+    await writeFile(join(dir, "image.raw"), image);
+    for (const [tool, args] of [
+      ["xz", ["-k", "-3", join(dir, "image.raw")]],
+      ["zstd", ["-q", "-k", join(dir, "image.raw"), "-o", join(dir, "image.raw.zst")]],
+      ["gzip", ["-k", join(dir, "image.raw")]],
+    ] as const) {
+      const result = await exec(tool, args);
+      if (result.code !== 0) throw new Error(`${tool} failed: ${result.stderr}`);
+    }
+    images = await startHttpImageServer();
+    for (const name of ["image.raw.xz", "image.raw.zst", "image.raw.gz"])
+      images.serve(`/${name}`, join(dir, name));
     directory.addNode({ uuid: NODE, macs: [MAC] });
     gw = await startGatewayServer({ directory, logger, heartbeatTimeoutMs: 30_000 });
     gw.gateway.onConnected((_uuid, hello) => hellos.push(hello));
@@ -60,6 +85,7 @@ describe("the agent executable in service mode against the real gateway", () => 
     await agent?.stop();
     await gw?.gateway.close();
     await gw?.kill();
+    await images?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
@@ -91,6 +117,21 @@ describe("the agent executable in service mode against the real gateway", () => 
     };
     expect(steps.clean_steps.map((step) => step.step)).toContain("erase_devices_metadata");
   });
+
+  it.each(["image.raw.xz", "image.raw.zst", "image.raw.gz"])(
+    "write_image decompresses %s inside the single executable",
+    async (name) => {
+      await writeFile(disk, "");
+      await truncate(disk, 32 * 1024 * 1024);
+      const value = (await gw.gateway.call(NODE, {
+        name: "write_image",
+        args: { image: { url: `${images.url}/${name}`, image_type: "whole-disk" } },
+      })) as { image_bytes: number };
+      expect(value.image_bytes).toBe(image.length);
+      const written = await readFile(disk);
+      expect(written.subarray(0, image.length).equals(image)).toBe(true);
+    },
+  );
 
   it("reboots only after its result was acknowledged", async () => {
     await expect(gw.gateway.call(NODE, { name: "reboot" })).resolves.toEqual({ rebooting: true });
