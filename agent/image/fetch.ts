@@ -64,7 +64,8 @@ export class ImageDownload implements AsyncIterable<Buffer> {
         throw new DroppedError(`body ended at ${this.received} of ${this.total} bytes`);
       } catch (error) {
         request.destroy();
-        if (!(error instanceof DroppedError) || this.opts.signal?.aborted) throw error;
+        if (this.opts.signal?.aborted) throw this.opts.signal.reason;
+        if (!(error instanceof DroppedError)) throw error;
         if (this.resumes >= this.opts.maxResumes) {
           throw new ImageError(
             `download of ${redactQuery(this.url)} broke ${this.resumes + 1} times (last: ${error.message})`,
@@ -88,6 +89,7 @@ export class ImageDownload implements AsyncIterable<Buffer> {
       try {
         return await this.openOnce();
       } catch (error) {
+        if (this.opts.signal?.aborted) throw this.opts.signal.reason;
         const retryable =
           (error instanceof HttpStatusError && error.status >= 500) ||
           (!(error instanceof ImageError) && !this.opts.signal?.aborted);

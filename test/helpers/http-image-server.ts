@@ -109,8 +109,12 @@ export async function startHttpImageServer(): Promise<HttpImageServer> {
     const body = createReadStream(route.file, { start, end: sendEnd });
     body.pipe(res, { end: false });
     body.on("end", () => {
-      // Drop: the client sees a body shorter than Content-Length. Stall: it sees nothing more, ever.
-      if (dropping) res.socket?.destroy();
+      // Drop: flush what was sent, then close, so the client holds exactly `dropAfterBytes` bytes and sees a
+      // body shorter than Content-Length. Stall: it sees nothing more, ever.
+      if (!dropping) return;
+      const socket = res.socket;
+      socket?.end();
+      setTimeout(() => socket?.destroy(), 1_000).unref();
     });
   };
 

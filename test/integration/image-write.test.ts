@@ -1,0 +1,369 @@
+import { createHash, randomBytes } from "node:crypto";
+import { mkdtemp, open, readFile, rm, truncate, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { ChecksumMismatchError, HttpStatusError, ImageError } from "../../agent/image/errors.ts";
+import { writeImage } from "../../agent/image/write-image.ts";
+import type { WriteImageOptions } from "../../agent/image/write-image.ts";
+import { buildConfigDrive } from "../../conductor/images/configdrive.ts";
+import type { ImageSpec, ImageProgress } from "../../shared/image.ts";
+import { exec } from "../../shared/system/exec.ts";
+import { startHttpImageServer } from "../helpers/http-image-server.ts";
+import type { HttpImageServer } from "../helpers/http-image-server.ts";
+
+const MiB = 1024 * 1024;
+const IMAGE_SIZE = 32 * MiB;
+const DISK_SIZE = 96 * MiB;
+const FAST_FETCH = { stallTimeoutMs: 2_000, retryDelayMs: 20, connectTimeoutMs: 2_000 };
+
+let dir: string;
+let server: HttpImageServer;
+let sourceSha256: string;
+
+async function run(command: string, args: string[]): Promise<string> {
+  const result = await exec(command, args, { timeoutMs: 120_000 });
+  if (result.code !== 0) throw new Error(`${command} ${args.join(" ")}: ${result.stderr}`);
+  return result.stdout;
+}
+
+const sha256 = (data: Buffer): string => createHash("sha256").update(data).digest("hex");
+
+async function readRange(path: string, offset: number, length: number): Promise<Buffer> {
+  const handle = await open(path, "r");
+  try {
+    const buffer = Buffer.alloc(length);
+    const { bytesRead } = await handle.read(buffer, 0, length, offset);
+    return buffer.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
+  }
+}
+
+async function writeAt(path: string, offset: number, data: Buffer): Promise<void> {
+  const handle = await open(path, "r+");
+  await handle.write(data, 0, data.length, offset);
+  await handle.close();
+}
+
+/** A 32 MiB whole-disk image: a GPT with one partition, random data in a few places, zeros elsewhere. */
+async function makeSourceImage(path: string): Promise<void> {
+  await writeFile(path, "");
+  await truncate(path, IMAGE_SIZE);
+  await run("sh", ["-c", `echo 'label: gpt\nsize=20MiB, name=rootfs' | sfdisk -q ${path}`]);
+  await writeAt(path, 2 * MiB, randomBytes(5 * MiB));
+  await writeAt(path, 12 * MiB + 4096, randomBytes(300 * 1024));
+  await writeAt(path, 24 * MiB, randomBytes(MiB));
+}
+
+async function freshDisk(name = "disk"): Promise<string> {
+  const path = join(dir, `${name}-${randomBytes(4).toString("hex")}.img`);
+  await writeFile(path, "");
+  await truncate(path, DISK_SIZE);
+  // Stale bytes where zeros must end up: the writer must not leave them behind.
+  await writeAt(path, 30 * MiB, Buffer.alloc(MiB, 0xaa));
+  return path;
+}
+
+const spec = (file: string, extra: Partial<ImageSpec> = {}): ImageSpec => ({
+  url: `${server.url}/${file}`,
+  image_type: "whole-disk",
+  ...extra,
+});
+
+const options = (target: string, extra: Partial<WriteImageOptions> = {}): WriteImageOptions => ({
+  target,
+  fetch: FAST_FETCH,
+  ...extra,
+});
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "anvil-image-"));
+  const raw = join(dir, "disk.raw");
+  await makeSourceImage(raw);
+  sourceSha256 = sha256(await readFile(raw));
+  await run("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", raw, join(dir, "disk.qcow2")]);
+  await run("qemu-img", [
+    "convert",
+    "-c",
+    "-f",
+    "raw",
+    "-O",
+    "qcow2",
+    raw,
+    join(dir, "disk-compressed.qcow2"),
+  ]);
+  await run("qemu-img", [
+    "convert",
+    "-f",
+    "raw",
+    "-O",
+    "qcow2",
+    "-o",
+    "compat=0.10",
+    raw,
+    join(dir, "disk-v2.qcow2"),
+  ]);
+  await writeFile(
+    join(dir, "disk.raw.gz"),
+    await run("sh", ["-c", `gzip -c ${raw} | base64 -w0`]).then((b) => Buffer.from(b, "base64")),
+  );
+  await run("zstd", ["-q", "-f", "-o", join(dir, "disk.raw.zst"), raw]);
+  await run("sh", ["-c", `xz -1 -T1 -c ${raw} > ${join(dir, "disk.raw.xz")}`]);
+  // A qcow2 whose L1 table was reallocated after its data (by a resize): data arrives before its tables.
+  const grown = join(dir, "grown.qcow2");
+  await run("qemu-img", ["create", "-q", "-f", "qcow2", "-o", "cluster_size=4096", grown, "8M"]);
+  await run("qemu-io", ["-c", "write -P 7 1M 3M", grown]);
+  await run("qemu-img", ["resize", "-q", grown, "32M"]);
+  await run("qemu-io", ["-c", "write -P 5 20M 1M", grown]);
+  await run("qemu-img", ["convert", "-O", "raw", grown, join(dir, "grown.raw")]);
+
+  server = await startHttpImageServer();
+  for (const file of [
+    "disk.raw",
+    "disk.qcow2",
+    "disk-compressed.qcow2",
+    "disk-v2.qcow2",
+    "disk.raw.gz",
+    "disk.raw.zst",
+    "disk.raw.xz",
+    "grown.qcow2",
+  ]) {
+    server.serve(`/${file}`, join(dir, file));
+  }
+}, 180_000);
+
+afterAll(async () => {
+  await server?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+beforeEach(() => {
+  server.requests.length = 0;
+});
+
+describe("writeImage: formats", () => {
+  it.each([
+    ["raw", "disk.raw"],
+    ["qcow2 v3", "disk.qcow2"],
+    ["qcow2 with compressed clusters (qemu-img convert -c)", "disk-compressed.qcow2"],
+    ["qcow2 v2 (compat=0.10)", "disk-v2.qcow2"],
+    ["gzip", "disk.raw.gz"],
+    ["zstd", "disk.raw.zst"],
+    ["xz", "disk.raw.xz"],
+  ])(
+    "%s: the disk holds exactly the source image and the download's checksum is verified",
+    async (_, file) => {
+      const target = await freshDisk();
+      const downloadSha = sha256(await readFile(join(dir, file)));
+      const progress: ImageProgress[] = [];
+      const result = await writeImage(
+        { image: spec(file, { checksum: { algo: "sha256", value: downloadSha } }) },
+        options(target, { onProgress: (p) => progress.push(p) }),
+      );
+      expect(sha256(await readRange(target, 0, IMAGE_SIZE))).toBe(sourceSha256);
+      expect(result.image_bytes).toBe(IMAGE_SIZE);
+      expect(result.checksum).toEqual({ algo: "sha256", value: downloadSha });
+      // Zeros are skipped on the (freshly truncated) file, so far less than the image is written.
+      expect(result.bytes_written).toBeLessThan(IMAGE_SIZE / 2);
+      expect(progress.at(-1)?.bytes_done).toBe((await readFile(join(dir, file))).length);
+    },
+  );
+
+  it("a qcow2 whose tables come after its data is held in memory and converted", async () => {
+    const target = await freshDisk();
+    await writeImage({ image: spec("grown.qcow2") }, options(target));
+    const expected = await readFile(join(dir, "grown.raw"));
+    expect(sha256(await readRange(target, 0, expected.length))).toBe(sha256(expected));
+  });
+
+  it("the same qcow2 fails clearly when held data would pass the bound", async () => {
+    const target = await freshDisk();
+    const failure = writeImage(
+      { image: spec("grown.qcow2") },
+      options(target, { qcow2MaxBufferedBytes: 256 * 1024 }),
+    );
+    await expect(failure).rejects.toMatchObject({ code: "qcow2_out_of_order" });
+  });
+});
+
+describe("writeImage: checksums", () => {
+  it("a checksum mismatch rejects with ChecksumMismatchError (no success is reported)", async () => {
+    const target = await freshDisk();
+    const wrong = sha256(Buffer.from("not the image"));
+    const failure = writeImage(
+      { image: spec("disk.raw", { checksum: { algo: "sha256", value: wrong } }) },
+      options(target),
+    );
+    await expect(failure).rejects.toBeInstanceOf(ChecksumMismatchError);
+  });
+
+  it("fetches the expected digest from a checksum file URL (md5 inferred from its length)", async () => {
+    const md5 = createHash("md5")
+      .update(await readFile(join(dir, "disk.raw.zst")))
+      .digest("hex");
+    const sums = join(dir, "MD5SUMS");
+    await writeFile(sums, `${"0".repeat(32)}  other.img\n${md5}  disk.raw.zst\n`);
+    server.serve("/MD5SUMS", sums);
+    const result = await writeImage(
+      { image: spec("disk.raw.zst", { checksum: { url: `${server.url}/MD5SUMS` } }) },
+      options(await freshDisk()),
+    );
+    expect(result.checksum).toEqual({ algo: "md5", value: md5 });
+  });
+});
+
+describe("writeImage: HTTP faults", () => {
+  it("resumes a twice-dropped download with Range requests starting where each drop stopped", async () => {
+    server.serve("/drop.raw", join(dir, "disk.raw"), { dropAfterBytes: 3 * MiB, dropTimes: 2 });
+    const target = await freshDisk();
+    const result = await writeImage(
+      { image: spec("drop.raw", { checksum: { algo: "sha256", value: sourceSha256 } }) },
+      options(target),
+    );
+    expect(result.checksum.value).toBe(sourceSha256);
+    expect(sha256(await readRange(target, 0, IMAGE_SIZE))).toBe(sourceSha256);
+    const ranges = server.requests.filter((r) => r.path === "/drop.raw").map((r) => [r.range, r.status]);
+    expect(ranges).toEqual([
+      [undefined, 200],
+      [`bytes=${3 * MiB}-`, 206],
+      [`bytes=${6 * MiB}-`, 206],
+    ]);
+  });
+
+  it("fails rather than corrupt when the server ignores Range on a resume", async () => {
+    server.serve("/norange.raw", join(dir, "disk.raw"), { dropAfterBytes: MiB, ignoreRange: true });
+    const failure = writeImage({ image: spec("norange.raw") }, options(await freshDisk()));
+    await expect(failure).rejects.toMatchObject({ code: "http_range" });
+  });
+
+  it.each([403, 404])("HTTP %i fails at once with the status in the message, no retries", async (status) => {
+    server.serve("/denied.raw", join(dir, "disk.raw"), { status });
+    const failure = writeImage({ image: spec("denied.raw") }, options(await freshDisk()));
+    await expect(failure).rejects.toBeInstanceOf(HttpStatusError);
+    await expect(failure).rejects.toThrow(new RegExp(`HTTP ${status}`));
+    expect(server.requests.filter((r) => r.path === "/denied.raw")).toHaveLength(1);
+  });
+
+  it("retries 503 with backoff and then succeeds", async () => {
+    server.serve("/busy.raw", join(dir, "disk.raw"), { unavailableTimes: 2 });
+    const result = await writeImage({ image: spec("busy.raw") }, options(await freshDisk()));
+    expect(result.checksum.value).toBe(sourceSha256);
+    expect(server.requests.filter((r) => r.path === "/busy.raw").map((r) => r.status)).toEqual([
+      503, 503, 200,
+    ]);
+  });
+
+  it("a stalled server fails with http_stall once the stall timeout passes", async () => {
+    server.serve("/stall.raw", join(dir, "disk.raw"), { stallAfterBytes: MiB });
+    const failure = writeImage(
+      { image: spec("stall.raw") },
+      options(await freshDisk(), { fetch: { ...FAST_FETCH, stallTimeoutMs: 500 } }),
+    );
+    await expect(failure).rejects.toMatchObject({ code: "http_stall" });
+  });
+
+  it("an aborted signal stops the write", async () => {
+    server.serve("/slow.raw", join(dir, "disk.raw"), { stallAfterBytes: MiB });
+    const controller = new AbortController();
+    const failure = writeImage(
+      { image: spec("slow.raw") },
+      options(await freshDisk(), { signal: controller.signal }),
+    );
+    setTimeout(() => controller.abort(new Error("cancelled by test")), 200);
+    await expect(failure).rejects.toThrow(/cancelled by test/);
+  });
+
+  it("a temp URL's signature never appears in error messages", async () => {
+    const failure = writeImage(
+      { image: spec("missing.raw?temp_url_sig=SECRETSIG&temp_url_expires=1") },
+      options(await freshDisk()),
+    );
+    await expect(failure).rejects.toBeInstanceOf(ImageError);
+    await expect(failure).rejects.not.toThrow(/SECRETSIG/);
+  });
+});
+
+async function partitionNames(disk: string): Promise<string[]> {
+  const dump = JSON.parse(await run("sfdisk", ["--json", disk])) as {
+    partitiontable: { partitions: { name?: string }[] };
+  };
+  return dump.partitiontable.partitions.map((p) => p.name ?? "");
+}
+
+async function isoFile(disk: string, start: number, name: string): Promise<Record<string, unknown>> {
+  const iso = join(dir, `cd-${randomBytes(4).toString("hex")}.iso`);
+  await writeFile(iso, await readRange(disk, start, 64 * MiB));
+  const text = await run("isoinfo", ["-R", "-i", iso, "-x", `/openstack/latest/${name}`]);
+  return JSON.parse(text) as Record<string, unknown>;
+}
+
+describe("writeImage: partition images and config drives", () => {
+  const content = {
+    meta_data: {
+      uuid: "7d2c1f0e-0000-4000-8000-000000000001",
+      hostname: "node-1",
+      public_keys: { k: "ssh-ed25519 AAA" },
+    },
+    user_data: "#cloud-config\nhostname: node-1\n",
+    network_data: { links: [], networks: [], services: [] },
+  };
+
+  it("partition image: GPT with root, swap and config drive; the image in root; the config drive readable", async () => {
+    const rootImage = randomBytes(6 * MiB);
+    await writeFile(join(dir, "root.img"), rootImage);
+    server.serve("/root.img", join(dir, "root.img"));
+    const target = await freshDisk();
+    const result = await writeImage(
+      {
+        image: spec("root.img", {
+          image_type: "partition",
+          partition: { root_mb: 16, swap_mb: 8, configdrive: true },
+        }),
+        configdrive: await buildConfigDrive(content),
+      },
+      options(target),
+    );
+    const parts = result.partitions ?? {};
+    expect(Object.keys(parts).sort()).toEqual(["configdrive", "root", "swap"]);
+    expect(parts.root?.size_bytes).toBe(16 * MiB);
+    const root = await readRange(target, parts.root?.start_bytes ?? -1, rootImage.length);
+    expect(sha256(root)).toBe(sha256(rootImage));
+    expect(await partitionNames(target)).toEqual(["root", "swap", "config-2"]);
+    expect(await isoFile(target, parts.configdrive?.start_bytes ?? -1, "meta_data.json")).toEqual(
+      content.meta_data,
+    );
+    expect(await isoFile(target, parts.configdrive?.start_bytes ?? -1, "network_data.json")).toEqual(
+      content.network_data,
+    );
+  });
+
+  it("whole-disk GPT image: a config-2 partition is added at the end of the disk", async () => {
+    const target = await freshDisk();
+    const result = await writeImage(
+      { image: spec("disk.qcow2"), configdrive: await buildConfigDrive(content) },
+      options(target),
+    );
+    const cd = result.partitions?.configdrive;
+    expect(cd?.number).toBe(2);
+    expect((cd?.start_bytes ?? 0) + (cd?.size_bytes ?? 0)).toBeGreaterThan(DISK_SIZE - 2 * MiB);
+    expect(await partitionNames(target)).toEqual(["rootfs", "config-2"]);
+    // The backup GPT moved to the real end of the disk: the table verifies clean.
+    expect(await run("sgdisk", ["--verify", target])).toContain("No problems found");
+    expect(await isoFile(target, cd?.start_bytes ?? -1, "meta_data.json")).toEqual(content.meta_data);
+    // The image's partition kept its bytes.
+    expect(sha256(await readRange(target, 2 * MiB, 5 * MiB))).toBe(
+      sha256(await readRange(join(dir, "disk.raw"), 2 * MiB, 5 * MiB)),
+    );
+  });
+
+  it("a config drive that is not an ISO is refused before the disk is touched", async () => {
+    const target = await freshDisk();
+    const failure = writeImage(
+      { image: spec("disk.raw"), configdrive: Buffer.from("nope").toString("base64") },
+      options(target),
+    );
+    await expect(failure).rejects.toMatchObject({ code: "configdrive" });
+    expect(server.requests).toHaveLength(0);
+  });
+});
