@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { allocationsPlugin } from "./allocations.ts";
 import type { ApiDeps } from "./context.ts";
 import { driversPlugin } from "./drivers.ts";
-import { errorBody, notAcceptableBody, toHttpError } from "./errors.ts";
+import { ApiError, errorBody, notAcceptableBody, toHttpError } from "./errors.ts";
 import { eventsPlugin } from "./events.ts";
 import { lookupPlugin } from "./lookup.ts";
 import { metricsPlugin } from "./metrics.ts";
@@ -27,6 +27,16 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
 
   // DELETE from the stock client carries Content-Type: application/octet-stream and no body
   app.addContentTypeParser("application/octet-stream", (_request, _payload, done) => done(null, undefined));
+  // Clients send Content-Type: application/json on bodiless PUT/DELETE too: empty means no body.
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, text, done) => {
+    if (text === "") return done(null, undefined);
+    try {
+      done(null, JSON.parse(text as string) as unknown);
+    } catch (error) {
+      done(new ApiError(400, `Malformed JSON in the request body: ${(error as Error).message}`), undefined);
+    }
+  });
 
   app.decorateRequest("apiMinor", 1);
   app.addHook("onRequest", async (request, reply) => {

@@ -81,10 +81,11 @@ export function portsPlugin(deps: ApiDeps) {
 
     app.post("/v1/ports", async (request, reply) => {
       const body = PortCreateBody.parse(request.body);
+      const address = mac(body.address);
       await checkNodeFree(deps, body.node_uuid);
       const port = await deps.store.createPort({
         uuid: body.uuid ?? randomUUID(),
-        address: mac(body.address),
+        address,
         node_uuid: body.node_uuid,
         portgroup_uuid: body.portgroup_uuid ?? null,
         pxe_enabled: body.pxe_enabled ?? true,

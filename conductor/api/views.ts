@@ -112,7 +112,6 @@ export function nodeView(
   for (const field of wanted) {
     if (field in all && nodeFieldAllowed(field, ctx.minor)) out[field] = all[field];
   }
-  if (options.fields && !("uuid" in out)) out.uuid = node.uuid;
   out.links = links(ctx, `nodes/${node.uuid}`);
   if (options.detail && !options.fields) {
     out.ports = links(ctx, `nodes/${node.uuid}/ports`);
@@ -159,7 +158,6 @@ export function portView(
   const wanted = options.fields ?? (options.detail ? Object.keys(all) : PORT_LIST_FIELDS);
   const out: Record<string, unknown> = {};
   for (const field of wanted) if (field in all) out[field] = all[field];
-  if (options.fields && !("uuid" in out)) out.uuid = port.uuid;
   out.links = links(ctx, `ports/${port.uuid}`);
   return out;
 }
@@ -173,7 +171,6 @@ export function allocationView(
   const all: Record<string, unknown> = { ...rest, ...(spec ? { spec } : {}) };
   const out: Record<string, unknown> = {};
   for (const field of options.fields ?? Object.keys(all)) if (field in all) out[field] = all[field];
-  if (options.fields && !("uuid" in out)) out.uuid = allocation.uuid;
   out.links = links(ctx, `allocations/${allocation.uuid}`);
   return out;
 }

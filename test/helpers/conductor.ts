@@ -1,0 +1,107 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { defaultConfig, type ConductorConfig } from "../../conductor/config.ts";
+import { createConductor, type Conductor } from "../../conductor/server.ts";
+import { silentLogger, type Logger } from "../../shared/log.ts";
+
+type ConfigInput = Parameters<typeof defaultConfig>[0];
+
+/** A conductor in this process on a free loopback port, with its own temp data dir. */
+export async function startConductor(
+  overrides: ConfigInput = {},
+  options: { logger?: Logger } = {},
+): Promise<{ conductor: Conductor; url: string; config: ConductorConfig; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), "anvil-test-"));
+  const config = defaultConfig({
+    port: 0,
+    dataDir: dir,
+    databasePath: join(dir, "anvil.sqlite"),
+    powerSync: { intervalS: 0 },
+    ...overrides,
+  });
+  const conductor = createConductor(config, { logger: options.logger ?? silentLogger });
+  const url = await conductor.start();
+  return {
+    conductor,
+    url,
+    config,
+    async stop() {
+      await conductor.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A conductor as its own process (restart and crash tests); resolves once it listens. */
+export async function spawnConductor(args: string[]): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", "conductor/main.ts", "--port", "0", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    const lines = createInterface({ input: child.stderr! });
+    const timer = setTimeout(() => reject(new Error("conductor did not start")), 30_000);
+    lines.on("line", (line) => {
+      const match = /"url":"(http:\/\/[^"]+)"/.exec(line);
+      if (match?.[1]) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    child.on("exit", (code) => reject(new Error(`conductor exited with ${code}`)));
+  });
+  return { child, url };
+}
+
+/** JSON over HTTP against the API, as a client would. */
+export async function api(
+  url: string,
+  init: { method?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: unknown; headers: Headers }> {
+  const response = await fetch(url, {
+    method: init.method ?? "GET",
+    headers: {
+      "Content-Type": "application/json",
+      "X-OpenStack-Ironic-API-Version": "1.78",
+      ...init.headers,
+    },
+    body: init.raw ?? (init.body === undefined ? undefined : JSON.stringify(init.body)),
+  });
+  const text = await response.text();
+  let body: unknown = text;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: response.status, body, headers: response.headers };
+}
+
+/** The faultstring inside Ironic's double-encoded error envelope. */
+export function faultOf(body: unknown): string {
+  const envelope = body as { error_message?: string };
+  if (typeof envelope?.error_message !== "string")
+    throw new Error(`not an Ironic error body: ${JSON.stringify(body)}`);
+  const inner = JSON.parse(envelope.error_message) as { faultstring?: string; description?: string };
+  return inner.faultstring ?? inner.description ?? "";
+}
+
+/** Polls until the node reaches `state` (or fails the test after `timeoutMs`). */
+export async function waitForState(
+  url: string,
+  node: string,
+  state: string,
+): Promise<Record<string, unknown>> {
+  const timeoutMs = 60_000;
+  const deadline = Date.now() + timeoutMs;
+  let last: Record<string, unknown> = {};
+  while (Date.now() < deadline) {
+    const { body } = await api(`${url}/v1/nodes/${node}`);
+    last = body as Record<string, unknown>;
+    if (last.provision_state === state) return last;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`node ${node} never reached ${state}; last: ${JSON.stringify(last).slice(0, 400)}`);
+}
