@@ -4,11 +4,12 @@ import type { Duplex } from "node:stream";
 import { WebSocket, WebSocketServer } from "ws";
 import type { ErrorCode } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
-import { encodeFrame, parseCommandArgs, parseFrame } from "../../shared/protocol.ts";
+import { COMMAND_NAMES, encodeFrame, parseCommandArgs, parseFrame } from "../../shared/protocol.ts";
 import type { CommandName, Frame, Hello, OutgoingFrame, Progress } from "../../shared/protocol.ts";
 import { AgentCommandError } from "./command-error.ts";
 import type { AgentDirectory } from "./directory.ts";
 import { authenticateHello } from "./handshake.ts";
+import { KeyedMutex } from "./keyed-mutex.ts";
 import { PendingCalls } from "./pending-calls.ts";
 
 export const AGENT_PATH = "/v1/agent";
@@ -82,6 +83,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
   const connections = new Set<Connection>();
   const sessions = new Map<string, Connection>();
   const pending = new PendingCalls();
+  const tokenLocks = new KeyedMutex();
   const connectedListeners: ConnectedListener[] = [];
   const disconnectedListeners: DisconnectedListener[] = [];
   const attached: Array<{
@@ -194,7 +196,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
   async function admit(conn: Connection, hello: Hello): Promise<void> {
     let outcome;
     try {
-      outcome = await authenticateHello(directory, hello);
+      outcome = await authenticateHello(directory, hello, tokenLocks);
     } catch (error) {
       logger.error({ remote: conn.remote, err: (error as Error).message }, "agent directory failed");
       send(conn, {
@@ -305,6 +307,12 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
     command: { name: CommandName; args?: unknown },
     callOptions: CallOptions = {},
   ): Promise<unknown> {
+    // Callers typed against a looser interface may pass any string: refuse, don't throw.
+    if (!COMMAND_NAMES.includes(command.name)) {
+      return Promise.reject(
+        new AgentCommandError("UNKNOWN_COMMAND", `unknown command ${JSON.stringify(command.name)}`),
+      );
+    }
     const args = parseCommandArgs(command.name, command.args);
     if (!args.ok) return Promise.reject(new AgentCommandError("BAD_ARGS", args.message));
     if (closed) return Promise.reject(new AgentCommandError("GATEWAY_CLOSED"));

@@ -1,6 +1,7 @@
 import type { ErrorCode } from "../../shared/errors.ts";
 import type { Hello } from "../../shared/protocol.ts";
 import type { AgentDirectory } from "./directory.ts";
+import type { KeyedMutex } from "./keyed-mutex.ts";
 import { issueToken, tokenMatches } from "./token.ts";
 
 export type HandshakeOutcome =
@@ -10,8 +11,13 @@ export type HandshakeOutcome =
 /**
  * Decides whether a hello may become a session. One token per node per boot: issued on the first hello
  * of a boot, required on every later one. The directory is written only when a token is issued.
+ * @throws whatever the directory throws (the gateway answers with a retryable refusal).
  */
-export async function authenticateHello(directory: AgentDirectory, hello: Hello): Promise<HandshakeOutcome> {
+export async function authenticateHello(
+  directory: AgentDirectory,
+  hello: Hello,
+  tokenLocks: KeyedMutex,
+): Promise<HandshakeOutcome> {
   const node = await directory.lookupByMacs(hello.macs);
   if (node === null) {
     return {
@@ -20,6 +26,14 @@ export async function authenticateHello(directory: AgentDirectory, hello: Hello)
       message: `no node expecting an agent has MAC ${hello.macs.join(", ")}`,
     };
   }
+  // Two first hellos of one boot racing must not both get a token: read-and-issue is one section per node.
+  return tokenLocks.run(node.uuid, () => checkToken(directory, { hello, node }));
+}
+
+async function checkToken(
+  directory: AgentDirectory,
+  { hello, node }: { hello: Hello; node: { uuid: string; fastTrack: boolean } },
+): Promise<HandshakeOutcome> {
   const record = await directory.tokenRecord(node.uuid);
   if (hello.token !== undefined) {
     if (record === null || record.bootId !== hello.boot_id || !tokenMatches(hello.token, record.digest)) {

@@ -226,6 +226,26 @@ describe("agent gateway over a real WebSocket", () => {
       expect(directory.tokens.get(NODE_A.uuid)?.bootId).toBe("boot-2");
     });
 
+    it("two racing first hellos of one boot: exactly one gets a token", async () => {
+      // A directory slow enough that both reads happen before either write, without the gateway's lock.
+      const slow = directory as MemoryAgentDirectory & { tokenRecord: MemoryAgentDirectory["tokenRecord"] };
+      const read = slow.tokenRecord.bind(slow);
+      slow.tokenRecord = async (uuid) => {
+        const record = await read(uuid); // read now, answer later: both readers see "no token yet"
+        await new Promise((done) => setTimeout(done, 50));
+        return record;
+      };
+      const [one, two] = [await connect(), await connect()];
+      one.hello({ macs: NODE_A.macs });
+      two.hello({ macs: NODE_A.macs });
+      await waitFor(() => one.frames.length + two.frames.length >= 2, { what: "both answers" });
+      const answers = [...one.frames, ...two.frames]
+        .map((frame) => (frame.type === "error" ? frame.code : frame.type))
+        .sort();
+      expect(answers).toEqual(["TOKEN_REQUIRED", "welcome"]);
+      expect(directory.saveCount).toBe(1);
+    });
+
     it("never writes a token to the log", async () => {
       const a = await admitted(NODE_A);
       const b = await admitted(NODE_B);
