@@ -1,5 +1,6 @@
 #!/bin/sh
-# Stand-in for the agent executable while the real one is not built: same command line, then one HTTP GET of
+# Stand-in for the agent executable while the real one is not built: same command line
+# (anvil-agent service --conductor URL [--log-level L]), then one HTTP GET of
 # the conductor URL (so a test sees the ramdisk reach the host), then a non-zero exit (so init's restart loop
 # shows too). NOTE: Debian's static busybox wget segfaults, hence a hand-written request through nc.
 if [ "$1" != service ] || [ "$2" != --conductor ] || [ -z "$3" ]; then

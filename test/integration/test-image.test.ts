@@ -1,0 +1,100 @@
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { exec } from "../../shared/system/exec.ts";
+import { startQemu } from "../helpers/qemu.ts";
+import type { QemuVm } from "../helpers/qemu.ts";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+const ID = "image-under-test-1";
+const BOOT_TIMEOUT_MS = 180_000;
+
+describe("the whole-disk test image", () => {
+  let dir: string;
+  let vm: QemuVm | undefined;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "anvil-test-image-"));
+    const build = await exec("bash", ["images/test/build.sh", "--id", ID, "--out", dir], {
+      cwd: ROOT,
+      timeoutMs: 600_000,
+    });
+    expect(build.code, build.stderr).toBe(0);
+  }, 600_000);
+
+  afterAll(async () => {
+    await vm?.stop();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  it(
+    "boots from its disk alone, prints its marker on ttyS0 and powers the machine off",
+    async () => {
+      vm = await startQemu({
+        memoryMb: 256,
+        nics: [],
+        boot: "disk",
+        disks: [{ path: join(dir, `${ID}.raw`), format: "raw", bus: "virtio" }],
+        extraArgs: ["-nic", "none", "-snapshot"],
+      });
+      const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CMDLINE[^\n]*\n/, BOOT_TIMEOUT_MS);
+      expect(text).toContain(`ANVIL-TEST-IMAGE-BOOTED ${ID}\r\n`);
+      // The kernel came from the disk's own syslinux config, not from QEMU.
+      expect(text).toMatch(/ANVIL-TEST-IMAGE-CMDLINE BOOT_IMAGE=\/vmlinuz console=ttyS0/);
+      const exit = await vm.exited;
+      expect(exit instanceof Error ? exit.message : exit.code).toBe(0);
+    },
+    BOOT_TIMEOUT_MS,
+  );
+
+  it("has an MBR with one bootable FAT16 partition at 1 MiB", async () => {
+    const table = await exec("sfdisk", ["--json", join(dir, `${ID}.raw`)]);
+    expect(table.code, table.stderr).toBe(0);
+    const parsed = JSON.parse(table.stdout) as {
+      partitiontable: { label: string; partitions: { start: number; type: string; bootable?: boolean }[] };
+    };
+    expect(parsed.partitiontable.label).toBe("dos");
+    expect(parsed.partitiontable.partitions).toEqual([
+      expect.objectContaining({ start: 2048, type: "e", bootable: true }),
+    ]);
+  });
+
+  it.each(["qcow2", "compressed.qcow2"])(
+    "has a %s with the same disk contents as the raw image",
+    async (suffix) => {
+      const info = await exec("qemu-img", ["info", "--output=json", join(dir, `${ID}.${suffix}`)]);
+      expect((JSON.parse(info.stdout) as { format: string }).format).toBe("qcow2");
+      const compare = await exec("qemu-img", [
+        "compare",
+        "-f",
+        "raw",
+        "-F",
+        "qcow2",
+        join(dir, `${ID}.raw`),
+        join(dir, `${ID}.${suffix}`),
+      ]);
+      expect(compare.code, compare.stdout + compare.stderr).toBe(0);
+    },
+  );
+
+  it("lists the checksums of all three files", async () => {
+    const sums = await readFile(join(dir, `${ID}.sha256sums`), "utf8");
+    const check = await exec("sha256sum", ["--check", "--strict", `${ID}.sha256sums`], { cwd: dir });
+    expect(check.code, check.stdout + check.stderr).toBe(0);
+    expect(sums.trim().split("\n")).toHaveLength(3);
+  });
+
+  it("is reproducible: a second build elsewhere gives the same bytes", async () => {
+    const again = join(dir, "again");
+    const build = await exec("bash", ["images/test/build.sh", "--id", ID, "--out", again], {
+      cwd: ROOT,
+      timeoutMs: 600_000,
+    });
+    expect(build.code, build.stderr).toBe(0);
+    const [first, second] = await Promise.all(
+      [dir, again].map((out) => readFile(join(out, `${ID}.sha256sums`), "utf8")),
+    );
+    expect(second).toBe(first);
+  }, 600_000);
+});
