@@ -5,6 +5,11 @@ set -euo pipefail
 cache=${ANVIL_CACHE:-"$(cd "$(dirname "$0")/../.." && pwd)/.tmp/cache"}
 dir="$cache/kernel"
 if [ -f "$dir/vmlinuz" ] && [ -f "$dir/version" ]; then echo "$dir"; exit 0; fi
+# Parallel test workers may all start on a cold cache: one fetches, the others wait for it.
+mkdir -p "$cache"
+exec 9>"$cache/kernel.lock"
+flock 9
+if [ -f "$dir/vmlinuz" ] && [ -f "$dir/version" ]; then echo "$dir"; exit 0; fi
 pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
 if [ -z "$pkg" ]; then apt-get update -q >&2; pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'); fi
 [ -n "$pkg" ] || { echo "fetch.sh: cannot find Debian's kernel package" >&2; exit 1; }

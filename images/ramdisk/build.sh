@@ -130,8 +130,9 @@ if [ -n "$use_cache" ] && [ -f "$cached" ]; then
   result="cached"
 else
   (cd "$stage" && find . -mindepth 1 -print0 | sort -z | cpio -o -0 -H newc -R 0:0 --reproducible --quiet) |
-    "${compressor[@]}" >"$cached.tmp"
-  mv "$cached.tmp" "$cached"
+    "${compressor[@]}" >"$cached.$$.tmp"
+  # Atomic, so a concurrent build of the same content never sees half a file.
+  mv "$cached.$$.tmp" "$cached"
   result="built"
   # Every agent build is a new ramdisk: keep only the few newest.
   if [ -n "$use_cache" ]; then
