@@ -4,7 +4,11 @@ import { CHECKSUM_HEX_LENGTH } from "../../shared/image.ts";
 import type { ChecksumAlgo, ChecksumValue } from "../../shared/image.ts";
 import { ChecksumMismatchError, ImageError } from "./errors.ts";
 
-/** Hashes the bytes that pass through it, untouched; read `digest()` once the source is exhausted. */
+/**
+ * Hashes the bytes that pass through it, untouched; read `digest()` once the source is exhausted.
+ * NOTE: inline on the receiving thread. A worker thread fed with copies was measured slower and 80 MB
+ * heavier on a 2-core machine (postMessage per 64 KiB chunk costs more than the hash saves).
+ */
 export class HashingTap {
   private readonly hash: Hash;
   private result: string | undefined;

@@ -46,6 +46,7 @@ export class ImageDownload implements AsyncIterable<Buffer> {
   resumes = 0;
   private readonly opts: typeof DEFAULTS & FetchOptions;
   private etag: string | undefined;
+  private active: { request: GotRequest; watchdog?: NodeJS.Timeout } | undefined;
 
   constructor(
     readonly url: string,
@@ -58,6 +59,7 @@ export class ImageDownload implements AsyncIterable<Buffer> {
     const log = (this.opts.logger ?? silentLogger).child({ url: redactQuery(this.url) });
     for (;;) {
       const request = await this.open();
+      this.active = { request };
       try {
         yield* this.body(request);
         if (this.total === null || this.received >= this.total) return;
@@ -80,6 +82,13 @@ export class ImageDownload implements AsyncIterable<Buffer> {
         );
       }
     }
+  }
+
+  /** Drops the connection and its watchdog (when the consumer gives up without finishing the iteration). */
+  close(): void {
+    clearInterval(this.active?.watchdog);
+    this.active?.request.destroy();
+    this.active = undefined;
   }
 
   /** Sends the GET (from `received` on) and returns once acceptable headers are in, retrying 5xx/connects. */
@@ -183,31 +192,42 @@ export class ImageDownload implements AsyncIterable<Buffer> {
   private async *body(request: GotRequest): AsyncGenerator<Buffer> {
     const iterator = request[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
     const stallMs = this.opts.stallTimeoutMs;
-    for (;;) {
-      let timer: NodeJS.Timeout | undefined;
-      const stalled = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          reject(
-            new ImageError(
-              `no data from ${redactQuery(this.url)} for ${stallMs} ms at byte ${this.received}`,
-              "http_stall",
-              true,
-            ),
-          );
-        }, stallMs);
-      });
-      let step: IteratorResult<Buffer>;
-      try {
-        step = await Promise.race([iterator.next(), stalled]);
-      } catch (error) {
-        if (error instanceof ImageError || this.opts.signal?.aborted) throw error;
-        throw new DroppedError(error instanceof Error ? error.message : String(error));
-      } finally {
-        clearTimeout(timer);
+    // One watchdog per response, not a timer per chunk: it only counts time spent waiting for the server,
+    // never time the consumer (the disk) holds us back.
+    let waitingSince: number | undefined;
+    let stall: ImageError | undefined;
+    const watchdog = setInterval(
+      () => {
+        if (waitingSince === undefined || Date.now() - waitingSince < stallMs) return;
+        stall = new ImageError(
+          `no data from ${redactQuery(this.url)} for ${stallMs} ms at byte ${this.received}`,
+          "http_stall",
+          true,
+        );
+        request.destroy(stall);
+      },
+      Math.max(10, Math.min(1_000, stallMs / 4)),
+    );
+    watchdog.unref();
+    if (this.active) this.active.watchdog = watchdog;
+    try {
+      for (;;) {
+        let step: IteratorResult<Buffer>;
+        waitingSince = Date.now();
+        try {
+          step = await iterator.next();
+        } catch (error) {
+          if (stall) throw stall;
+          if (error instanceof ImageError || this.opts.signal?.aborted) throw error;
+          throw new DroppedError(error instanceof Error ? error.message : String(error));
+        }
+        waitingSince = undefined;
+        if (step.done) return;
+        this.received += step.value.length;
+        yield step.value;
       }
-      if (step.done) return;
-      this.received += step.value.length;
-      yield step.value;
+    } finally {
+      clearInterval(watchdog);
     }
   }
 }

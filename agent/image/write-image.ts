@@ -87,8 +87,8 @@ export async function writeImage(
     algo: expected?.algo ?? "sha256",
     writer: { path: target.path, offset: region.offset, limit: region.length, readsZeroes },
   });
+  const checksum = expected ? written.tap.verify(expected) : written.tap.digest();
   if (expected) {
-    written.tap.verify(expected);
     log.info({ algo: expected.algo }, "image checksum verified");
   }
 
@@ -107,7 +107,7 @@ export async function writeImage(
   return {
     bytes_written: written.bytesWritten,
     image_bytes: written.imageBytes,
-    checksum: written.tap.digest(),
+    checksum,
     duration_ms: Date.now() - started,
     ...(Object.keys(partitions).length > 0 ? { partitions } : {}),
   };
@@ -144,24 +144,27 @@ async function streamImage(
     }
   }
 
-  const compressedPeek = await peek(tap.pass(counted()), COMPRESSION_MAGIC_BYTES);
-  const compression = image.compression ?? detectCompression(compressedPeek.head);
-  const plain = decompress(compressedPeek.stream, compression);
-  const formatPeek = await peek(plain, 4);
-  const format: DiskFormat = image.disk_format ?? (isQcow2(formatPeek.head) ? "qcow2" : "raw");
-  if (format === "qcow2" && !isQcow2(formatPeek.head)) {
-    throw new ImageError("disk_format is qcow2 but the image has no qcow2 header", "image_format");
-  }
-  const qcow2 =
-    format === "qcow2" ? new Qcow2Converter({ maxBufferedBytes: options.qcow2MaxBufferedBytes }) : undefined;
-  const extents: AsyncIterable<Extent> = qcow2
-    ? qcow2.extents(formatPeek.stream)
-    : rawExtents(formatPeek.stream);
-  options.logger?.debug({ compression, format }, "image stream detected");
-
-  const writer = await ImageWriter.open(options.writer);
+  let writer: ImageWriter | undefined;
   let rawEnd = 0;
   try {
+    const compressedPeek = await peek(tap.pass(counted()), COMPRESSION_MAGIC_BYTES);
+    const compression = image.compression ?? detectCompression(compressedPeek.head);
+    const plain = decompress(compressedPeek.stream, compression);
+    const formatPeek = await peek(plain, 4);
+    const format: DiskFormat = image.disk_format ?? (isQcow2(formatPeek.head) ? "qcow2" : "raw");
+    if (format === "qcow2" && !isQcow2(formatPeek.head)) {
+      throw new ImageError("disk_format is qcow2 but the image has no qcow2 header", "image_format");
+    }
+    const qcow2 =
+      format === "qcow2"
+        ? new Qcow2Converter({ maxBufferedBytes: options.qcow2MaxBufferedBytes })
+        : undefined;
+    const extents: AsyncIterable<Extent> = qcow2
+      ? qcow2.extents(formatPeek.stream)
+      : rawExtents(formatPeek.stream);
+    options.logger?.debug({ compression, format }, "image stream detected");
+
+    writer = await ImageWriter.open(options.writer);
     for await (const extent of extents) {
       await writer.write(extent);
       rawEnd = Math.max(rawEnd, extent.offset + extent.data.length);
@@ -184,7 +187,9 @@ async function streamImage(
     meter.finish();
     return { tap, bytesWritten: writer.bytesWritten, imageBytes };
   } catch (error) {
-    await writer.abort();
+    // Generators that never started cannot clean up after themselves: close the connection.
+    download.close();
+    await writer?.abort();
     throw error;
   }
 }

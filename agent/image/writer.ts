@@ -14,6 +14,8 @@ export interface WriterOptions {
   readsZeroes: boolean;
   /** Size of each write. Default 4 MiB. */
   blockSize?: number;
+  /** Start a background fdatasync after this many bytes written, so writeback overlaps the download. Default 64 MiB. */
+  syncEvery?: number;
 }
 
 const SCAN_GRAIN = 64 * 1024;
@@ -32,6 +34,8 @@ export class ImageWriter {
   private stageStart = 0;
   private stageLength = 0;
   private inflight: Promise<unknown> | undefined;
+  private syncing: Promise<unknown> | undefined;
+  private unsynced = 0;
   private readonly base: number;
   private readonly limit: number;
   private readonly blockSize: number;
@@ -84,6 +88,7 @@ export class ImageWriter {
       await this.flush();
       await this.inflight;
       this.inflight = undefined;
+      await this.syncing;
       const size = Math.min(imageSize, this.limit);
       if (!this.options.readsZeroes) await this.fillGaps(size);
       // Skipped zeros at the end of the image must still exist in a file that stands in for a disk.
@@ -98,6 +103,7 @@ export class ImageWriter {
   /** Closes without flushing (after a failure). */
   async abort(): Promise<void> {
     await this.inflight?.catch(() => undefined);
+    await this.syncing?.catch(() => undefined);
     await this.handle.close().catch(() => undefined);
   }
 
@@ -145,6 +151,20 @@ export class ImageWriter {
       done += bytesWritten;
     }
     this.bytesWritten += data.length;
+    this.unsynced += data.length;
+    if (this.unsynced >= (this.options.syncEvery ?? 64 * 1024 * 1024)) await this.syncInBackground();
+  }
+
+  /**
+   * Page-cache writes are fast and the final fsync would then wait for all of them: flushing as we go keeps
+   * the disk busy while the network is, and bounds the dirty pages. One sync at a time.
+   */
+  private async syncInBackground(): Promise<void> {
+    this.unsynced = 0;
+    await this.syncing;
+    const sync = this.handle.datasync();
+    sync.catch(() => undefined); // surfaced by the next await of syncing
+    this.syncing = sync;
   }
 
   private cover(start: number, end: number): void {

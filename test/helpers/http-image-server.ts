@@ -102,7 +102,7 @@ export async function startHttpImageServer(): Promise<HttpImageServer> {
     if (dropping) route.drops += 1;
     const cutAt = dropping ? route.faults.dropAfterBytes : route.faults.stallAfterBytes;
     if (cutAt === undefined) {
-      createReadStream(route.file, { start, end }).pipe(res);
+      createReadStream(route.file, { start, end, highWaterMark: 1024 * 1024 }).pipe(res);
       return;
     }
     const sendEnd = Math.min(end, start + cutAt - 1);

@@ -9,6 +9,20 @@ async function* chunks(...parts: string[]): AsyncGenerator<Buffer> {
 }
 
 describe("HashingTap", () => {
+  it("hashes many MiB passed in blocks, equal to a direct hash", async () => {
+    const block = Buffer.alloc(1024 * 1024, 7);
+    async function* blocks(): AsyncGenerator<Buffer> {
+      for (let i = 0; i < 80; i += 1) yield block;
+    }
+    const tap = new HashingTap("sha256");
+    let passed = 0;
+    for await (const chunk of tap.pass(blocks())) passed += chunk.length;
+    const direct = createHash("sha256");
+    for (let i = 0; i < 80; i += 1) direct.update(block);
+    expect(passed).toBe(80 * block.length);
+    expect(tap.digest().value).toBe(direct.digest("hex"));
+  });
+
   it("hashes what passes through, in pieces, and leaves the bytes untouched", async () => {
     const tap = new HashingTap("sha512");
     const seen: string[] = [];

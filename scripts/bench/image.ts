@@ -1,0 +1,189 @@
+/**
+ * Image write benchmark (not a test): the agent's writeImage against `curl | dd oflag=direct`, same loopback
+ * HTTP server, same target file. Prints MB/s, ratios and the writer's peak RSS (it runs in a child process).
+ *   (a) 2 GiB raw of random data, sha256 verified        goal: >= 0.95x dd
+ *   (b) 4 GiB raw with 10% data (sparse)                  goal: >= 5x dd
+ *   (c) the (b) image as qcow2 and as zstd                goal: writer RSS <= 128 MB
+ * Usage: node --import tsx scripts/bench/image.ts [--small]   (--small: 1/8 sizes, for a quick look)
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, open, rm, stat, truncate, writeFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { join, resolve } from "node:path";
+import { writeImage } from "../../agent/image/write-image.ts";
+import type { WriteImageRequest, WriteImageResult } from "../../shared/image.ts";
+import { exec } from "../../shared/system/exec.ts";
+import { startHttpImageServer } from "../../test/helpers/http-image-server.ts";
+
+const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+const self = fileURLToPath(import.meta.url);
+
+async function must(command: string, args: string[]): Promise<string> {
+  const result = await exec(command, args, { timeoutMs: 30 * 60_000 });
+  if (result.code !== 0) throw new Error(`${command} ${args.join(" ")} failed: ${result.stderr}`);
+  return result.stdout;
+}
+
+/** Child mode: write one image, print the result and this process's peak RSS. */
+async function child(json: string): Promise<void> {
+  const { request, target } = JSON.parse(json) as { request: WriteImageRequest; target: string };
+  const result = await writeImage(request, { target });
+  process.stdout.write(JSON.stringify({ result, maxRssKiB: process.resourceUsage().maxRSS }));
+}
+
+interface Run {
+  seconds: number;
+  rssMB?: number;
+  result?: WriteImageResult;
+}
+
+/**
+ * The writer runs as the agent does: bundled by esbuild into one file for plain node (no tsx in memory).
+ * Its time is writeImage's own duration (the agent is already running when a deploy starts).
+ */
+async function runWriter(bundle: string, request: WriteImageRequest, target: string): Promise<Run> {
+  await rm(target, { force: true });
+  await writeFile(target, "");
+  const out = await must("node", [bundle, "--child", JSON.stringify({ request, target })]);
+  const { result, maxRssKiB } = JSON.parse(out) as { result: WriteImageResult; maxRssKiB: number };
+  return { seconds: result.duration_ms / 1000, rssMB: maxRssKiB / 1024, result };
+}
+
+async function bundleSelf(dir: string): Promise<string> {
+  const out = join(dir, "writer.mjs");
+  await must("npx", [
+    "esbuild",
+    self,
+    "--bundle",
+    "--platform=node",
+    "--format=esm",
+    "--target=node20",
+    `--outfile=${out}`,
+    "--log-level=warning",
+    "--banner:js=import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
+  ]);
+  return out;
+}
+
+async function runDd(url: string, target: string): Promise<Run> {
+  await rm(target, { force: true });
+  const started = process.hrtime.bigint();
+  // Positional parameters, not interpolation: the shell only wires the pipe.
+  await must("sh", ["-c", 'curl -sf "$1" | dd of="$2" bs=4M oflag=direct status=none', "sh", url, target]);
+  return { seconds: Number(process.hrtime.bigint() - started) / 1e9 };
+}
+
+async function best(times: number, run: () => Promise<Run>): Promise<Run> {
+  let winner: Run | undefined;
+  for (let i = 0; i < times; i += 1) {
+    const r = await run();
+    if (!winner || r.seconds < winner.seconds) winner = r;
+  }
+  return winner as Run;
+}
+
+const mbps = (bytes: number, seconds: number): string => (bytes / 1e6 / seconds).toFixed(0).padStart(6);
+
+function report(label: string, run: Run, against: { bytes: number; baseline?: Run }): void {
+  const { bytes, baseline } = against;
+  const ratio = baseline ? `  ${(baseline.seconds / run.seconds).toFixed(2)}x dd` : "";
+  const rss = run.rssMB === undefined ? "" : `  peak RSS ${run.rssMB.toFixed(0)} MB`;
+  const written = run.result ? `  wrote ${(run.result.bytes_written / MiB).toFixed(0)} MiB` : "";
+  console.log(
+    `${label.padEnd(34)} ${run.seconds.toFixed(2).padStart(7)} s ${mbps(bytes, run.seconds)} MB/s${ratio}${rss}${written}`,
+  );
+}
+
+/** A raw image of `size` bytes with `fraction` of its MiBs random and the rest zeros (a sparse file). */
+async function makeSparseImage(path: string, size: number, fraction: number): Promise<void> {
+  await writeFile(path, "");
+  await truncate(path, size);
+  const handle = await open(path, "r+");
+  try {
+    const block = randomBytes(MiB);
+    for (let at = 0; at < size; at += MiB) {
+      // Deterministic spread: every tenth MiB (plus a little jitter) carries data.
+      if ((at / MiB) % Math.round(1 / fraction) === 0) {
+        block.writeUInt32LE(at / MiB, 0);
+        await handle.write(block, 0, MiB, at);
+      }
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const small = process.argv.includes("--small");
+  const scale = small ? 8 : 1;
+  const dir = resolve(".tmp/bench");
+  await mkdir(dir, { recursive: true });
+  const server = await startHttpImageServer();
+  const target = join(dir, "target.img");
+  try {
+    const bundle = await bundleSelf(dir);
+    const idle = JSON.parse(await must("node", [bundle, "--idle"])) as { maxRssKiB: number };
+    const denseSize = (2 * GiB) / scale;
+    const dense = join(dir, "dense.raw");
+    await must("dd", [
+      "if=/dev/urandom",
+      `of=${dense}`,
+      "bs=4M",
+      `count=${denseSize / (4 * MiB)}`,
+      "iflag=fullblock",
+      "status=none",
+    ]);
+    const denseSha = (await must("sha256sum", [dense])).split(" ")[0] ?? "";
+    server.serve("/dense.raw", dense);
+
+    const sparseSize = (4 * GiB) / scale;
+    const sparse = join(dir, "sparse.raw");
+    await makeSparseImage(sparse, sparseSize, 0.1);
+    await must("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", sparse, join(dir, "sparse.qcow2")]);
+    await must("zstd", ["-q", "-f", "-1", "-T2", sparse, "-o", join(dir, "sparse.raw.zst")]);
+    for (const f of ["sparse.raw", "sparse.qcow2", "sparse.raw.zst"]) server.serve(`/${f}`, join(dir, f));
+
+    const url = (f: string): string => `${server.url}/${f}`;
+    const req = (f: string, checksum?: string): WriteImageRequest => ({
+      image: {
+        url: url(f),
+        image_type: "whole-disk",
+        ...(checksum ? { checksum: { algo: "sha256", value: checksum } } : {}),
+      },
+    });
+
+    console.log(
+      `node ${process.version}, ${small ? "small (1/8) sizes" : "full sizes"}; best of 2 runs each`,
+    );
+    console.log(
+      `writer process idle RSS (bundle loaded, nothing written): ${(idle.maxRssKiB / 1024).toFixed(0)} MB`,
+    );
+    console.log("(a) raw, dense, sha256 verified");
+    const ddA = await best(2, () => runDd(url("dense.raw"), target));
+    report("  curl | dd oflag=direct", ddA, { bytes: denseSize });
+    const wA = await best(2, () => runWriter(bundle, req("dense.raw", denseSha), target));
+    report("  writeImage", wA, { bytes: denseSize, baseline: ddA });
+
+    console.log("(b) raw, 10% data");
+    const ddB = await best(2, () => runDd(url("sparse.raw"), target));
+    report("  curl | dd oflag=direct", ddB, { bytes: sparseSize });
+    const wB = await best(2, () => runWriter(bundle, req("sparse.raw"), target));
+    report("  writeImage", wB, { bytes: sparseSize, baseline: ddB });
+
+    console.log("(c) the (b) image, other encodings (MB/s of image bytes)");
+    for (const f of ["sparse.qcow2", "sparse.raw.zst"]) {
+      const size = (await stat(join(dir, f))).size;
+      const run = await best(2, () => runWriter(bundle, req(f), target));
+      report(`  writeImage ${f} (${(size / MiB).toFixed(0)} MiB)`, run, { bytes: sparseSize, baseline: ddB });
+    }
+  } finally {
+    await server.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === "--child") await child(process.argv[3] ?? "{}");
+else if (process.argv[2] === "--idle")
+  process.stdout.write(JSON.stringify({ maxRssKiB: process.resourceUsage().maxRSS }));
+else await main();
