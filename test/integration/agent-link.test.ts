@@ -1,10 +1,15 @@
+import { once } from "node:events";
+import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { WebSocketServer } from "ws";
 import type { CommandTable } from "../../agent/commands/command.ts";
 import { COMMANDS } from "../../agent/commands/registry.ts";
 import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backend.ts";
 import { AgentLink } from "../../agent/link/client.ts";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
 import { silentLogger } from "../../shared/log.ts";
+import { encodeFrame, parseFrame } from "../../shared/protocol.ts";
+import type { Hello } from "../../shared/protocol.ts";
 import { recordingLogger, sampleInventory, startGatewayServer, waitFor } from "../helpers/agent.ts";
 
 const NODE = "44444444-4444-4444-8444-444444444444";
@@ -126,5 +131,50 @@ describe("AgentLink ⇄ gateway", () => {
     await expect(ctx.gw.gateway.call(NODE, { name: "delete_raid" })).rejects.toMatchObject({
       code: "NOT_SUPPORTED",
     });
+  });
+});
+
+describe("AgentLink against a conductor that goes silent", () => {
+  it("gives up on the link after three missed heartbeats and redials with its token", async () => {
+    // A bare WebSocket server: welcomes every hello (issuing a token once), then never says anything.
+    const wss = new WebSocketServer({ host: "127.0.0.1", port: 0 });
+    await once(wss, "listening");
+    const hellos: Hello[] = [];
+    wss.on("connection", (socket) => {
+      socket.on("message", (data) => {
+        const parsed = parseFrame(data.toString(), 65536);
+        if (!parsed.ok || parsed.frame.type !== "hello") return;
+        hellos.push(parsed.frame);
+        const token = hellos.length === 1 ? { token: "issued-once" } : {};
+        socket.send(
+          encodeFrame({
+            type: "welcome",
+            node_uuid: NODE,
+            heartbeat_interval_ms: 100,
+            fast_track: false,
+            ...token,
+          }),
+        );
+      });
+    });
+    const link = new AgentLink({
+      url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}/v1/agent`,
+      backend: new SimulatedBackend({ inventory: sampleInventory({ macs: [MAC] }) }),
+      commands: COMMANDS,
+      logger: silentLogger,
+      agentVersion: "test",
+      backoff: { initialMs: 20, maxMs: 50 },
+    });
+    try {
+      link.start();
+      await waitFor(() => hellos.length >= 2, { what: "a redial" });
+      expect(hellos[0]?.token).toBeUndefined();
+      expect(hellos[1]?.token).toBe("issued-once");
+      expect(hellos[1]?.boot_id).toBe(hellos[0]?.boot_id);
+    } finally {
+      await link.stop();
+      for (const client of wss.clients) client.terminate();
+      await new Promise((done) => wss.close(done));
+    }
   });
 });
