@@ -14,7 +14,7 @@ describe("boot files plugin", () => {
     const root = join(base, "root");
     await mkdir(join(root, "nodes"), { recursive: true });
     await writeFile(join(root, "boot.ipxe"), "#!ipxe\n");
-    await writeFile(join(root, "nodes", "52:54:00:aa:bb:01.ipxe"), "#!ipxe\nkernel x\n");
+    await writeFile(join(root, "nodes", "52-54-00-aa-bb-01.ipxe"), "#!ipxe\nkernel x\n");
     await writeFile(join(base, "secret"), "outside the root\n");
     await symlink(join(base, "secret"), join(root, "nodes", "escape.ipxe"));
     app = Fastify();
@@ -27,7 +27,7 @@ describe("boot files plugin", () => {
   });
 
   it("serves files under the prefix", async () => {
-    const response = await app.inject({ method: "GET", url: "/boot/nodes/52:54:00:aa:bb:01.ipxe" });
+    const response = await app.inject({ method: "GET", url: "/boot/nodes/52-54-00-aa-bb-01.ipxe" });
     expect(response.statusCode).toBe(200);
     expect(response.body).toBe("#!ipxe\nkernel x\n");
     expect(response.headers["content-type"]).toMatch(/^text\/plain/);
@@ -47,7 +47,7 @@ describe("boot files plugin", () => {
     "/boot/nodes/escape.ipxe",
     "/boot/nodes",
     "/boot/",
-    "/boot/nodes//52:54:00:aa:bb:01.ipxe",
+    "/boot/nodes//52-54-00-aa-bb-01.ipxe",
     "/boot/%00",
   ])("refuses %s", async (url) => {
     const response = await app.inject({ method: "GET", url });

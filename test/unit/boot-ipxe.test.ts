@@ -41,8 +41,8 @@ describe("IpxeBoot", () => {
     await boot.prepareRamdisk(node(), {
       agentParams: { "anvil.conductor": "ws://10.0.0.1:6385/v1/agent", "anvil.debug": "1" },
     });
-    expect(await readdir(join(root, "nodes"))).toEqual(["52:54:00:aa:bb:01.ipxe"]);
-    const script = await readFile(join(root, "nodes", "52:54:00:aa:bb:01.ipxe"), "utf8");
+    expect(await readdir(join(root, "nodes"))).toEqual(["52-54-00-aa-bb-01.ipxe"]);
+    const script = await readFile(join(root, "nodes", "52-54-00-aa-bb-01.ipxe"), "utf8");
     expect(script.startsWith("#!ipxe\n")).toBe(true);
     expect(script).toContain(
       "kernel http://10.0.0.1:8080/images/vmlinuz console=ttyS0 anvil.conductor=ws://10.0.0.1:6385/v1/agent anvil.debug=1 BOOTIF=01-52-54-00-aa-bb-01 || goto failed",
@@ -56,7 +56,7 @@ describe("IpxeBoot", () => {
     await boot.prepareRamdisk(node({ properties: { capabilities: { boot_mode: "uefi" } } }), {
       agentParams: {},
     });
-    const script = await readFile(join(root, "nodes", "52:54:00:aa:bb:01.ipxe"), "utf8");
+    const script = await readFile(join(root, "nodes", "52-54-00-aa-bb-01.ipxe"), "utf8");
     expect(script).toMatch(/kernel \S+ initrd=initramfs console=ttyS0/);
   });
 
@@ -64,7 +64,7 @@ describe("IpxeBoot", () => {
     await boot.prepareRamdisk(node(), { agentParams: {} });
     const entry = await readFile(join(root, "boot.ipxe"), "utf8");
     expect(entry).toBe(ipxeEntryScript());
-    expect(entry).toContain("chain nodes/${net0/mac}.ipxe || goto unknown");
+    expect(entry).toContain("chain nodes/${net0/mac:hexhyp}.ipxe || goto unknown");
   });
 
   it("uses configured deploy images when driver_info has none", async () => {
@@ -73,17 +73,17 @@ describe("IpxeBoot", () => {
       defaultDeployImages: { kernel: "http://d/k", ramdisk: "http://d/r" },
     });
     await withDefaults.prepareRamdisk(node({ driver_info: {} }), { agentParams: {} });
-    expect(await readFile(join(root, "nodes", "52:54:00:aa:bb:01.ipxe"), "utf8")).toContain(
+    expect(await readFile(join(root, "nodes", "52-54-00-aa-bb-01.ipxe"), "utf8")).toContain(
       "kernel http://d/k ",
     );
   });
 
   it("prepareInstance makes a still-network-booting node boot its disk", async () => {
     await boot.prepareInstance(node());
-    const bios = await readFile(join(root, "nodes", "52:54:00:aa:bb:01.ipxe"), "utf8");
+    const bios = await readFile(join(root, "nodes", "52-54-00-aa-bb-01.ipxe"), "utf8");
     expect(bios).toContain("sanboot --no-describe --drive 0x80 || exit");
     await boot.prepareInstance(node({ properties: { capabilities: "boot_mode:uefi" } }));
-    const uefi = await readFile(join(root, "nodes", "52:54:00:aa:bb:01.ipxe"), "utf8");
+    const uefi = await readFile(join(root, "nodes", "52-54-00-aa-bb-01.ipxe"), "utf8");
     expect(uefi).not.toContain("sanboot");
     expect(uefi.trim().split("\n").pop()).toBe("exit");
   });

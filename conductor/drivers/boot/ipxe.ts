@@ -6,7 +6,7 @@ import { pathInside, removeFile, writeFileAtomic } from "./boot-files.ts";
 import { deployImagesFor, requireHttpUrl } from "./deploy-images.ts";
 import type { DeployImages } from "./deploy-images.ts";
 import { checkKernelWords, formatKernelArgs } from "./kernel-args.ts";
-import { macPxeName } from "./mac.ts";
+import { macHyphenated, macPxeName } from "./mac.ts";
 import type { Mac } from "./mac.ts";
 import { checkedUuid } from "./node-uuid.ts";
 
@@ -26,7 +26,7 @@ export function ipxeEntryScript(): string {
   return [
     "#!ipxe",
     "# Anvil: chain to this machine's own script, named after the MAC iPXE booted from.",
-    "chain nodes/${net0/mac}.ipxe || goto unknown",
+    "chain nodes/${net0/mac:hexhyp}.ipxe || goto unknown",
     ":unknown",
     "echo Anvil: no boot script for ${net0/mac}; trying the next boot device",
     "exit",
@@ -88,9 +88,12 @@ export class IpxeBoot implements BootInterface {
     this.retryDelaySec = options.retryDelaySec ?? 10;
   }
 
-  /** Where the script for one MAC lives. */
+  /**
+   * Where the script for one MAC lives: nodes/52-54-00-ab-cd-ef.ipxe. Hyphens, not colons: iPXE (at least
+   * Debian's 2019 build in QEMU) fails to fetch a relative URI with colons ("Operation not supported").
+   */
   nodeScriptPath(mac: Mac): string {
-    return pathInside(this.root, `nodes/${mac}.ipxe`);
+    return pathInside(this.root, `nodes/${macHyphenated(mac)}.ipxe`);
   }
 
   /** Writes boot.ipxe (idempotent; prepare* calls it too). */

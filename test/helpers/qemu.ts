@@ -1,0 +1,152 @@
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { exec } from "../../shared/system/exec.ts";
+import type { ExecResult } from "../../shared/system/exec.ts";
+
+/** QEMU user-mode (slirp) networking: the guest sees 10.0.2.2 as the host's 127.0.0.1. */
+export interface UserNetwork {
+  kind: "user";
+  mac: string;
+  /** DHCP boot file, e.g. http://10.0.2.2:PORT/boot/boot.ipxe. */
+  bootfile?: string;
+  /** slirp's own TFTP root. */
+  tftpRoot?: string;
+  /**
+   * Cut the guest off from the host and the outside: only these forwards reach the host
+   * (guest ip:port -> host 127.0.0.1:hostPort, through `busybox nc`).
+   */
+  restrict?: { forwards: { guestIp: string; guestPort: number; hostPort: number }[] };
+}
+
+/** A tap device the caller created (e.g. in a network namespace with dnsmasq). */
+export interface TapNetwork {
+  kind: "tap";
+  mac: string;
+  ifname: string;
+}
+
+export interface QemuDisk {
+  path: string;
+  format: "raw" | "qcow2";
+  serial?: string;
+  bus?: "virtio" | "nvme";
+}
+
+export interface QemuVmOptions {
+  memoryMb?: number;
+  nics: (UserNetwork | TapNetwork)[];
+  /** "network": the NIC's iPXE ROM; "disk": the first disk; or a direct kernel boot. */
+  boot: "network" | "disk" | { kernel: string; initrd: string; append: string };
+  disks?: QemuDisk[];
+  /** Serial console (ttyS0) goes to this file; default: a file in a temp dir. */
+  serialLog?: string;
+  /** Kill QEMU after this long. Default 10 min. */
+  timeoutMs?: number;
+  extraArgs?: string[];
+}
+
+/** The qemu-system-x86_64 argv for these options (TCG only: KVM is unusable on these machines). */
+export function qemuArgs(options: QemuVmOptions & { serialLog: string }): string[] {
+  const args = ["-accel", "tcg", "-machine", "pc", "-m", String(options.memoryMb ?? 512)];
+  // -nographic also makes SeaBIOS and iPXE print to the serial port, so the log shows the whole boot.
+  args.push("-nographic", "-monitor", "none", "-serial", `file:${options.serialLog}`, "-no-reboot");
+  options.nics.forEach((nic, index) => {
+    const id = `n${index}`;
+    if (nic.kind === "user") {
+      const parts = [`user,id=${id}`];
+      if (nic.bootfile !== undefined) parts.push(`bootfile=${nic.bootfile}`);
+      if (nic.tftpRoot !== undefined) parts.push(`tftp=${nic.tftpRoot}`);
+      if (nic.restrict !== undefined) {
+        parts.push("restrict=on");
+        for (const forward of nic.restrict.forwards) {
+          parts.push(
+            `guestfwd=tcp:${forward.guestIp}:${forward.guestPort}-cmd:busybox nc 127.0.0.1 ${forward.hostPort}`,
+          );
+        }
+      }
+      args.push("-netdev", parts.join(","));
+    } else {
+      args.push("-netdev", `tap,id=${id},ifname=${nic.ifname},script=no,downscript=no`);
+    }
+    args.push("-device", `virtio-net-pci,netdev=${id},mac=${nic.mac}${index === 0 ? ",bootindex=1" : ""}`);
+  });
+  (options.disks ?? []).forEach((disk, index) => {
+    args.push("-drive", `if=none,id=d${index},file=${disk.path},format=${disk.format}`);
+    const device = disk.bus === "nvme" ? "nvme" : "virtio-blk-pci";
+    const serial = disk.serial === undefined ? "" : `,serial=${disk.serial}`;
+    const bootindex = options.boot === "disk" && index === 0 ? ",bootindex=1" : "";
+    args.push("-device", `${device},drive=d${index}${serial}${bootindex}`);
+  });
+  if (typeof options.boot === "object") {
+    args.push("-kernel", options.boot.kernel, "-initrd", options.boot.initrd, "-append", options.boot.append);
+  }
+  return [...args, ...(options.extraArgs ?? [])];
+}
+
+export interface QemuVm {
+  readonly serialLog: string;
+  /** Resolves when QEMU exits (guest power off, timeout or stop()). */
+  readonly exited: Promise<ExecResult | Error>;
+  readSerial(): Promise<string>;
+  /**
+   * Resolves with the serial output once it matches; rejects if QEMU exits first, time runs out, or
+   * failOn matches first (e.g. /No bootable device/: the firmware gave up).
+   */
+  waitForSerial(pattern: RegExp, options: { timeoutMs: number; failOn?: RegExp }): Promise<string>;
+  /** Kills QEMU (if still running) and removes the temp dir. */
+  stop(): Promise<void>;
+}
+
+/** Starts one VM. Keep to one at a time: a TCG guest keeps a host core busy. */
+export async function startQemu(options: QemuVmOptions): Promise<QemuVm> {
+  const dir = await mkdtemp(join(tmpdir(), "anvil-qemu-"));
+  const serialLog = options.serialLog ?? join(dir, "serial.log");
+  const controller = new AbortController();
+  let done = false;
+  const exited = exec("qemu-system-x86_64", qemuArgs({ ...options, serialLog }), {
+    signal: controller.signal,
+    timeoutMs: options.timeoutMs ?? 600_000,
+  })
+    .catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))))
+    .finally(() => {
+      done = true;
+    });
+  const readSerial = async (): Promise<string> => readFile(serialLog, "utf8").catch(() => "");
+  return {
+    serialLog,
+    exited,
+    readSerial,
+    async waitForSerial(pattern, { timeoutMs, failOn }) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        // Note whether QEMU had ended before reading, so the final output is always looked at.
+        const ended = done;
+        const text = await readSerial();
+        if (pattern.test(text)) return text;
+        if (failOn?.test(text) === true) {
+          throw new Error(`${failOn} showed on the serial console before ${pattern}:\n${text.slice(-2000)}`);
+        }
+        if (ended) {
+          const result = await exited;
+          const why =
+            result instanceof Error ? result.message : `exit ${result.code}: ${result.stderr.trim()}`;
+          throw new Error(
+            `QEMU ended (${why}) before ${pattern} showed on the serial console:\n${text.slice(-2000)}`,
+          );
+        }
+        if (Date.now() > deadline)
+          throw new Error(
+            `${pattern} not on the serial console after ${timeoutMs} ms:\n${text.slice(-2000)}`,
+          );
+        await sleep(200);
+      }
+    },
+    async stop() {
+      controller.abort();
+      await exited;
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,131 @@
+import { copyFile, mkdir, mkdtemp, rm, writeFile, chmod } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Fastify from "fastify";
+import type { FastifyInstance } from "fastify";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { exec } from "../../shared/system/exec.ts";
+import type { DriverNode } from "../../conductor/drivers/interfaces.ts";
+import { IpxeBoot } from "../../conductor/drivers/boot/ipxe.ts";
+import { bootFilesPlugin } from "../../conductor/drivers/boot/http-plugin.ts";
+import { startQemu } from "../helpers/qemu.ts";
+import type { QemuVm } from "../helpers/qemu.ts";
+
+const MAC = "52:54:00:a1:b2:c3";
+const MARKER = "ANVIL-RAMDISK-UP";
+// The guest reaches the host only through this forward (slirp restrict=on).
+const GUEST_HTTP = "10.0.2.100";
+
+// init prints the marker and the kernel command line on the serial console, then powers off (QEMU exits).
+const INIT = `#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /dev
+/bin/busybox mount -t devtmpfs dev /dev
+/bin/busybox mount -t proc proc /proc
+exec >/dev/console 2>&1
+echo ${MARKER}
+echo "CMDLINE: $(/bin/busybox cat /proc/cmdline)"
+/bin/busybox poweroff -f
+`;
+
+/** A tiny initramfs: busybox and the init above, packed by cpio (newc). */
+async function buildInitramfs(dir: string): Promise<string> {
+  const staging = join(dir, "initramfs");
+  await mkdir(join(staging, "bin"), { recursive: true });
+  await copyFile("/bin/busybox", join(staging, "bin", "busybox"));
+  await chmod(join(staging, "bin", "busybox"), 0o755);
+  await writeFile(join(staging, "init"), INIT, { mode: 0o755 });
+  const out = join(dir, "initramfs.cpio");
+  const result = await exec("cpio", ["-o", "-H", "newc", "-O", out], {
+    cwd: staging,
+    input: ["init", "bin", "bin/busybox"].join("\n") + "\n",
+  });
+  if (result.code !== 0) throw new Error(`cpio failed: ${result.stderr}`);
+  return out;
+}
+
+describe("iPXE in QEMU boots the deploy kernel from the conductor's boot root", () => {
+  let dir: string;
+  let app: FastifyInstance;
+  let port: number;
+  const requests: string[] = [];
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "anvil-ipxe-qemu-"));
+    const root = join(dir, "root");
+    await mkdir(join(root, "images"), { recursive: true });
+    const kernelDir = (await exec("bash", ["images/kernel/fetch.sh"], { timeoutMs: 600_000 })).stdout.trim();
+    await copyFile(join(kernelDir, "vmlinuz"), join(root, "images", "vmlinuz"));
+    await copyFile(await buildInitramfs(dir), join(root, "images", "initramfs"));
+    app = Fastify();
+    app.addHook("onRequest", async (request) => {
+      requests.push(request.url);
+    });
+    await app.register(bootFilesPlugin, { prefix: "/boot", root });
+    await app.listen({ host: "127.0.0.1", port: 0 });
+    port = (app.server.address() as { port: number }).port;
+  });
+  afterAll(async () => {
+    await app?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("chains boot.ipxe -> nodes/<mac>.ipxe, and the kernel gets the conductor's parameters", async () => {
+    const base = `http://${GUEST_HTTP}/boot`;
+    const node: DriverNode = {
+      uuid: "7d0e3c5a-1b2c-4d3e-8f90-a1b2c3d4e5f6",
+      name: "qemu-node",
+      driver_info: { deploy_kernel: `${base}/images/vmlinuz`, deploy_ramdisk: `${base}/images/initramfs` },
+      properties: {},
+      instance_info: {},
+      driver_internal_info: {},
+      ports: [{ address: MAC.toUpperCase(), pxe_enabled: true }],
+    };
+    const boot = new IpxeBoot({ root: join(dir, "root"), kernelArgs: ["console=ttyS0", "panic=-1"] });
+    await boot.prepareRamdisk(node, {
+      agentParams: { "anvil.conductor": "ws://10.0.2.100/v1/agent", "anvil.node": node.uuid },
+    });
+
+    let vm: QemuVm | undefined;
+    try {
+      vm = await startQemu({
+        memoryMb: 512,
+        boot: "network",
+        nics: [
+          {
+            kind: "user",
+            mac: MAC,
+            bootfile: `${base}/boot.ipxe`,
+            restrict: { forwards: [{ guestIp: GUEST_HTTP, guestPort: 80, hostPort: port }] },
+          },
+        ],
+        timeoutMs: 240_000,
+      });
+      const started = Date.now();
+      const serial = await vm.waitForSerial(/CMDLINE: [^\r\n]*\r?\n/, {
+        timeoutMs: 220_000,
+        failOn: /No bootable device|Kernel panic/,
+      });
+      console.log(`QEMU (TCG): power on to ramdisk init in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      expect(serial).toContain(MARKER);
+      const cmdline = /CMDLINE: (.*)/.exec(serial)?.[1] ?? "";
+      expect(cmdline.split(" ")).toEqual(
+        expect.arrayContaining([
+          "console=ttyS0",
+          "anvil.conductor=ws://10.0.2.100/v1/agent",
+          `anvil.node=${node.uuid}`,
+          "BOOTIF=01-52-54-00-a1-b2-c3",
+        ]),
+      );
+      expect(requests).toEqual(
+        expect.arrayContaining([
+          "/boot/boot.ipxe",
+          "/boot/nodes/52-54-00-a1-b2-c3.ipxe",
+          "/boot/images/vmlinuz",
+          "/boot/images/initramfs",
+        ]),
+      );
+    } finally {
+      await vm?.stop();
+    }
+  }, 300_000);
+});
