@@ -9,8 +9,9 @@ export interface CleanStep {
   abortable: boolean;
 }
 
-/** IPA's defaults: metadata erase runs in automated cleaning, a full erase only when asked for. */
+/** Metadata erase runs in automated cleaning; a full erase (priority 0) only when an operator asks for it. */
 export const CLEAN_STEPS: readonly CleanStep[] = [
+  { step: "erase_devices", priority: 0, interface: "deploy", reboot_requested: false, abortable: true },
   {
     step: "erase_devices_metadata",
     priority: 99,

@@ -1,4 +1,5 @@
 import type { CommandTable } from "./command.ts";
+import { eraseDevices } from "./erase-devices.ts";
 import { eraseDevicesMetadata } from "./erase-devices-metadata.ts";
 import { getCleanSteps } from "./get-clean-steps.ts";
 import { getInventory } from "./get-inventory.ts";
@@ -11,6 +12,7 @@ import { writeImage } from "./write-image.ts";
 export const COMMANDS: CommandTable = {
   get_inventory: getInventory,
   get_clean_steps: getCleanSteps,
+  erase_devices: eraseDevices,
   erase_devices_metadata: eraseDevicesMetadata,
   write_image: writeImage,
   sync: syncDisks,

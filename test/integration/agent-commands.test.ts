@@ -126,6 +126,22 @@ describe("disk commands over the link", () => {
     expect(bytes.subarray(MIB, MIB + 4096).equals(image.subarray(MIB, MIB + 4096))).toBe(true); // the middle is left alone
   });
 
+  it("erase_devices overwrites the whole disk with zeros and reports byte progress", async () => {
+    await writeFile(disk, randomBytes(DISK_BYTES));
+    const progress: Progress[] = [];
+    const result = (await gw.gateway.call(
+      NODE,
+      { name: "erase_devices" },
+      { onProgress: (p) => progress.push(p) },
+    )) as {
+      devices: Array<{ device: string; bytes: number }>;
+    };
+    expect(result.devices).toEqual([{ device: disk, bytes: DISK_BYTES, method: "zero-fill" }]);
+    const bytes = await readFile(disk);
+    expect(bytes.every((b) => b === 0)).toBe(true);
+    expect(progress.at(-1)).toMatchObject({ bytes_done: DISK_BYTES, bytes_total: DISK_BYTES });
+  });
+
   it("erase_devices_metadata refuses devices that are not disks of the machine", async () => {
     const call = gw.gateway.call(NODE, {
       name: "erase_devices_metadata",
