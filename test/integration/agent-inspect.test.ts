@@ -58,6 +58,38 @@ describe("anvil-agent inspect (the built single executable)", () => {
     for (const nic of inventory.interfaces) expect(nic.mac_address).toMatch(/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/);
   });
 
+  it("in a network namespace with only a veth pair, reports those interfaces and their MACs", async () => {
+    const ns = `anvil-inspect-${process.pid}`;
+    const ip = async (args: string[]): Promise<void> => {
+      const result = await exec("ip", args);
+      if (result.code !== 0) throw new Error(`ip ${args.join(" ")}: ${result.stderr}`);
+    };
+    await ip(["netns", "add", ns]);
+    try {
+      await ip([
+        "-n",
+        ns,
+        "link",
+        "add",
+        "anv0",
+        "address",
+        "52:54:00:0a:0b:0c",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "anv1",
+      ]);
+      const run = await exec("ip", ["netns", "exec", ns, agent, "inspect"]);
+      expect(run.code).toBe(0);
+      const nics = InventorySchema.parse(JSON.parse(run.stdout)).interfaces;
+      expect(nics.map((nic) => nic.name).sort()).toEqual(["anv0", "anv1"]);
+      expect(nics.find((nic) => nic.name === "anv0")?.mac_address).toBe("52:54:00:0a:0b:0c");
+    } finally {
+      await ip(["netns", "del", ns]);
+    }
+  });
+
   it("serves a simulated machine's inventory unchanged", async () => {
     const machine = sampleInventory({ macs: ["52:54:00:00:00:42"] });
     const file = await writeSimulatedMachine(dir, machine);

@@ -11,7 +11,7 @@ export async function readInterfaces(sys: string): Promise<Interface[]> {
   const addresses = networkInterfaces();
   const names = (await listDir(`${sys}/class/net`)).filter((name) => name !== "lo").sort();
   const found = await Promise.all(
-    names.map(async (name): Promise<Interface | null> => {
+    names.map(async (name): Promise<{ nic: Interface; physical: boolean } | null> => {
       const dir = `${sys}/class/net/${name}`;
       const [type, mac, carrier, speed, driverLink, deviceLink, vendor, product] = await Promise.all([
         readAttr(`${dir}/type`),
@@ -23,13 +23,12 @@ export async function readInterfaces(sys: string): Promise<Interface[]> {
         readNonEmpty(`${dir}/device/vendor`),
         readNonEmpty(`${dir}/device/device`),
       ]);
-      // Like IPA: only interfaces backed by a device (bridges, bonds, ifb, veth have none).
-      if (type !== ARPHRD_ETHER || mac === null || mac === ZERO_MAC || deviceLink === null) return null;
+      if (type !== ARPHRD_ETHER || mac === null || mac === ZERO_MAC) return null;
       const assigned = addresses[name] ?? [];
       const v4 = assigned.find((address) => address.family === "IPv4");
       const v6 = assigned.find((address) => address.family === "IPv6");
       const pciAddress = await pciAddressOf(`${dir}/device`);
-      return {
+      const nic: Interface = {
         name,
         mac_address: mac.toLowerCase(),
         ipv4_address: v4?.address ?? null,
@@ -44,9 +43,14 @@ export async function readInterfaces(sys: string): Promise<Interface[]> {
         pci_address: pciAddress,
         driver: driverLink === null ? null : basename(driverLink),
       };
+      return { nic, physical: deviceLink !== null };
     }),
   );
-  return found.filter((item): item is Interface => item !== null);
+  const ethernet = found.filter((item) => item !== null);
+  // Like IPA: only interfaces backed by a device (bridges, bonds, ifb, veth have none), unless there are
+  // no others, as in a container or network namespace, where the virtual ones are all there is.
+  const physical = ethernet.filter((item) => item.physical);
+  return (physical.length > 0 ? physical : ethernet).map((item) => item.nic);
 }
 
 /** The nearest PCI function in the device's sysfs path (a virtio NIC sits one level below its PCI device). */
