@@ -42,6 +42,8 @@ export interface QemuVmOptions {
   disks?: QemuDisk[];
   /** Serial console (ttyS0) goes to this file; default: a file in a temp dir. */
   serialLog?: string;
+  /** Run QEMU inside this network namespace (for tap NICs the caller created there). */
+  netns?: string;
   /** Kill QEMU after this long. Default 10 min. */
   timeoutMs?: number;
   extraArgs?: string[];
@@ -105,7 +107,13 @@ export async function startQemu(options: QemuVmOptions): Promise<QemuVm> {
   const serialLog = options.serialLog ?? join(dir, "serial.log");
   const controller = new AbortController();
   let done = false;
-  const exited = exec("qemu-system-x86_64", qemuArgs({ ...options, serialLog }), {
+  const argv = qemuArgs({ ...options, serialLog });
+  // `ip netns exec` execs QEMU in place, so killing it kills QEMU.
+  const [command, args] =
+    options.netns === undefined
+      ? ["qemu-system-x86_64", argv]
+      : ["ip", ["netns", "exec", options.netns, "qemu-system-x86_64", ...argv]];
+  const exited = exec(command, args, {
     signal: controller.signal,
     timeoutMs: options.timeoutMs ?? 600_000,
   })
