@@ -15,7 +15,8 @@ export interface IpmiSimOptions {
   initialBootDevice?: string;
   /**
    * A program run after every change the BMC makes, as `HOOK <key> <value>` (key: power, boot, reset,
-   * shutdown); the lab uses it to start and stop QEMU. It must not block: ipmi_sim waits for it.
+   * shutdown), with ANVIL_SIM_CHASSIS set to the dir holding the power and boot files; the lab uses it
+   * to start and stop QEMU. It must not block: ipmi_sim waits for it.
    */
   hook?: string;
 }
@@ -65,7 +66,7 @@ while [ $# -ge 2 ]; do
     boot) echo "$value" > "$dir/boot.tmp" && mv "$dir/boot.tmp" "$dir/boot" ;;
     shutdown) [ "$value" = 1 ] && echo 0 > "$dir/power.tmp" && mv "$dir/power.tmp" "$dir/power" ;;
   esac
-  if [ "$hook" != - ]; then "$hook" "$key" "$value"; fi
+  if [ "$hook" != - ]; then ANVIL_SIM_CHASSIS="$dir" "$hook" "$key" "$value"; fi
 done
 exit 0
 `;

@@ -1,8 +1,12 @@
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../shared/log.ts";
 import { observeSpawns } from "../../shared/system/exec.ts";
 import type { DriverNode } from "../../conductor/drivers/interfaces.ts";
+import { DriverError } from "../../conductor/drivers/errors.ts";
 import { Ipmitool, IpmiCommandError } from "../../conductor/drivers/ipmi/ipmitool.ts";
 import { IpmitoolPower } from "../../conductor/drivers/power/ipmitool.ts";
 import { IpmitoolManagement } from "../../conductor/drivers/management/ipmitool.ts";
@@ -176,5 +180,32 @@ describe("ipmitool drivers against a real ipmi_sim", () => {
     for (const argv of argvs) expect(argv.join(" ")).not.toContain(PASSWORD);
     expect(logLines.length).toBeGreaterThan(0);
     for (const line of logLines) expect(line).not.toContain(PASSWORD);
+  });
+});
+
+describe("ipmi_sim hooks (what the lab uses to drive QEMU)", () => {
+  it("runs the hook on every change; a power change that does not stick fails clearly", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "anvil-hook-"));
+    const hook = join(dir, "hook");
+    // Records each call; refuses to stay on (like a machine whose PSU trips): power goes back to 0.
+    await writeFile(
+      hook,
+      `#!/bin/sh\necho "$1 $2" >> ${join(dir, "calls")}\n[ "$1" = power ] && [ "$2" = 1 ] && echo 0 > "$ANVIL_SIM_CHASSIS/power"\nexit 0\n`,
+      { mode: 0o755 },
+    );
+    const sim = await startIpmiSim({ hook });
+    try {
+      const power = new IpmitoolPower({ pollIntervalMs: 50, powerTimeoutMs: 400 });
+      const node = nodeFor(sim.driverInfo());
+      await new IpmitoolManagement().setBootDevice(node, { device: "pxe", persistent: false });
+      const error = await power.setPowerState(node, "power on").catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(DriverError);
+      expect((error as DriverError).retryable).toBe(true);
+      expect((error as Error).message).toMatch(/still reports power off .*wanted power on/);
+      expect((await readFile(join(dir, "calls"), "utf8")).split("\n")).toEqual(["boot pxe", "power 1", ""]);
+    } finally {
+      await sim.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
