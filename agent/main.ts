@@ -1,6 +1,7 @@
-import { readFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { createLogger } from "../shared/log.ts";
+import type { Logger } from "../shared/log.ts";
 import { InventorySchema } from "../shared/inventory.ts";
 import { parseKernelCmdline } from "./cmdline.ts";
 import { COMMANDS } from "./commands/registry.ts";
@@ -12,8 +13,10 @@ import { AgentLink } from "./link/client.ts";
 const USAGE = `usage:
   anvil-agent inspect [--backend linux|simulated] [--inventory FILE]
   anvil-agent [service] [--conductor ws://HOST:PORT/v1/agent] [--backend linux|simulated] [--inventory FILE]
-                        [--events FILE] [--log-level info]
-The conductor URL defaults to the kernel parameter anvil.conductor=.`;
+                        [--events FILE] [--token-file FILE] [--log-level info]
+The conductor URL defaults to the kernel parameter anvil.conductor=.
+--token-file keeps the agent token across agent restarts within one boot; put it on a tmpfs (e.g. /run)
+so that a reboot forgets it, as the conductor expects.`;
 
 /** Set by the build (esbuild define); "dev" when run from source. */
 const AGENT_VERSION = process.env.ANVIL_AGENT_VERSION ?? "0.0.0-dev";
@@ -23,6 +26,7 @@ const OPTIONS = {
   inventory: { type: "string" },
   conductor: { type: "string" },
   events: { type: "string" },
+  "token-file": { type: "string" },
   "log-level": { type: "string", default: "info" },
   version: { type: "boolean", default: false },
   help: { type: "boolean", short: "h", default: false },
@@ -58,6 +62,7 @@ async function main(): Promise<number> {
         backend,
         url: values.conductor ?? cmdline.get("anvil.conductor"),
         level: values["log-level"],
+        tokenFile: values["token-file"],
       });
     default:
       return usage(2);
@@ -85,6 +90,7 @@ async function runService(options: {
   backend: HardwareBackend;
   url: string | undefined;
   level: string;
+  tokenFile: string | undefined;
 }): Promise<number> {
   if (options.url === undefined || options.url === "") {
     process.stderr.write("no conductor URL: pass --conductor or boot with anvil.conductor=ws://…\n");
@@ -97,6 +103,7 @@ async function runService(options: {
     commands: COMMANDS,
     logger,
     agentVersion: AGENT_VERSION,
+    ...(await tokenPersistence(options.tokenFile, logger)),
   });
   logger.info(
     { conductor: options.url, backend: options.backend.name, version: AGENT_VERSION },
@@ -109,6 +116,25 @@ async function runService(options: {
   });
   await link.stop();
   return 0;
+}
+
+/** Reads a kept token and returns the hook that keeps the next one (mode 0600; never logged). */
+async function tokenPersistence(
+  file: string | undefined,
+  logger: Logger,
+): Promise<{ initialToken?: string; onTokenChange?: (token: string | undefined) => void }> {
+  if (file === undefined) return {};
+  const kept = (await readFile(file, "utf8").catch(() => "")).trim();
+  const onTokenChange = (token: string | undefined): void => {
+    const write = token === undefined ? rm(file, { force: true }) : writeFile(file, token, { mode: 0o600 });
+    write.catch((error: unknown) =>
+      logger.warn(
+        { file, err: error instanceof Error ? error.message : String(error) },
+        "cannot keep the token",
+      ),
+    );
+  };
+  return kept === "" ? { onTokenChange } : { initialToken: kept, onTokenChange };
 }
 
 function usage(code: number): number {

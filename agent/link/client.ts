@@ -21,6 +21,10 @@ export interface AgentLinkOptions {
   maxFrameBytes?: number;
   /** Called after each welcome (tests, the load generator). */
   onWelcome?: (welcome: Welcome) => void;
+  /** A token kept from an earlier run of the agent in this same boot (see main's --token-file). */
+  initialToken?: string;
+  /** Told about each newly issued token, and about a rejected one (undefined), so main can keep it. */
+  onTokenChange?: (token: string | undefined) => void;
 }
 
 /** Missed heartbeats before the agent gives up on a silent link and redials. */
@@ -42,6 +46,7 @@ export class AgentLink {
   private uuid: string | undefined;
 
   constructor(private readonly options: AgentLinkOptions) {
+    this.token = options.initialToken;
     this.dispatcher = new CommandDispatcher({
       backend: options.backend,
       commands: options.commands,
@@ -124,7 +129,10 @@ export class AgentLink {
         if (frame.type === "welcome") {
           welcomed = true;
           this.welcomedSocket = socket;
-          if (frame.token !== undefined) this.token = frame.token;
+          if (frame.token !== undefined) {
+            this.token = frame.token;
+            this.options.onTokenChange?.(frame.token);
+          }
           this.uuid = frame.node_uuid;
           logger.info({ node: frame.node_uuid, fast_track: frame.fast_track }, "welcomed by the conductor");
           beat(frame.heartbeat_interval_ms);
@@ -175,7 +183,10 @@ export class AgentLink {
 
   /** A rejected token is worthless; dialling without it lets the conductor decide afresh. */
   private onRefusal(code: ErrorCode): void {
-    if (code === "BAD_TOKEN") this.token = undefined;
+    if (code === "BAD_TOKEN" && this.token !== undefined) {
+      this.token = undefined;
+      this.options.onTokenChange?.(undefined);
+    }
   }
 
   private dispatch(frame: Frame): void {

@@ -164,9 +164,16 @@ export function sampleInventory(options: { macs?: string[]; diskFile?: string } 
 }
 
 /** Writes a simulated machine file for `anvil-agent --backend simulated --inventory FILE`. */
-export async function writeSimulatedMachine(dir: string, inventory: Inventory): Promise<string> {
+export async function writeSimulatedMachine(
+  dir: string,
+  inventory: Inventory,
+  bootId?: string,
+): Promise<string> {
   const file = join(dir, `machine-${inventory.interfaces[0]?.mac_address.replaceAll(":", "") ?? "x"}.json`);
-  await writeFile(file, JSON.stringify({ inventory }, null, 2));
+  await writeFile(
+    file,
+    JSON.stringify({ inventory, ...(bootId === undefined ? {} : { boot_id: bootId }) }, null, 2),
+  );
   return file;
 }
 

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, rm, truncate, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
@@ -161,5 +161,75 @@ describe("the agent executable in service mode against the real gateway", () => 
     expect(stderr).toMatch(/welcomed by the conductor/);
     expect(stderr).not.toContain(token);
     for (const line of logger.lines) expect(line).not.toContain(token);
+  });
+});
+
+describe("the agent executable restarted within one boot", () => {
+  const node = "66666666-6666-4666-8666-666666666666";
+  const mac = "52:54:00:66:66:66";
+  let dir: string;
+  let gw: GatewayServer;
+  let executable: string;
+  const running: AgentProcess[] = [];
+  const directory = new MemoryAgentDirectory();
+  const hellos: Hello[] = [];
+
+  beforeAll(async () => {
+    executable = await ensureAgentBuilt();
+    await mkdir(join(ROOT, ".tmp"), { recursive: true });
+    dir = await mkdtemp(join(ROOT, ".tmp/agent-restart-"));
+    directory.addNode({ uuid: node, macs: [mac] });
+    gw = await startGatewayServer({ directory, logger: recordingLogger() });
+    gw.gateway.onConnected((_uuid, hello) => hellos.push(hello));
+  }, 300_000);
+
+  afterAll(async () => {
+    for (const agent of running) await agent.stop();
+    await gw?.gateway.close();
+    await gw?.kill();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  const start = async (extra: string[]): Promise<AgentProcess> => {
+    const machine = await writeSimulatedMachine(dir, sampleInventory({ macs: [mac] }), "one-boot");
+    const agent = startAgentProcess({
+      executable,
+      args: ["service", "--conductor", gw.url, "--backend", "simulated", "--inventory", machine, ...extra],
+    });
+    running.push(agent);
+    return agent;
+  };
+
+  it("keeps its token in --token-file (mode 0600) and is welcomed back without a new one", async () => {
+    const tokenFile = join(dir, "token");
+    const first = await start(["--token-file", tokenFile]);
+    await waitFor(() => gw.gateway.isConnected(node), { what: "the first run to connect" });
+    let kept = "";
+    await waitFor(
+      () => {
+        void readFile(tokenFile, "utf8").then(
+          (text) => (kept = text),
+          () => undefined,
+        );
+        return kept !== "";
+      },
+      { what: "the token file" },
+    );
+    expect(digestToken(kept)).toBe(directory.tokens.get(node)?.digest);
+    expect((await stat(tokenFile)).mode & 0o777).toBe(0o600);
+    await first.stop();
+    await waitFor(() => !gw.gateway.isConnected(node), { what: "the first run to go" });
+    await start(["--token-file", tokenFile]);
+    await waitFor(() => gw.gateway.isConnected(node), { what: "the second run to connect" });
+    expect(hellos.map((hello) => hello.token === undefined)).toEqual([true, false]);
+    expect(directory.saveCount).toBe(1);
+    await running.pop()?.stop();
+  });
+
+  it("without the file, a restarted agent is refused: the conductor never issues a second token per boot", async () => {
+    const agent = await start([]);
+    await waitFor(() => agent.stderr().includes("TOKEN_REQUIRED"), { what: "the refusal" });
+    expect(gw.gateway.isConnected(node)).toBe(false);
+    expect(directory.saveCount).toBe(1);
   });
 });
