@@ -1,4 +1,3 @@
-import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { IncomingMessage, Server } from "node:http";
@@ -11,17 +10,18 @@ import { exec } from "../../shared/system/exec.ts";
 import { FrameSchema, PROTOCOL_VERSION } from "../../shared/protocol.ts";
 import type { CommandFrame, Frame, Welcome } from "../../shared/protocol.ts";
 import { InventorySchema } from "../../shared/inventory.ts";
+import { ensureAgentBuilt } from "../helpers/agent.ts";
 import { startQemu } from "../helpers/qemu.ts";
 import type { QemuVm } from "../helpers/qemu.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
-const REAL_AGENT = join(ROOT, "build/anvil-agent");
 const STAND_IN = join(ROOT, "images/ramdisk/stand-in-agent.sh");
-// The real agent when it has been built (npm run build:agent), else (or with ANVIL_RAMDISK_STAND_IN=1) the
-// stand-in that only dials.
-const AGENT = existsSync(REAL_AGENT) && process.env.ANVIL_RAMDISK_STAND_IN !== "1" ? REAL_AGENT : STAND_IN;
+// The real agent, built first when missing or stale; ANVIL_RAMDISK_STAND_IN=1 swaps in a shell script with
+// its command line that only dials, to test the ramdisk alone.
+const USE_STAND_IN = process.env.ANVIL_RAMDISK_STAND_IN === "1";
 const MAC = "52:54:00:4a:4e:01";
 const BOOT_TIMEOUT_MS = 180_000;
+const PANIC = /Kernel panic/;
 
 /** What the fake conductor saw: plain HTTP requests (stand-in) and WebSocket frames (real agent). */
 interface Seen {
@@ -77,7 +77,7 @@ async function waitFor(check: () => boolean, timeoutMs: number): Promise<void> {
   }
 }
 
-describe(`the deploy ramdisk boots in QEMU and starts the agent (${AGENT === REAL_AGENT ? "real agent" : "stand-in"})`, () => {
+describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN ? "stand-in" : "real agent"})`, () => {
   let dir: string;
   let server: Server;
   let port: number;
@@ -87,8 +87,9 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${AGENT === REA
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "anvil-ramdisk-test-"));
+    const agent = USE_STAND_IN ? STAND_IN : await ensureAgentBuilt();
     // Cached by content under .tmp/cache: only the first run after a change compresses.
-    const build = await exec("bash", ["images/ramdisk/build.sh", "--agent", AGENT, "--out", dir], {
+    const build = await exec("bash", ["images/ramdisk/build.sh", "--agent", agent, "--out", dir], {
       cwd: ROOT,
       timeoutMs: 900_000,
     });
@@ -102,7 +103,8 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${AGENT === REA
     }
     vmStarted = Date.now();
     vm = await startQemu({
-      memoryMb: 1024,
+      // The RAM docs/ramdisk.md says a node needs.
+      memoryMb: 512,
       nics: [{ kind: "user", mac: MAC }],
       disks: [
         { path: join(dir, "virtio.raw"), format: "raw", serial: "ANVIL-VIRTIO-1", bus: "virtio" },
@@ -126,7 +128,10 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${AGENT === REA
     "loads every listed module",
     async () => {
       // The console ends lines with \r\n; the line after the module list proves the list is complete.
-      const text = await vm!.waitForSerial(/anvil-init: modules loaded:[^\n]*\n/, BOOT_TIMEOUT_MS);
+      const text = await vm!.waitForSerial(/anvil-init: modules loaded:[^\n]*\n/, {
+        timeoutMs: BOOT_TIMEOUT_MS,
+        failOn: PANIC,
+      });
       const loaded = /anvil-init: modules loaded:([^\r\n]*)/.exec(text)?.[1]?.trim().split(" ") ?? [];
       for (const module of [
         "virtio_net",
@@ -148,7 +153,10 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${AGENT === REA
   it(
     "names the boot interface and gets a DHCP lease on it",
     async () => {
-      const text = await vm!.waitForSerial(/anvil-dhcp: eth0: bound/, BOOT_TIMEOUT_MS);
+      const text = await vm!.waitForSerial(/anvil-dhcp: eth0: bound/, {
+        timeoutMs: BOOT_TIMEOUT_MS,
+        failOn: PANIC,
+      });
       expect(text).toContain(`anvil-init: eth0 (${MAC}) is the boot interface`);
       expect(text).toMatch(/anvil-dhcp: eth0: bound 10\.0\.2\.15\/24 router 10\.0\.2\.2 dns 10\.0\.2\.3/);
     },
@@ -158,7 +166,10 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${AGENT === REA
   it(
     "starts the agent with the conductor URL from the kernel command line",
     async () => {
-      const text = await vm!.waitForSerial(/anvil-init: starting agent/, BOOT_TIMEOUT_MS);
+      const text = await vm!.waitForSerial(/anvil-init: starting agent/, {
+        timeoutMs: BOOT_TIMEOUT_MS,
+        failOn: PANIC,
+      });
       expect(text).toContain(
         `anvil-agent service --conductor ws://10.0.2.2:${port}/v1/agent --log-level info`,
       );
@@ -166,7 +177,7 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${AGENT === REA
     BOOT_TIMEOUT_MS,
   );
 
-  it.runIf(AGENT === REAL_AGENT)(
+  it.runIf(!USE_STAND_IN)(
     "the agent dials the conductor and says hello with the boot interface's MAC",
     async () => {
       await waitFor(() => seen.frames.some((frame) => frame.type === "hello"), BOOT_TIMEOUT_MS);
@@ -183,7 +194,7 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${AGENT === REA
     BOOT_TIMEOUT_MS,
   );
 
-  it.runIf(AGENT === REAL_AGENT)(
+  it.runIf(!USE_STAND_IN)(
     "the agent's inventory, taken inside the ramdisk, finds both disks by serial and the NIC",
     async () => {
       await waitFor(() => seen.frames.some((frame) => frame.type === "result"), BOOT_TIMEOUT_MS);
@@ -206,15 +217,15 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${AGENT === REA
     BOOT_TIMEOUT_MS,
   );
 
-  it.runIf(AGENT === STAND_IN)(
+  it.runIf(USE_STAND_IN)(
     "the stand-in reaches the conductor and init restarts it when it exits",
     async () => {
       await waitFor(() => seen.httpRequests.length > 0, BOOT_TIMEOUT_MS);
       expect(seen.httpRequests[0]).toEqual({ url: "/v1/agent", userAgent: "anvil-agent-stand-in" });
-      const text = await vm!.waitForSerial(
-        /agent exited with status 1 after \d+s; restarting in 1s/,
-        BOOT_TIMEOUT_MS,
-      );
+      const text = await vm!.waitForSerial(/agent exited with status 1 after \d+s; restarting in 1s/, {
+        timeoutMs: BOOT_TIMEOUT_MS,
+        failOn: PANIC,
+      });
       expect(text).toContain("anvil-agent (stand-in): conductor answered");
     },
     BOOT_TIMEOUT_MS,

@@ -9,6 +9,7 @@ import type { QemuVm } from "../helpers/qemu.ts";
 const ROOT = resolve(import.meta.dirname, "../..");
 const ID = "image-under-test-1";
 const BOOT_TIMEOUT_MS = 180_000;
+const PANIC = /Kernel panic/;
 
 describe("the whole-disk test image", () => {
   let dir: string;
@@ -38,7 +39,10 @@ describe("the whole-disk test image", () => {
         disks: [{ path: join(dir, `${ID}.raw`), format: "raw", bus: "virtio" }],
         extraArgs: ["-nic", "none", "-snapshot"],
       });
-      const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CMDLINE[^\n]*\n/, BOOT_TIMEOUT_MS);
+      const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CMDLINE[^\n]*\n/, {
+        timeoutMs: BOOT_TIMEOUT_MS,
+        failOn: PANIC,
+      });
       expect(text).toContain(`ANVIL-TEST-IMAGE-BOOTED ${ID}\r\n`);
       // The kernel came from the disk's own syslinux config, not from QEMU.
       expect(text).toMatch(/ANVIL-TEST-IMAGE-CMDLINE BOOT_IMAGE=\/vmlinuz console=ttyS0/);
