@@ -171,7 +171,7 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
         failOn: PANIC,
       });
       expect(text).toContain(
-        `anvil-agent service --conductor ws://10.0.2.2:${port}/v1/agent --log-level info`,
+        `anvil-agent service --conductor ws://10.0.2.2:${port}/v1/agent --log-level info --token-file /run/anvil/token`,
       );
     },
     BOOT_TIMEOUT_MS,
