@@ -1,3 +1,4 @@
+import { collectLogs } from "./collect-logs.ts";
 import type { CommandTable } from "./command.ts";
 import { eraseDevices } from "./erase-devices.ts";
 import { eraseDevicesMetadata } from "./erase-devices-metadata.ts";
@@ -18,4 +19,5 @@ export const COMMANDS: CommandTable = {
   sync: syncDisks,
   reboot,
   power_off: powerOff,
+  collect_logs: collectLogs,
 };

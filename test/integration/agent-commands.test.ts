@@ -7,6 +7,7 @@ import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backe
 import { AgentLink } from "../../agent/link/client.ts";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
 import { silentLogger } from "../../shared/log.ts";
+import { exec } from "../../shared/system/exec.ts";
 import type { Progress } from "../../shared/protocol.ts";
 import { ROOT, sampleInventory, startGatewayServer, waitFor } from "../helpers/agent.ts";
 import type { GatewayServer } from "../helpers/agent.ts";
@@ -140,6 +141,18 @@ describe("disk commands over the link", () => {
     const bytes = await readFile(disk);
     expect(bytes.every((b) => b === 0)).toBe(true);
     expect(progress.at(-1)).toMatchObject({ bytes_done: DISK_BYTES, bytes_total: DISK_BYTES });
+  });
+
+  it("collect_logs returns a base64 tarball holding the inventory and kernel state", async () => {
+    const { logs } = (await gw.gateway.call(NODE, { name: "collect_logs" })) as { logs: string };
+    const archive = join(dir, "logs.tar.gz");
+    await writeFile(archive, Buffer.from(logs, "base64"));
+    const listing = await exec("tar", ["tzf", archive]);
+    expect(listing.code).toBe(0);
+    expect(listing.stdout).toContain("./inventory.json");
+    expect(listing.stdout).toContain("./cmdline.txt");
+    const inventory = await exec("tar", ["xzOf", archive, "./inventory.json"]);
+    expect(JSON.parse(inventory.stdout)).toMatchObject({ hostname: "sim-node" });
   });
 
   it("erase_devices_metadata refuses devices that are not disks of the machine", async () => {
