@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -101,8 +101,46 @@ export interface QemuVm {
   stop(): Promise<void>;
 }
 
-/** Starts one VM. Keep to one at a time: a TCG guest keeps a host core busy. */
+function alive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false; // kill(0) would signal our own process group
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Takes one of ANVIL_QEMU_SLOTS (default 1) machine-wide VM slots: a TCG guest keeps a host core busy,
+ * and test files run in parallel workers. A slot is a directory (mkdir is atomic) holding the owner's
+ * pid; a slot whose owner died is taken over.
+ */
+async function acquireVmSlot(): Promise<() => Promise<void>> {
+  const slots = Math.max(1, Number(process.env.ANVIL_QEMU_SLOTS ?? 1));
+  for (;;) {
+    for (let slot = 0; slot < slots; slot++) {
+      const path = join(tmpdir(), `anvil-qemu-slot-${slot}`);
+      try {
+        await mkdir(path);
+      } catch {
+        const owner = Number(await readFile(join(path, "pid"), "utf8").catch(() => "0"));
+        const created = (await stat(path).catch(() => null))?.mtimeMs ?? 0;
+        // Held, or just being created (no pid yet) unless it has stayed without one for a while.
+        if (alive(owner) || (owner === 0 && Date.now() - created < 10_000)) continue;
+        await rm(path, { recursive: true, force: true });
+        continue;
+      }
+      await writeFile(join(path, "pid"), String(process.pid));
+      return () => rm(path, { recursive: true, force: true });
+    }
+    await sleep(500);
+  }
+}
+
+/** Starts one VM, after waiting for a free VM slot (see acquireVmSlot). */
 export async function startQemu(options: QemuVmOptions): Promise<QemuVm> {
+  const release = await acquireVmSlot();
   const dir = await mkdtemp(join(tmpdir(), "anvil-qemu-"));
   const serialLog = options.serialLog ?? join(dir, "serial.log");
   const controller = new AbortController();
@@ -118,8 +156,9 @@ export async function startQemu(options: QemuVmOptions): Promise<QemuVm> {
     timeoutMs: options.timeoutMs ?? 600_000,
   })
     .catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))))
-    .finally(() => {
+    .finally(async () => {
       done = true;
+      await release();
     });
   const readSerial = async (): Promise<string> => readFile(serialLog, "utf8").catch(() => "");
   return {
