@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --compress) compress=$2; shift 2 ;;
     --no-cache) use_cache=""; shift ;;
-    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -46,6 +46,8 @@ started=$(date +%s.%N)
 kernel_dir=$(bash "$root/images/kernel/fetch.sh")
 version=$(cat "$kernel_dir/version")
 mkdir -p "$cache/ramdisk" "$out"
+# Staging trees of builds that were killed (SIGKILL skips the trap).
+find "$cache/ramdisk" -maxdepth 1 -name 'stage.*' -mmin +60 -exec rm -rf {} +
 stage=$(mktemp -d "$cache/ramdisk/stage.XXXXXX")
 trap 'rm -rf "$stage" "$stage.initramfs"' EXIT
 
