@@ -13,20 +13,32 @@ import type { IpmiSim } from "../../test/helpers/ipmi-sim.ts";
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
-/** CPU seconds of this process and of its children that have been waited for. */
-async function cpuSeconds(): Promise<{ self: number; children: number }> {
-  const stat = await readFile("/proc/self/stat", "utf8");
+/** CPU seconds of a process and of its children that have been waited for. */
+async function cpuSeconds(pid: number | "self" = "self"): Promise<{ self: number; children: number }> {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   // After the command name: field 3 is index 0, so utime=14 -> 11, stime -> 12, cutime -> 13, cstime -> 14.
   const tick = (index: number): number => Number(fields[index]) / TICKS_PER_SECOND;
   return { self: tick(11) + tick(12), children: tick(13) + tick(14) };
 }
 
+/** CPU seconds the BMC simulators (and their chassis_control scripts) used. */
+async function simCpuSeconds(sims: IpmiSim[]): Promise<number> {
+  let total = 0;
+  for (const sim of sims) {
+    const cpu = await cpuSeconds(sim.pid);
+    total += cpu.self + cpu.children;
+  }
+  return total;
+}
+
 async function level(
   ipmitool: Ipmitool,
-  bmcs: IpmiDriverInfo[],
+  sims: IpmiSim[],
   options: { concurrency: number; calls: number },
-): Promise<{ rate: number; cpuPerCallMs: number; childCpuPerCallMs: number }> {
+): Promise<{ rate: number; cpuPerCallMs: number; childCpuPerCallMs: number; simCpuPerCallMs: number }> {
+  const bmcs = sims.map((sim) => parseIpmiDriverInfo(sim.driverInfo()));
+  const simBefore = await simCpuSeconds(sims);
   const before = await cpuSeconds();
   const started = process.hrtime.bigint();
   let next = 0;
@@ -41,12 +53,14 @@ async function level(
   await Promise.all(Array.from({ length: options.concurrency }, (_, slot) => worker(slot)));
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const after = await cpuSeconds();
+  const simCpu = (await simCpuSeconds(sims)) - simBefore;
   const self = after.self - before.self;
   const children = after.children - before.children;
   return {
     rate: options.calls / seconds,
     cpuPerCallMs: ((self + children) / options.calls) * 1000,
     childCpuPerCallMs: (children / options.calls) * 1000,
+    simCpuPerCallMs: (simCpu / options.calls) * 1000,
   };
 }
 
@@ -62,23 +76,23 @@ async function main(): Promise<void> {
   const sims: IpmiSim[] = [];
   try {
     for (let i = 0; i < 32; i++) sims.push(await startIpmiSim({ initialPower: "on" }));
-    const bmcs = sims.map((sim) => parseIpmiDriverInfo(sim.driverInfo()));
     // No minimum interval: each worker has its own BMC, and we want ipmitool's own cost.
     const ipmitool = new Ipmitool({ minIntervalMs: 0 });
-    await level(ipmitool, bmcs, { concurrency: 4, calls: 20 }); // warm-up
+    await level(ipmitool, sims, { concurrency: 4, calls: 20 }); // warm-up
     console.log(
       `host: ${cpus().length} cores (${cpus()[0]?.model ?? "?"}); ${calls} calls per level; 32 ipmi_sim BMCs on loopback`,
     );
     console.log(
-      "concurrency | calls/s | conductor CPU ms/call (of which ipmitool) | sync pass 10^4 | sync pass 10^5",
+      "concurrency | calls/s | conductor CPU ms/call (of which ipmitool) | BMC sim CPU ms/call | sync pass 10^4 | sync pass 10^5",
     );
     const results = [];
     for (const concurrency of levels) {
-      const result = await level(ipmitool, bmcs, { concurrency, calls });
+      const result = await level(ipmitool, sims, { concurrency, calls });
       results.push({ concurrency, ...result });
       console.log(
         `${String(concurrency).padStart(11)} | ${result.rate.toFixed(1).padStart(7)} | ` +
           `${result.cpuPerCallMs.toFixed(1)} (${result.childCpuPerCallMs.toFixed(1)})`.padEnd(41) +
+          ` | ${result.simCpuPerCallMs.toFixed(1).padStart(19)}` +
           ` | ${duration(1e4 / result.rate).padStart(14)} | ${duration(1e5 / result.rate).padStart(14)}`,
       );
     }

@@ -25,6 +25,8 @@ export interface IpmiSimOptions {
 export interface IpmiSim {
   readonly host: string;
   readonly port: number;
+  /** ipmi_sim's pid (benchmarks read its CPU time). */
+  readonly pid: number;
   readonly username: string;
   readonly password: string;
   /** Scratch dir: lan.conf, bmc.emu, state/, chassis/{power,boot,events}. */
@@ -180,6 +182,7 @@ function simHandle(parts: {
   return {
     host: "127.0.0.1",
     port,
+    pid: child.pid ?? 0,
     username,
     password,
     dir,
