@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds a small bootable whole-disk test image: an MBR (syslinux's mbr.bin) and one FAT16 partition holding
 # syslinux, Debian's kernel and a tiny busybox initramfs whose init prints "ANVIL-TEST-IMAGE-BOOTED <id>" to
-# the console (ttyS0) and powers off. Built without mounting anything (mtools, syslinux on the image file, dd).
+# the console (ttyS0), then "ANVIL-TEST-IMAGE-CONFIGDRIVE <device> uuid=<uuid>" (or "... none") from the
+# config drive it finds, and powers off. Built without mounting anything (mtools, syslinux on the image file, dd).
 #
 #   build.sh [--id ID] [--out DIR]
 #
@@ -20,6 +21,8 @@ epoch=${SOURCE_DATE_EPOCH:-1577836800}
 # mtools (and so syslinux's installer, which runs it) stamps files with this instead of the clock.
 export SOURCE_DATE_EPOCH=$epoch
 disk_mib=32
+# Enough to find and read a config drive on a virtio or NVMe disk.
+image_modules="virtio_pci virtio_blk nvme isofs"
 part_start=2048 # sectors: the first partition at 1 MiB
 
 while [ $# -gt 0 ]; do
@@ -49,7 +52,7 @@ stamp="$out/.$id.inputs"
 
 inputs=$({
   sha256sum "$0" "$kernel_dir/vmlinuz" "$(command -v busybox)" "$syslinux_dir/mbr/mbr.bin"
-  echo "$id $epoch $disk_mib $(syslinux --version 2>&1 | head -n 1)"
+  echo "$id $epoch $disk_mib $image_modules $(syslinux --version 2>&1 | head -n 1)"
 } | sha256sum | cut -d' ' -f1)
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs" ] && [ -f "$raw" ] && [ -f "$qcow2" ] && [ -f "$compressed" ]; then
@@ -59,22 +62,57 @@ else
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
 
-  # The initramfs: static busybox and an init that proves the machine booted this disk, then powers off.
+  # The initramfs: static busybox, the drivers to see disks and read ISO 9660, and an init that proves the
+  # machine booted this disk (and shows the config drive it was given, if any), then powers off.
   initramfs="$work/initramfs"
-  mkdir -p "$initramfs"/{bin,dev,proc,sys,etc}
+  mkdir -p "$initramfs"/{bin,dev,proc,sys,etc,mnt,modules}
   install -m 0755 "$(command -v busybox)" "$initramfs/bin/busybox"
   ln -s busybox "$initramfs/bin/sh"
   echo "$id" >"$initramfs/etc/image-id"
+  version=$(cat "$kernel_dir/version")
+  # insmod in dependency order (no modules.dep in here): the order modprobe would load them.
+  for module in $image_modules; do
+    modprobe --show-depends --ignore-install -d "$kernel_dir" -S "$version" "$module" | awk '$1 == "insmod" {print $2}'
+  done | awk '!seen[$0]++' | while read -r ko; do
+    install -m 0644 "$ko" "$initramfs/modules/${ko##*/}"
+    echo "${ko##*/}" >>"$initramfs/etc/modules"
+  done
   cat >"$initramfs/init" <<'EOF'
 #!/bin/sh
 # Test image init: no cpio /dev/console node, so take the console from devtmpfs first.
-/bin/busybox mount -t devtmpfs devtmpfs /dev
+export PATH=/bin
+busybox mount -t devtmpfs devtmpfs /dev
 exec </dev/console >/dev/console 2>&1
-/bin/busybox mount -t proc proc /proc
-echo "ANVIL-TEST-IMAGE-BOOTED $(/bin/busybox cat /etc/image-id)"
-echo "ANVIL-TEST-IMAGE-CMDLINE $(/bin/busybox cat /proc/cmdline)"
-/bin/busybox sync
-/bin/busybox poweroff -f
+busybox mount -t proc proc /proc
+busybox mount -t sysfs sysfs /sys
+echo "ANVIL-TEST-IMAGE-BOOTED $(busybox cat /etc/image-id)"
+echo "ANVIL-TEST-IMAGE-CMDLINE $(busybox cat /proc/cmdline)"
+for module in $(busybox cat /etc/modules); do busybox insmod "/modules/$module" 2>/dev/null; done
+# A config drive is an ISO 9660 filesystem labelled config-2, on a partition or a whole disk. Disks appear
+# asynchronously after their driver loads: look for up to 5 s.
+find_config_drive() {
+  for dev in /sys/class/block/*; do
+    name=${dev##*/}
+    magic=$(busybox dd if="/dev/$name" bs=1 skip=32769 count=5 2>/dev/null)
+    label=$(busybox dd if="/dev/$name" bs=1 skip=32808 count=32 2>/dev/null | busybox tr -d ' ')
+    if [ "$magic" = CD001 ] && [ "$label" = config-2 ]; then echo "$name"; return; fi
+  done
+}
+drive=""
+tries=0
+while [ -z "$drive" ] && [ "$tries" -lt 25 ]; do
+  drive=$(find_config_drive)
+  [ -n "$drive" ] || busybox sleep 0.2
+  tries=$((tries + 1))
+done
+if [ -n "$drive" ] && busybox mount -t iso9660 -o ro "/dev/$drive" /mnt; then
+  uuid=$(busybox sed -n 's/.*"uuid": *"\([^"]*\)".*/\1/p' /mnt/openstack/latest/meta_data.json 2>/dev/null)
+  echo "ANVIL-TEST-IMAGE-CONFIGDRIVE $drive uuid=${uuid:-unknown}"
+else
+  echo "ANVIL-TEST-IMAGE-CONFIGDRIVE none"
+fi
+busybox sync
+busybox poweroff -f
 EOF
   chmod 0755 "$initramfs/init"
   find "$initramfs" -exec touch -h -d "@$epoch" {} +

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,6 +8,7 @@ import type { QemuVm } from "../helpers/qemu.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const ID = "image-under-test-1";
+const INSTANCE_UUID = "1be1e0d6-5a5e-4b1e-9c0d-00000000a4a4";
 const BOOT_TIMEOUT_MS = 180_000;
 const PANIC = /Kernel panic/;
 
@@ -39,15 +40,61 @@ describe("the whole-disk test image", () => {
         disks: [{ path: join(dir, `${ID}.raw`), format: "raw", bus: "virtio" }],
         extraArgs: ["-nic", "none", "-snapshot"],
       });
-      const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CMDLINE[^\n]*\n/, {
+      const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CONFIGDRIVE[^\n]*\n/, {
         timeoutMs: BOOT_TIMEOUT_MS,
         failOn: PANIC,
       });
       expect(text).toContain(`ANVIL-TEST-IMAGE-BOOTED ${ID}\r\n`);
       // The kernel came from the disk's own syslinux config, not from QEMU.
       expect(text).toMatch(/ANVIL-TEST-IMAGE-CMDLINE BOOT_IMAGE=\/vmlinuz console=ttyS0/);
+      expect(text).toContain("ANVIL-TEST-IMAGE-CONFIGDRIVE none\r\n");
       const exit = await vm.exited;
       expect(exit instanceof Error ? exit.message : exit.code).toBe(0);
+    },
+    BOOT_TIMEOUT_MS,
+  );
+
+  it(
+    "reports the config drive a deploy appended to its disk as a partition",
+    async () => {
+      await vm?.stop();
+      // What a deploy does to a whole-disk image: a config-2 ISO in a new partition after the image.
+      const disk = join(dir, "deployed.raw");
+      const iso = join(dir, "configdrive.iso");
+      const metadata = join(dir, "configdrive", "openstack", "latest");
+      await mkdir(metadata, { recursive: true });
+      await writeFile(
+        join(metadata, "meta_data.json"),
+        JSON.stringify({ uuid: INSTANCE_UUID, hostname: "node-1" }),
+      );
+      const steps: [string, string[]][] = [
+        ["genisoimage", ["-quiet", "-o", iso, "-V", "config-2", "-r", "-J", join(dir, "configdrive")]],
+        ["cp", [join(dir, `${ID}.raw`), disk]],
+        ["truncate", ["-s", "40M", disk]],
+        ["dd", [`if=${iso}`, `of=${disk}`, "bs=1M", "seek=32", "conv=notrunc", "status=none"]],
+      ];
+      for (const [command, args] of steps) {
+        const result = await exec(command, args);
+        expect(result.code, `${command}: ${result.stderr}`).toBe(0);
+      }
+      const partition = await exec("sfdisk", ["--append", "--quiet", disk], {
+        input: "start=65536, type=83\n",
+      });
+      expect(partition.code, partition.stderr).toBe(0);
+
+      vm = await startQemu({
+        memoryMb: 256,
+        nics: [],
+        boot: "disk",
+        disks: [{ path: disk, format: "raw", bus: "virtio" }],
+        extraArgs: ["-nic", "none"],
+      });
+      const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CONFIGDRIVE[^\n]*\n/, {
+        timeoutMs: BOOT_TIMEOUT_MS,
+        failOn: PANIC,
+      });
+      expect(text).toContain(`ANVIL-TEST-IMAGE-BOOTED ${ID}\r\n`);
+      expect(text).toContain(`ANVIL-TEST-IMAGE-CONFIGDRIVE vda2 uuid=${INSTANCE_UUID}\r\n`);
     },
     BOOT_TIMEOUT_MS,
   );
