@@ -18,6 +18,8 @@ export interface FetchOptions {
   maxRetries?: number;
   /** First retry delay; doubles each time. Default 1 s. */
   retryDelayMs?: number;
+  /** PEM certificate(s) trusted for HTTPS image servers, instead of the system's CAs. */
+  ca?: string;
   logger?: Logger;
 }
 
@@ -100,8 +102,7 @@ export class ImageDownload implements AsyncIterable<Buffer> {
       } catch (error) {
         if (this.opts.signal?.aborted) throw this.opts.signal.reason;
         const retryable =
-          (error instanceof HttpStatusError && error.status >= 500) ||
-          (!(error instanceof ImageError) && !this.opts.signal?.aborted);
+          (error instanceof HttpStatusError && error.status >= 500) || isTransientNetworkError(error);
         if (!retryable || attempt >= this.opts.maxRetries) throw wrapConnectError(error, this.url);
         const delay = this.opts.retryDelayMs * 2 ** attempt;
         (this.opts.logger ?? silentLogger).warn(
@@ -132,6 +133,7 @@ export class ImageDownload implements AsyncIterable<Buffer> {
         response: this.opts.stallTimeoutMs,
       },
       signal: this.opts.signal,
+      ...(this.opts.ca === undefined ? {} : { https: { certificateAuthority: this.opts.ca } }),
     });
     return new Promise((resolve, reject) => {
       const fail = (error: unknown): void => {
@@ -242,6 +244,24 @@ function contentRangeTotal(header: string | undefined, start: number): number | 
     );
   }
   return match[3] === "*" ? null : Number(match[3]);
+}
+
+const TRANSIENT_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EAI_AGAIN",
+  "ENETUNREACH",
+  "EHOSTUNREACH",
+  "ENOTFOUND",
+]);
+
+/** Worth another try: the network, not the request (a TLS verification failure or a bad URL is not). */
+function isTransientNetworkError(error: unknown): boolean {
+  if (!(error instanceof Error) || error instanceof ImageError) return false;
+  const code = (error as { code?: string }).code;
+  return error.name === "TimeoutError" || (code !== undefined && TRANSIENT_CODES.has(code));
 }
 
 function isTimeout(error: unknown, event: string): boolean {

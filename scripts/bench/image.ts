@@ -3,7 +3,7 @@
  * HTTP server, same target file. Prints MB/s, ratios and the writer's peak RSS (it runs in a child process).
  *   (a) 2 GiB raw of random data, sha256 verified        goal: >= 0.95x dd
  *   (b) 4 GiB raw with 10% data (sparse)                  goal: >= 5x dd
- *   (c) the (b) image as qcow2 and as zstd                goal: writer RSS <= 128 MB
+ *   (c) the (b) image as qcow2, zstd and xz               goal: writer RSS <= 128 MB
  * Usage: node --import tsx scripts/bench/image.ts [--small]   (--small: 1/8 sizes, for a quick look)
  */
 import { randomBytes } from "node:crypto";
@@ -142,7 +142,10 @@ async function main(): Promise<void> {
     await makeSparseImage(sparse, sparseSize, 0.1);
     await must("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", sparse, join(dir, "sparse.qcow2")]);
     await must("zstd", ["-q", "-f", "-1", "-T2", sparse, "-o", join(dir, "sparse.raw.zst")]);
-    for (const f of ["sparse.raw", "sparse.qcow2", "sparse.raw.zst"]) server.serve(`/${f}`, join(dir, f));
+    await must("xz", ["-k", "-f", "-0", "-T2", sparse]);
+    for (const f of ["sparse.raw", "sparse.qcow2", "sparse.raw.zst", "sparse.raw.xz"]) {
+      server.serve(`/${f}`, join(dir, f));
+    }
 
     const url = (f: string): string => `${server.url}/${f}`;
     const req = (f: string, checksum?: string): WriteImageRequest => ({
@@ -171,8 +174,8 @@ async function main(): Promise<void> {
     const wB = await best(2, () => runWriter(bundle, req("sparse.raw"), target));
     report("  writeImage", wB, { bytes: sparseSize, baseline: ddB });
 
-    console.log("(c) the (b) image, other encodings (MB/s of image bytes)");
-    for (const f of ["sparse.qcow2", "sparse.raw.zst"]) {
+    console.log("(c) the (b) image, other encodings (MB/s of image bytes; ratio against (b)'s dd)");
+    for (const f of ["sparse.qcow2", "sparse.raw.zst", "sparse.raw.xz"]) {
       const size = (await stat(join(dir, f))).size;
       const run = await best(2, () => runWriter(bundle, req(f), target));
       report(`  writeImage ${f} (${(size / MiB).toFixed(0)} MiB)`, run, { bytes: sparseSize, baseline: ddB });

@@ -2,6 +2,7 @@ import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 
 /** Misbehaviour a route can be told to show. */
@@ -53,8 +54,10 @@ function parseRange(header: string, size: number): { start: number; end: number 
   return { start, end };
 }
 
-/** A real node:http server on 127.0.0.1 serving files with Range support and fault injection. */
-export async function startHttpImageServer(): Promise<HttpImageServer> {
+/** A real node:http (or https, given a key and certificate) server on 127.0.0.1 serving files with Range support and fault injection. */
+export async function startHttpImageServer(
+  options: { tls?: { key: string | Buffer; cert: string | Buffer } } = {},
+): Promise<HttpImageServer> {
   const routes = new Map<string, Route>();
   const requests: RequestRecord[] = [];
   const sockets = new Set<Socket>();
@@ -118,11 +121,12 @@ export async function startHttpImageServer(): Promise<HttpImageServer> {
     });
   };
 
-  const server: Server = createServer((req, res) => {
+  const listener = (req: IncomingMessage, res: ServerResponse): void => {
     handle(req, res).catch((error: unknown) => {
       res.destroy(error instanceof Error ? error : new Error(String(error)));
     });
-  });
+  };
+  const server: Server = options.tls ? createTlsServer(options.tls, listener) : createServer(listener);
   server.on("connection", (socket) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
@@ -131,7 +135,7 @@ export async function startHttpImageServer(): Promise<HttpImageServer> {
   const { port } = server.address() as AddressInfo;
 
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `${options.tls ? "https" : "http"}://127.0.0.1:${port}`,
     requests,
     serve(path, file, faults = {}) {
       routes.set(path, { file, faults, drops: 0, unavailable: 0 });

@@ -284,6 +284,46 @@ describe("writeImage: HTTP faults", () => {
   });
 });
 
+describe("writeImage over HTTPS", () => {
+  it("verifies the server against the given CA and writes the image; an untrusted server is refused", async () => {
+    const key = join(dir, "tls.key");
+    const cert = join(dir, "tls.crt");
+    await run("openssl", [
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+      "-days",
+      "1",
+      "-subj",
+      "/CN=127.0.0.1",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1",
+    ]);
+    const tls = await startHttpImageServer({ tls: { key: await readFile(key), cert: await readFile(cert) } });
+    try {
+      tls.serve("/disk.raw.zst", join(dir, "disk.raw.zst"));
+      const url = `${tls.url}/disk.raw.zst`;
+      const ca = (await readFile(cert)).toString();
+      const target = await freshDisk();
+      await writeImage(
+        { image: { url, image_type: "whole-disk" } },
+        options(target, { fetch: { ...FAST_FETCH, ca } }),
+      );
+      expect(sha256(await readRange(target, 0, IMAGE_SIZE))).toBe(sourceSha256);
+      const untrusted = writeImage({ image: { url, image_type: "whole-disk" } }, options(await freshDisk()));
+      await expect(untrusted).rejects.toThrow(/self[- ]signed|certificate/i);
+    } finally {
+      await tls.close();
+    }
+  });
+});
+
 async function partitionNames(disk: string): Promise<string[]> {
   const dump = JSON.parse(await run("sfdisk", ["--json", disk])) as {
     partitiontable: { partitions: { name?: string }[] };
@@ -355,6 +395,29 @@ describe("writeImage: partition images and config drives", () => {
     expect(sha256(await readRange(target, 2 * MiB, 5 * MiB))).toBe(
       sha256(await readRange(join(dir, "disk.raw"), 2 * MiB, 5 * MiB)),
     );
+  });
+
+  it("whole-disk MBR image: a primary partition at the end of the disk holds the config drive", async () => {
+    const mbr = join(dir, "mbr.raw");
+    await writeFile(mbr, "");
+    await truncate(mbr, 16 * MiB);
+    await run("sh", ["-c", `echo 'label: dos\nsize=8MiB, type=83' | sfdisk -q ${mbr}`]);
+    await writeAt(mbr, 2 * MiB, randomBytes(MiB));
+    server.serve("/mbr.raw", mbr);
+    const target = await freshDisk();
+    const result = await writeImage(
+      { image: spec("mbr.raw"), configdrive: await buildConfigDrive(content) },
+      options(target),
+    );
+    const cd = result.partitions?.configdrive;
+    expect(cd?.number).toBe(2);
+    expect((cd?.start_bytes ?? 0) + (cd?.size_bytes ?? 0)).toBeGreaterThan(DISK_SIZE - 2 * MiB);
+    const dump = JSON.parse(await run("sfdisk", ["--json", target])) as {
+      partitiontable: { label: string; partitions: { type: string }[] };
+    };
+    expect(dump.partitiontable.label).toBe("dos");
+    expect(dump.partitiontable.partitions.map((p) => p.type)).toEqual(["83", "83"]);
+    expect(await isoFile(target, cd?.start_bytes ?? -1, "meta_data.json")).toEqual(content.meta_data);
   });
 
   it("a config drive that is not an ISO is refused before the disk is touched", async () => {
