@@ -22,7 +22,7 @@ import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
 import { applyJsonPatch } from "./json-patch.ts";
 import { FieldsQuery, NodeListQuery, effectiveLimit, nextLink, parseQuery } from "./query.ts";
-import { MASK, NODE_VIEW_FIELDS, nodeView, portView } from "./views.ts";
+import { MASK, NODE_VIEW_FIELDS, nodeView, portView, summaryIsEnough } from "./views.ts";
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -229,24 +229,26 @@ export function nodesPlugin(deps: ApiDeps) {
         throw badRequest(`The sort_key value "${query.sort_key}" is an invalid field for sorting`);
       }
       const limit = effectiveLimit(query.limit);
-      const nodes = await deps.store.listNodes(
-        {
-          provision_state: query.provision_state,
-          maintenance: query.maintenance,
-          associated: query.associated,
-          resource_class: query.resource_class,
-          driver: query.driver,
-          conductor_group: query.conductor_group,
-          instance_uuid: query.instance_uuid,
-          fault: query.fault,
-          owner: query.owner,
-          lessee: query.lessee,
-          retired: query.retired,
-        },
-        { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir },
-      );
-      const ctx = viewContext(request, deps);
       const showDetail = detail || query.detail === true;
+      const filter = {
+        provision_state: query.provision_state,
+        maintenance: query.maintenance,
+        associated: query.associated,
+        resource_class: query.resource_class,
+        driver: query.driver,
+        conductor_group: query.conductor_group,
+        instance_uuid: query.instance_uuid,
+        fault: query.fault,
+        owner: query.owner,
+        lessee: query.lessee,
+        retired: query.retired,
+      };
+      const page = { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir };
+      const nodes =
+        !showDetail && summaryIsEnough(query.fields)
+          ? await deps.store.listNodeSummaries(filter, page)
+          : await deps.store.listNodes(filter, page);
+      const ctx = viewContext(request, deps);
       const body: Record<string, unknown> = {
         nodes: nodes.map((n) => nodeView(n, ctx, { fields: query.fields, detail: showDetail })),
       };

@@ -1,4 +1,8 @@
+import { NodeRecord as NodeRecordSchema } from "../../shared/resources.ts";
 import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import { NODE_SUMMARY_FIELDS, type NodeSummary } from "../db/store.ts";
+
+const NODE_RECORD_FIELDS = Object.keys(NodeRecordSchema.shape);
 
 export interface ViewContext {
   /** requested microversion minor */
@@ -83,43 +87,74 @@ function links(ctx: ViewContext, path: string): { href: string; rel: string }[] 
   ];
 }
 
-/** All node fields in API form (masked), before version gating and field selection. */
-function nodeFields(node: NodeRecord, ctx: ViewContext): Record<string, unknown> {
-  const { driver_info, instance_info, driver_internal_info, ...rest } = node;
-  return {
-    ...rest,
-    driver_info: maskSecrets(driver_info),
-    instance_info: maskSecrets(
-      "configdrive" in instance_info ? { ...instance_info, configdrive: MASK } : instance_info,
-    ),
-    driver_internal_info: maskSecrets(driver_internal_info),
-    conductor: ctx.conductorName,
-  };
+/** One field of a node in API form: secrets masked, the conductor's name filled in. */
+function nodeField(node: NodeSummary | NodeRecord, field: string, ctx: ViewContext): unknown {
+  switch (field) {
+    case "conductor":
+      return ctx.conductorName;
+    case "driver_info":
+    case "driver_internal_info":
+      return maskSecrets((node as NodeRecord)[field]);
+    case "instance_info": {
+      const info = (node as NodeRecord).instance_info;
+      return maskSecrets("configdrive" in info ? { ...info, configdrive: MASK } : info);
+    }
+    default:
+      return (node as Record<string, unknown>)[field];
+  }
+}
+
+const detailFieldsByMinor = new Map<number, string[]>();
+
+/** The fields of the full form at a microversion (computed once per version). */
+function detailFields(minor: number): string[] {
+  let fields = detailFieldsByMinor.get(minor);
+  if (!fields) {
+    fields = [...NODE_RECORD_FIELDS, "conductor"].filter((f) => nodeFieldAllowed(f, minor));
+    detailFieldsByMinor.set(minor, fields);
+  }
+  return fields;
 }
 
 /**
- * A node as the API shows it. `fields` selects (uuid and links always come along, as in Ironic);
- * without it, `detail` decides between the short list form and the full form.
+ * A node as the API shows it. `fields` selects; without it, `detail` decides between the short list form
+ * and the full form. A summary (columns only) is enough for the short form and for column-only fields.
  */
 export function nodeView(
-  node: NodeRecord,
+  node: NodeRecord | NodeSummary,
   ctx: ViewContext,
   options: { fields?: readonly string[]; detail: boolean },
 ): Record<string, unknown> {
-  const all = nodeFields(node, ctx);
-  const wanted = options.fields ?? (options.detail ? Object.keys(all) : NODE_LIST_FIELDS);
   const out: Record<string, unknown> = {};
-  for (const field of wanted) {
-    if (field in all && nodeFieldAllowed(field, ctx.minor)) out[field] = all[field];
+  if (options.detail && !options.fields) {
+    // the hot path of /v1/nodes/detail: the field list is pre-filtered for the version
+    for (const field of detailFields(ctx.minor)) out[field] = nodeField(node, field, ctx);
+    const self = `${ctx.baseUrl}/v1/nodes/${node.uuid}`;
+    const bookmark = `${ctx.baseUrl}/nodes/${node.uuid}`;
+    out.links = [
+      { href: self, rel: "self" },
+      { href: bookmark, rel: "bookmark" },
+    ];
+    for (const sub of ["ports", "states", "portgroups", "volume"]) {
+      out[sub] = [
+        { href: `${self}/${sub}`, rel: "self" },
+        { href: `${bookmark}/${sub}`, rel: "bookmark" },
+      ];
+    }
+    return out;
+  }
+  for (const field of options.fields ?? NODE_LIST_FIELDS) {
+    if ((field in node || field === "conductor") && nodeFieldAllowed(field, ctx.minor)) {
+      out[field] = nodeField(node, field, ctx);
+    }
   }
   out.links = links(ctx, `nodes/${node.uuid}`);
-  if (options.detail && !options.fields) {
-    out.ports = links(ctx, `nodes/${node.uuid}/ports`);
-    out.states = links(ctx, `nodes/${node.uuid}/states`);
-    out.portgroups = links(ctx, `nodes/${node.uuid}/portgroups`);
-    out.volume = links(ctx, `nodes/${node.uuid}/volume`);
-  }
   return out;
+}
+
+/** True when every wanted field is a column: the list can skip reading documents. */
+export function summaryIsEnough(fields: readonly string[] | undefined): boolean {
+  return (fields ?? NODE_LIST_FIELDS).every((f) => (NODE_SUMMARY_FIELDS as readonly string[]).includes(f));
 }
 
 /** Every field name a node view can carry: used to reject unknown ?fields=. */

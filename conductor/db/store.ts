@@ -15,6 +15,26 @@ export const NODE_SORT_KEYS = [
 ] as const;
 export type NodeSortKey = (typeof NODE_SORT_KEYS)[number];
 
+/** Node fields kept as columns: listing them needs no document parsing. */
+export const NODE_SUMMARY_FIELDS = [
+  "uuid",
+  "name",
+  "instance_uuid",
+  "maintenance",
+  "power_state",
+  "provision_state",
+  "driver",
+  "resource_class",
+  "conductor_group",
+  "owner",
+  "lessee",
+  "fault",
+  "reservation",
+  "created_at",
+  "updated_at",
+] as const;
+export type NodeSummary = Pick<NodeRecord, (typeof NODE_SUMMARY_FIELDS)[number]>;
+
 export interface Page {
   limit?: number;
   /** uuid of the last item of the previous page */
@@ -59,6 +79,8 @@ export interface Store {
   /** By uuid or by name. */
   getNode(ident: string): Promise<NodeRecord | null>;
   listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]>;
+  /** Like listNodes, but only the summary columns (the fast path of GET /v1/nodes). */
+  listNodeSummaries(filter: NodeFilter, page: Page): Promise<NodeSummary[]>;
   countNodes(): Promise<number>;
   /**
    * Applies a partial update. With `ifReservedBy`, the update only happens while the node's reservation equals it

@@ -4,8 +4,10 @@ import {
   Duplicate,
   NODE_SORT_KEYS,
   NodeLocked,
+  NODE_SUMMARY_FIELDS,
   NodeNotFound,
   NotFound,
+  type NodeSummary,
   type AllocationFilter,
   type CandidatePicker,
   type NodeFilter,
@@ -76,6 +78,17 @@ function pageClause(
 /** The embedded store: one SQLite file (or ":memory:"), WAL mode, migrations on open. */
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
+  private readonly statements = new Map<string, Database.Statement>();
+
+  /** Prepared statements are reused: preparing costs more than running most of them. */
+  private stmt(sql: string): Database.Statement {
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
 
   constructor(path: string) {
     this.db = new Database(path);
@@ -98,7 +111,7 @@ export class SqliteStore implements Store {
 
   private nodeRow(ident: string): NodeRecord | null {
     const column = UUID_RE.test(ident) ? "uuid" : "name";
-    const row = this.db.prepare(`SELECT doc FROM nodes WHERE ${column} = ?`).get(ident) as Row | undefined;
+    const row = this.stmt(`SELECT doc FROM nodes WHERE ${column} = ?`).get(ident) as Row | undefined;
     return row ? (JSON.parse(row.doc) as NodeRecord) : null;
   }
 
@@ -107,14 +120,14 @@ export class SqliteStore implements Store {
     try {
       if (insert) {
         const names = Object.keys(cols);
-        this.db
-          .prepare(`INSERT INTO nodes (${names.join(",")}) VALUES (${names.map((n) => "@" + n).join(",")})`)
-          .run(cols);
+        this.stmt(
+          `INSERT INTO nodes (${names.join(",")}) VALUES (${names.map((n) => "@" + n).join(",")})`,
+        ).run(cols);
       } else {
         const sets = Object.keys(cols)
           .filter((n) => n !== "uuid")
           .map((n) => `${n} = @${n}`);
-        this.db.prepare(`UPDATE nodes SET ${sets.join(",")} WHERE uuid = @uuid`).run(cols);
+        this.stmt(`UPDATE nodes SET ${sets.join(",")} WHERE uuid = @uuid`).run(cols);
       }
     } catch (error) {
       if (isUniqueViolation(error)) {
@@ -137,7 +150,7 @@ export class SqliteStore implements Store {
     return this.nodeRow(ident);
   }
 
-  async listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]> {
+  private nodeQuery(select: string, filter: NodeFilter, page: Page): unknown[] {
     const where: string[] = [];
     const params: SqlValue[] = [];
     const eq = (column: string, value: SqlValue | undefined): void => {
@@ -161,14 +174,27 @@ export class SqliteStore implements Store {
     const paging = pageClause("nodes", page, NODE_SORT_KEYS);
     if (paging.where) where.push(paging.where);
     const sql =
-      `SELECT doc FROM nodes${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}` +
+      `SELECT ${select} FROM nodes${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}` +
       (paging.limit === null ? "" : ` LIMIT ${paging.limit}`);
-    const rows = this.db.prepare(sql).all(...params, ...paging.params) as Row[];
-    return rows.map((r) => JSON.parse(r.doc) as NodeRecord);
+    return this.stmt(sql).all(...params, ...paging.params);
+  }
+
+  async listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]> {
+    return (this.nodeQuery("doc", filter, page) as Row[]).map((r) => JSON.parse(r.doc) as NodeRecord);
+  }
+
+  async listNodeSummaries(filter: NodeFilter, page: Page): Promise<NodeSummary[]> {
+    const rows = this.nodeQuery(NODE_SUMMARY_FIELDS.join(","), filter, page) as (Omit<
+      NodeSummary,
+      "maintenance"
+    > & {
+      maintenance: number;
+    })[];
+    return rows.map((r) => ({ ...r, maintenance: r.maintenance === 1 }));
   }
 
   async countNodes(): Promise<number> {
-    return (this.db.prepare("SELECT COUNT(*) AS n FROM nodes").get() as { n: number }).n;
+    return (this.stmt("SELECT COUNT(*) AS n FROM nodes").get() as { n: number }).n;
   }
 
   async updateNode(
@@ -194,7 +220,7 @@ export class SqliteStore implements Store {
   }
 
   async deleteNode(uuid: string): Promise<void> {
-    const result = this.db.prepare("DELETE FROM nodes WHERE uuid = ?").run(uuid);
+    const result = this.stmt("DELETE FROM nodes WHERE uuid = ?").run(uuid);
     if (result.changes === 0) throw new NodeNotFound(uuid);
   }
 
@@ -219,7 +245,7 @@ export class SqliteStore implements Store {
 
   async releaseAllReservations(holder: string): Promise<string[]> {
     return this.db.transaction(() => {
-      const rows = this.db.prepare("SELECT doc FROM nodes WHERE reservation = ?").all(holder) as Row[];
+      const rows = this.stmt("SELECT doc FROM nodes WHERE reservation = ?").all(holder) as Row[];
       const released = rows.map((r) => ({ ...(JSON.parse(r.doc) as NodeRecord), reservation: null }));
       for (const node of released) this.writeNode(node, false);
       return released.map((n) => n.uuid);
@@ -227,39 +253,34 @@ export class SqliteStore implements Store {
   }
 
   async getAgentToken(uuid: string): Promise<{ digest: string; bootId: string } | null> {
-    const row = this.db.prepare("SELECT digest, boot_id FROM agent_tokens WHERE node_uuid = ?").get(uuid) as
+    const row = this.stmt("SELECT digest, boot_id FROM agent_tokens WHERE node_uuid = ?").get(uuid) as
       { digest: string; boot_id: string } | undefined;
     return row ? { digest: row.digest, bootId: row.boot_id } : null;
   }
 
   async setAgentToken(uuid: string, record: { digest: string; bootId: string } | null): Promise<void> {
     if (record === null) {
-      this.db.prepare("DELETE FROM agent_tokens WHERE node_uuid = ?").run(uuid);
+      this.stmt("DELETE FROM agent_tokens WHERE node_uuid = ?").run(uuid);
       return;
     }
-    this.db
-      .prepare(
-        "INSERT INTO agent_tokens (node_uuid, digest, boot_id) VALUES (?, ?, ?) ON CONFLICT (node_uuid) DO UPDATE SET digest = excluded.digest, boot_id = excluded.boot_id",
-      )
-      .run(uuid, record.digest, record.bootId);
+    this.stmt(
+      "INSERT INTO agent_tokens (node_uuid, digest, boot_id) VALUES (?, ?, ?) ON CONFLICT (node_uuid) DO UPDATE SET digest = excluded.digest, boot_id = excluded.boot_id",
+    ).run(uuid, record.digest, record.bootId);
   }
 
   async saveInventory(uuid: string, inventory: unknown): Promise<void> {
-    this.db
-      .prepare(
-        "INSERT INTO inventories (node_uuid, doc) VALUES (?, ?) ON CONFLICT (node_uuid) DO UPDATE SET doc = excluded.doc",
-      )
-      .run(uuid, JSON.stringify(inventory));
+    this.stmt(
+      "INSERT INTO inventories (node_uuid, doc) VALUES (?, ?) ON CONFLICT (node_uuid) DO UPDATE SET doc = excluded.doc",
+    ).run(uuid, JSON.stringify(inventory));
   }
 
   async getInventory(uuid: string): Promise<unknown> {
-    const row = this.db.prepare("SELECT doc FROM inventories WHERE node_uuid = ?").get(uuid) as
-      Row | undefined;
+    const row = this.stmt("SELECT doc FROM inventories WHERE node_uuid = ?").get(uuid) as Row | undefined;
     return row ? (JSON.parse(row.doc) as unknown) : null;
   }
 
   private portRow(where: string, value: string): PortRecord | null {
-    const row = this.db.prepare(`SELECT doc FROM ports WHERE ${where} = ?`).get(value) as Row | undefined;
+    const row = this.stmt(`SELECT doc FROM ports WHERE ${where} = ?`).get(value) as Row | undefined;
     return row ? (JSON.parse(row.doc) as PortRecord) : null;
   }
 
@@ -272,17 +293,13 @@ export class SqliteStore implements Store {
     };
     try {
       if (insert) {
-        this.db
-          .prepare(
-            "INSERT INTO ports (uuid, address, node_uuid, doc) VALUES (@uuid, @address, @node_uuid, @doc)",
-          )
-          .run(params);
+        this.stmt(
+          "INSERT INTO ports (uuid, address, node_uuid, doc) VALUES (@uuid, @address, @node_uuid, @doc)",
+        ).run(params);
       } else {
-        this.db
-          .prepare(
-            "UPDATE ports SET address = @address, node_uuid = @node_uuid, doc = @doc WHERE uuid = @uuid",
-          )
-          .run(params);
+        this.stmt(
+          "UPDATE ports SET address = @address, node_uuid = @node_uuid, doc = @doc WHERE uuid = @uuid",
+        ).run(params);
       }
     } catch (error) {
       if (isUniqueViolation(error)) {
@@ -322,7 +339,7 @@ export class SqliteStore implements Store {
     const sql =
       `SELECT doc FROM ports${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}` +
       (paging.limit === null ? "" : ` LIMIT ${paging.limit}`);
-    return (this.db.prepare(sql).all(...params, ...paging.params) as Row[]).map(
+    return (this.stmt(sql).all(...params, ...paging.params) as Row[]).map(
       (r) => JSON.parse(r.doc) as PortRecord,
     );
   }
@@ -338,15 +355,14 @@ export class SqliteStore implements Store {
   }
 
   async deletePort(uuid: string): Promise<void> {
-    if (this.db.prepare("DELETE FROM ports WHERE uuid = ?").run(uuid).changes === 0) {
+    if (this.stmt("DELETE FROM ports WHERE uuid = ?").run(uuid).changes === 0) {
       throw new NotFound(`Port ${uuid} could not be found.`);
     }
   }
 
   private allocationRow(ident: string): AllocationRecord | null {
     const column = UUID_RE.test(ident) ? "uuid" : "name";
-    const row = this.db.prepare(`SELECT doc FROM allocations WHERE ${column} = ?`).get(ident) as
-      Row | undefined;
+    const row = this.stmt(`SELECT doc FROM allocations WHERE ${column} = ?`).get(ident) as Row | undefined;
     return row ? (JSON.parse(row.doc) as AllocationRecord) : null;
   }
 
@@ -361,17 +377,13 @@ export class SqliteStore implements Store {
     };
     try {
       if (insert) {
-        this.db
-          .prepare(
-            "INSERT INTO allocations (uuid, name, state, node_uuid, resource_class, doc) VALUES (@uuid, @name, @state, @node_uuid, @resource_class, @doc)",
-          )
-          .run(params);
+        this.stmt(
+          "INSERT INTO allocations (uuid, name, state, node_uuid, resource_class, doc) VALUES (@uuid, @name, @state, @node_uuid, @resource_class, @doc)",
+        ).run(params);
       } else {
-        this.db
-          .prepare(
-            "UPDATE allocations SET name = @name, state = @state, node_uuid = @node_uuid, resource_class = @resource_class, doc = @doc WHERE uuid = @uuid",
-          )
-          .run(params);
+        this.stmt(
+          "UPDATE allocations SET name = @name, state = @state, node_uuid = @node_uuid, resource_class = @resource_class, doc = @doc WHERE uuid = @uuid",
+        ).run(params);
       }
     } catch (error) {
       if (isUniqueViolation(error)) {
@@ -408,7 +420,7 @@ export class SqliteStore implements Store {
     const sql =
       `SELECT doc FROM allocations${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}` +
       (paging.limit === null ? "" : ` LIMIT ${paging.limit}`);
-    return (this.db.prepare(sql).all(...params, ...paging.params) as Row[]).map(
+    return (this.stmt(sql).all(...params, ...paging.params) as Row[]).map(
       (r) => JSON.parse(r.doc) as AllocationRecord,
     );
   }
@@ -429,7 +441,7 @@ export class SqliteStore implements Store {
   }
 
   async deleteAllocation(uuid: string): Promise<void> {
-    if (this.db.prepare("DELETE FROM allocations WHERE uuid = ?").run(uuid).changes === 0) {
+    if (this.stmt("DELETE FROM allocations WHERE uuid = ?").run(uuid).changes === 0) {
       throw new NotFound(`Allocation ${uuid} could not be found.`);
     }
   }
@@ -448,9 +460,7 @@ export class SqliteStore implements Store {
         sql += " AND resource_class = ?";
         params.push(options.resourceClass);
       }
-      const candidates = (this.db.prepare(sql).all(...params) as Row[]).map(
-        (r) => JSON.parse(r.doc) as NodeRecord,
-      );
+      const candidates = (this.stmt(sql).all(...params) as Row[]).map((r) => JSON.parse(r.doc) as NodeRecord);
       const chosen = options.pick(candidates);
       if (!chosen) return null;
       const updated: NodeRecord = {
