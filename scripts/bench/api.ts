@@ -121,7 +121,7 @@ async function main(): Promise<void> {
       if (res.status !== 200) throw new Error("bad show");
     });
     const rss = rssMiB(child.pid ?? 0);
-    const row = (name: string, ours: string, ironic: string, ratio: string) =>
+    const row = (...[name, ours, ironic, ratio]: [string, string, string, string]) =>
       console.log(`${name.padEnd(40)} ${ours.padStart(16)} ${ironic.padStart(16)} ${ratio.padStart(10)}`);
     console.log(
       `Anvil conductor API at ${NODES} nodes (SQLite, fake-hardware), concurrency ${CONCURRENCY}, ${SAMPLES}+ samples`,
