@@ -43,11 +43,17 @@ async function queueDir(path: string): Promise<string> {
   return isPartition ? `${dir}/../queue` : `${dir}/queue`;
 }
 
-/** Whether the device can zero ranges without writing them (WRITE ZEROES / loop fallocate). */
-export async function supportsWriteZeroes(path: string): Promise<boolean> {
+/**
+ * Whether the device can zero ranges cheaply: it advertises WRITE ZEROES (loop devices do it with fallocate,
+ * NVMe and SSDs by deallocating) and is not rotational. A spinning disk's WRITE SAME writes every sector,
+ * which over a whole disk takes hours: there the image's zeros are written instead.
+ */
+export async function supportsCheapZeroing(path: string): Promise<boolean> {
   try {
-    const text = await readFile(`${await queueDir(path)}/write_zeroes_max_bytes`, "utf8");
-    return Number(text.trim()) > 0;
+    const queue = await queueDir(path);
+    const maxBytes = Number((await readFile(`${queue}/write_zeroes_max_bytes`, "utf8")).trim());
+    const rotational = (await readFile(`${queue}/rotational`, "utf8")).trim() === "1";
+    return maxBytes > 0 && !rotational;
   } catch {
     return false;
   }
@@ -55,7 +61,7 @@ export async function supportsWriteZeroes(path: string): Promise<boolean> {
 
 /**
  * Makes a region of the target read as zeros cheaply, if it can: a file is truncated (whole file only: the
- * caller is about to rewrite it); a block device is zeroed with an offloaded WRITE ZEROES.
+ * caller is about to rewrite it); a non-rotational block device is zeroed with an offloaded WRITE ZEROES.
  * Returns whether the region now reads as zeros.
  */
 export async function zeroCheaply(
@@ -73,7 +79,7 @@ export async function zeroCheaply(
     }
     return true;
   }
-  if (!(await supportsWriteZeroes(target.path))) return false;
+  if (!(await supportsCheapZeroing(target.path))) return false;
   const result = await exec(
     "blkdiscard",
     ["--zeroout", "--offset", String(region.offset), "--length", String(region.length), target.path],

@@ -284,6 +284,23 @@ describe("writeImage: HTTP faults", () => {
   });
 });
 
+describe("writeImage to a block device", () => {
+  it("a loop device gets the qcow2's bytes, holes written as zeros over stale data", async (context) => {
+    const backing = await freshDisk("loop");
+    const attach = await exec("losetup", ["--find", "--show", backing]);
+    if (attach.code !== 0) return context.skip(`no loop devices here: ${attach.stderr.trim()}`);
+    const loop = attach.stdout.trim();
+    try {
+      const result = await writeImage({ image: spec("disk.qcow2") }, options(loop));
+      expect(result.image_bytes).toBe(IMAGE_SIZE);
+      // Stale 0xaa bytes sat at 30 MiB, inside the image's zeros: the loop device is not assumed to read zeros.
+      expect(sha256(await readRange(backing, 0, IMAGE_SIZE))).toBe(sourceSha256);
+    } finally {
+      await exec("losetup", ["--detach", loop]);
+    }
+  });
+});
+
 describe("writeImage over HTTPS", () => {
   it("verifies the server against the given CA and writes the image; an untrusted server is refused", async () => {
     const key = join(dir, "tls.key");
