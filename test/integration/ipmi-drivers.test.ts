@@ -7,6 +7,7 @@ import { createLogger } from "../../shared/log.ts";
 import { observeSpawns } from "../../shared/system/exec.ts";
 import type { DriverNode } from "../../conductor/drivers/interfaces.ts";
 import { DriverError } from "../../conductor/drivers/errors.ts";
+import { parseIpmiDriverInfo } from "../../conductor/drivers/ipmi/driver-info.ts";
 import { Ipmitool, IpmiCommandError } from "../../conductor/drivers/ipmi/ipmitool.ts";
 import { IpmitoolPower } from "../../conductor/drivers/power/ipmitool.ts";
 import { IpmitoolManagement } from "../../conductor/drivers/management/ipmitool.ts";
@@ -173,6 +174,26 @@ describe("ipmitool drivers against a real ipmi_sim", () => {
     expect(starts).toHaveLength(4);
     // Each start waits for the previous run to end plus 150 ms, so starts are at least 150 ms apart.
     for (let i = 1; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeGreaterThanOrEqual(150);
+  });
+
+  it("a command queued behind a slow one can be abandoned, and never runs", async () => {
+    const queue = new Ipmitool({ sessionTimeoutSec: 1, sessionRetries: 1, retries: 0 });
+    const info = parseIpmiDriverInfo({
+      ipmi_address: "127.0.0.1",
+      ipmi_port: await freeUdpPort(),
+      ipmi_password: PASSWORD,
+    });
+    const spawnsBefore = argvs.length;
+    const slow = queue.run(info, ["chassis", "power", "status"]).catch((e: unknown) => e); // ~2 s: nobody answers
+    const controller = new AbortController();
+    const queued = queue
+      .run(info, ["chassis", "power", "on"], { signal: controller.signal })
+      .catch((e: unknown) => e);
+    setTimeout(() => controller.abort(new Error("caller gave up")), 100);
+    expect(((await queued) as Error).message).toBe("caller gave up");
+    expect(argvs.length - spawnsBefore).toBe(1); // only the slow one was spawned
+    expect((await slow) as IpmiCommandError).toBeInstanceOf(IpmiCommandError);
+    expect(argvs.slice(spawnsBefore).some((argv) => argv.includes("on"))).toBe(false);
   });
 
   it("never puts the password in argv or in a log line", () => {

@@ -101,6 +101,20 @@ export function classifyIpmitoolResult(result: ExecResult): { kind: IpmiFailureK
   return { kind: "failed", detail: `exit ${result.code ?? result.signal}: ${lastLine ?? "no output"}` };
 }
 
+/** Waits for the promise, or rejects with the signal's reason as soon as it aborts. */
+function untilOrAborted(promise: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (signal === undefined) return promise;
+  signal.throwIfAborted();
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    void promise.then(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    });
+  });
+}
+
 /**
  * Runs ipmitool against BMCs: one command at a time per BMC, a minimum interval between them,
  * a timeout per call, and retries on transient failures.
@@ -193,15 +207,19 @@ export class Ipmitool {
     slot.pending++;
     const previous = slot.tail;
     let release = (): void => undefined;
-    slot.tail = new Promise((resolve) => (release = resolve));
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    // The next command waits for the previous one too: a caller that gives up while queued must not
+    // let the next run alongside a command still in flight.
+    slot.tail = previous.then(() => mine);
+    let ran = false;
     try {
-      await previous;
-      signal?.throwIfAborted();
+      await untilOrAborted(previous, signal);
       const wait = slot.lastEnd + this.minIntervalMs - Date.now();
       if (wait > 0) await sleep(wait, undefined, { signal });
+      ran = true;
       return await fn();
     } finally {
-      slot.lastEnd = Date.now();
+      if (ran) slot.lastEnd = Date.now();
       slot.pending--;
       release();
       if (slot.pending === 0) {
