@@ -110,7 +110,14 @@ export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
   const interfaces = { ...hw.interfaces };
   for (const key of Object.keys(interfaces) as (keyof typeof interfaces)[]) {
     const requested = body[key];
-    if (requested !== undefined) interfaces[key] = requested;
+    if (requested === undefined || requested === interfaces[key]) continue;
+    if (!hw.alternatives[key]?.includes(requested)) {
+      const valid = [interfaces[key], ...(hw.alternatives[key] ?? [])].join(", ");
+      throw badRequest(
+        `Interface ${key} "${requested}" is not valid for hardware type ${hw.name}; valid: ${valid}`,
+      );
+    }
+    interfaces[key] = requested;
   }
   return {
     uuid: body.uuid ?? randomUUID(),

@@ -1,8 +1,5 @@
 import type { BootInterface, ManagementInterface, PowerInterface } from "./interfaces.ts";
 
-/** How provisioning work is carried out: instantly (fake) or by the ramdisk agent. */
-export type ProvisionMethod = "fake" | "agent";
-
 /** Interface names a node shows in its *_interface fields. */
 export interface InterfaceNames {
   bios_interface: string;
@@ -26,8 +23,8 @@ export interface HardwareType {
   power: PowerInterface;
   management: ManagementInterface;
   boot: BootInterface;
-  deploy: ProvisionMethod;
-  inspect: ProvisionMethod;
+  /** Other values a node may choose for an interface field (besides the default). */
+  alternatives: Partial<Record<keyof InterfaceNames, readonly string[]>>;
   /** driver_info keys this type reads, with a description: served at /v1/drivers/{name}/properties */
   properties: Record<string, string>;
 }

@@ -40,8 +40,8 @@ export function fakeHardware(config: ConductorConfig): HardwareType {
     power: new FakePower({ delayMs: config.fakeDelayMs }),
     management: new FakeManagement(),
     boot: new FakeBoot(),
-    deploy: "fake",
-    inspect: "fake",
+    // like Ironic's fake-hardware, the agent's in-band interfaces can be mixed with fake power and boot
+    alternatives: { deploy_interface: ["direct"], inspect_interface: ["agent"] },
     properties: {},
   };
 }
@@ -73,8 +73,7 @@ export function ipmiHardware(config: ConductorConfig): HardwareType {
       config.boot.kind === "ipxe"
         ? new IpxeBoot({ root: httpBootRoot(config), defaultDeployImages: defaults, kernelArgs })
         : new PxeBoot({ root: tftpRoot(config), defaultDeployImages: defaults, kernelArgs }),
-    deploy: "agent",
-    inspect: "agent",
+    alternatives: {},
     properties: {
       ipmi_address: "IP address or hostname of the node's BMC. Required.",
       ipmi_port: "UDP port of the BMC. Optional, default 623.",

@@ -1,5 +1,4 @@
-import type { ProvisionState } from "../../shared/states.ts";
-import type { HardwareType } from "../drivers/hardware-type.ts";
+import type { NodeRecord } from "../../shared/resources.ts";
 import { agentClean } from "./agent-clean.ts";
 import { agentDeploy } from "./agent-deploy.ts";
 import { agentInspect } from "./agent-inspect.ts";
@@ -15,14 +14,19 @@ const unsupported = (what: string): Flow => ({
   start: () => Promise.reject(new Error(`${what} is not supported by this hardware type`)),
 });
 
-/** The work behind a transient state for a hardware type; null for states that need none. */
-export function flowFor(state: ProvisionState, hw: HardwareType, sign: UrlSigner): Flow | null {
-  const agent = hw.deploy === "agent";
+/** The work behind a node's transient state, chosen by its interfaces; null for states that need none. */
+export function flowFor(
+  node: Pick<NodeRecord, "provision_state" | "deploy_interface" | "inspect_interface">,
+  sign: UrlSigner,
+): Flow | null {
+  const state = node.provision_state;
+  // "fake" interfaces finish at once; any other deploy/inspect interface means the ramdisk agent
+  const agent = node.deploy_interface !== "fake";
   switch (state) {
     case "verifying":
       return verify;
     case "inspecting":
-      return hw.inspect === "agent" ? agentInspect : fakeInspect;
+      return node.inspect_interface !== "fake" ? agentInspect : fakeInspect;
     case "cleaning":
       return agent ? agentClean : fakeClean;
     case "deploying":

@@ -78,7 +78,7 @@ export class Provisioner {
 
   private async fail(task: Task, message: string, flow?: Flow | null): Promise<void> {
     task.log.warn({ error: message, state: task.node.provision_state }, "provisioning failed");
-    const failingFlow = flow ?? flowFor(task.node.provision_state, task.hw, this.sign);
+    const failingFlow = flow ?? flowFor(task.node, this.sign);
     try {
       if (nextState(task.node.provision_state, "fail")) await task.fire("fail", { last_error: message });
       else await task.update({ last_error: message });
@@ -92,7 +92,7 @@ export class Provisioner {
   private async drive(task: Task, entry: "start" | "resume"): Promise<void> {
     let phase = entry;
     for (;;) {
-      const flow = flowFor(task.node.provision_state, task.hw, this.sign);
+      const flow = flowFor(task.node, this.sign);
       if (!flow) return;
       let outcome;
       try {
@@ -149,7 +149,10 @@ export class Provisioner {
     const task = await this.lock(node);
     try {
       await task.fire("abort", { last_error: `${node.provision_state} aborted by operator` });
-      await flowFor(this.stateBefore(node.provision_state), task.hw, this.sign)?.onFail?.(task);
+      await flowFor(
+        { ...task.node, provision_state: this.stateBefore(node.provision_state) },
+        this.sign,
+      )?.onFail?.(task);
     } finally {
       await this.release(task);
     }
@@ -252,7 +255,7 @@ export class Provisioner {
           await this.fail(
             task,
             `Timeout reached while waiting for callback for node ${node.uuid} in "${state}"`,
-            flowFor(this.stateBefore(state), task.hw, this.sign),
+            flowFor({ ...task.node, provision_state: this.stateBefore(state) }, this.sign),
           );
           failed.push(node.uuid);
         } finally {

@@ -7,7 +7,7 @@ packages=(
   ipmitool openipmi
   qemu-system-x86 qemu-utils ipxe-qemu
   busybox-static dnsmasq-base iproute2 cpio kmod zstd xz-utils
-  gdisk dosfstools genisoimage mtools util-linux fdisk
+  gdisk dosfstools genisoimage mtools util-linux fdisk time
   # Tools the deploy ramdisk carries for the agent, and the bootloader of the test images.
   mdadm nvme-cli hdparm dmidecode syslinux syslinux-common
 )
