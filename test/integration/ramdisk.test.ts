@@ -1,14 +1,18 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { createReadStream, statSync } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
-import type { IncomingMessage, Server } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { gzipSync } from "node:zlib";
 import { WebSocketServer } from "ws";
+import type { WebSocket } from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exec } from "../../shared/system/exec.ts";
 import { FrameSchema, PROTOCOL_VERSION } from "../../shared/protocol.ts";
-import type { CommandFrame, Frame, Welcome } from "../../shared/protocol.ts";
+import type { CommandFrame, CommandName, Frame, ResultFrame } from "../../shared/protocol.ts";
 import { InventorySchema } from "../../shared/inventory.ts";
 import { ensureAgentBuilt } from "../helpers/agent.ts";
 import { startQemu } from "../helpers/qemu.ts";
@@ -21,52 +25,106 @@ const STAND_IN = join(ROOT, "images/ramdisk/stand-in-agent.sh");
 const USE_STAND_IN = process.env.ANVIL_RAMDISK_STAND_IN === "1";
 const MAC = "52:54:00:4a:4e:01";
 const BOOT_TIMEOUT_MS = 180_000;
+const WRITE_TIMEOUT_MS = 600_000;
+const VIRTIO_BYTES = 160 * 1024 * 1024;
+const NVME_BYTES = 64 * 1024 * 1024;
+const INSTANCE_UUID = "5e1f0c4a-0d1e-4b6a-9f3e-00000000a4a4";
 const PANIC = /Kernel panic/;
 
-/** What the fake conductor saw: plain HTTP requests (stand-in) and WebSocket frames (real agent). */
-interface Seen {
-  httpRequests: { url: string; userAgent: string }[];
-  upgrades: string[];
-  frames: Frame[];
-}
-
 /**
- * A conductor just big enough for one agent: it welcomes the first hello and asks for the inventory, so the
- * agent has to run its hardware probes inside the ramdisk.
+ * A conductor just big enough for one agent: it welcomes every hello (issuing the token once), answers
+ * heartbeats, acknowledges results, lets the test send commands, and serves files over plain HTTP (the images
+ * the agent downloads; any other path answers the stand-in's GET).
  */
-async function startFakeConductor(seen: Seen): Promise<Server> {
-  const server = createServer((request, response) => {
-    seen.httpRequests.push({ url: request.url ?? "", userAgent: request.headers["user-agent"] ?? "" });
-    response.end("stand-in ok\n");
-  });
-  const wss = new WebSocketServer({ server });
-  wss.on("connection", (socket, request: IncomingMessage) => {
-    seen.upgrades.push(request.url ?? "");
-    socket.on("message", (data: Buffer) => {
-      const frame = FrameSchema.parse(JSON.parse(data.toString()));
-      seen.frames.push(frame);
-      if (frame.type !== "hello") return;
-      const welcome: Welcome = {
+class FakeConductor {
+  readonly httpRequests: { url: string; userAgent: string }[] = [];
+  readonly upgrades: string[] = [];
+  readonly frames: Frame[] = [];
+  private socket: WebSocket | undefined;
+  private tokenIssued = false;
+  private nextId = 1;
+
+  private constructor(
+    private readonly server: Server,
+    private readonly files: Map<string, string>,
+  ) {}
+
+  static async start(): Promise<FakeConductor> {
+    const server = createServer();
+    const conductor = new FakeConductor(server, new Map());
+    server.on("request", (request: IncomingMessage, response: ServerResponse) =>
+      conductor.onRequest(request, response),
+    );
+    new WebSocketServer({ server }).on("connection", (socket, request: IncomingMessage) => {
+      conductor.upgrades.push(request.url ?? "");
+      conductor.socket = socket;
+      socket.on("message", (data: Buffer) => conductor.onFrame(socket, data));
+    });
+    await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+    return conductor;
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  /** Serves a local file at http://10.0.2.2:PORT/files/NAME. */
+  serve(name: string, path: string): string {
+    this.files.set(`/files/${name}`, path);
+    return `http://10.0.2.2:${this.port}/files/${name}`;
+  }
+
+  /** Sends a command to the connected agent and resolves with its result. */
+  async call(name: CommandName, args: unknown, timeoutMs: number): Promise<ResultFrame> {
+    await waitFor(() => this.socket !== undefined && this.tokenIssued, timeoutMs);
+    const id = `${name}-${this.nextId++}`;
+    const command: CommandFrame = { type: "command", v: PROTOCOL_VERSION, id, name, args };
+    this.socket!.send(JSON.stringify(command));
+    await waitFor(() => this.result(id) !== undefined, timeoutMs);
+    return this.result(id)!;
+  }
+
+  async close(): Promise<void> {
+    this.socket?.terminate();
+    await new Promise((done) => this.server.close(done));
+  }
+
+  private result(id: string): ResultFrame | undefined {
+    return this.frames.find((frame): frame is ResultFrame => frame.type === "result" && frame.id === id);
+  }
+
+  private onRequest(request: IncomingMessage, response: ServerResponse): void {
+    const url = request.url ?? "";
+    this.httpRequests.push({ url, userAgent: request.headers["user-agent"] ?? "" });
+    const path = this.files.get(url);
+    if (path === undefined) {
+      response.end("stand-in ok\n");
+      return;
+    }
+    response.setHeader("content-length", statSync(path).size);
+    createReadStream(path).pipe(response);
+  }
+
+  private onFrame(socket: WebSocket, data: Buffer): void {
+    const frame = FrameSchema.parse(JSON.parse(data.toString()));
+    this.frames.push(frame);
+    const reply = (answer: Frame): void => socket.send(JSON.stringify(answer));
+    if (frame.type === "hello") {
+      reply({
         type: "welcome",
         v: PROTOCOL_VERSION,
         node_uuid: "00000000-0000-4000-8000-00000000a4a4",
-        token: "ramdisk-test-token",
+        ...(this.tokenIssued ? {} : { token: "ramdisk-test-token" }),
         heartbeat_interval_ms: 5_000,
         fast_track: false,
-      };
-      const command: CommandFrame = {
-        type: "command",
-        v: PROTOCOL_VERSION,
-        id: "inventory-1",
-        name: "get_inventory",
-        args: {},
-      };
-      socket.send(JSON.stringify(welcome));
-      socket.send(JSON.stringify(command));
-    });
-  });
-  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
-  return server;
+      });
+      this.tokenIssued = true;
+    } else if (frame.type === "heartbeat") {
+      reply({ type: "heartbeat", v: PROTOCOL_VERSION, ts: Date.now() });
+    } else if (frame.type === "result") {
+      reply({ type: "ack", v: PROTOCOL_VERSION, id: frame.id });
+    }
+  }
 }
 
 async function waitFor(check: () => boolean, timeoutMs: number): Promise<void> {
@@ -77,13 +135,35 @@ async function waitFor(check: () => boolean, timeoutMs: number): Promise<void> {
   }
 }
 
+/** A config drive as Ironic sends it: base64 of a gzipped ISO 9660 labelled config-2. */
+async function configDrive(dir: string): Promise<string> {
+  const latest = join(dir, "root", "openstack", "latest");
+  await mkdir(latest, { recursive: true });
+  await writeFile(
+    join(latest, "meta_data.json"),
+    JSON.stringify({ uuid: INSTANCE_UUID, hostname: "node-1" }),
+  );
+  const iso = join(dir, "configdrive.iso");
+  const made = await exec("genisoimage", [
+    "-quiet",
+    "-o",
+    iso,
+    "-V",
+    "config-2",
+    "-r",
+    "-J",
+    join(dir, "root"),
+  ]);
+  expect(made.code, made.stderr).toBe(0);
+  return gzipSync(await readFile(iso)).toString("base64");
+}
+
 describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN ? "stand-in" : "real agent"})`, () => {
   let dir: string;
-  let server: Server;
+  let conductor: FakeConductor;
   let port: number;
   let vm: QemuVm | undefined;
   let vmStarted = 0;
-  const seen: Seen = { httpRequests: [], upgrades: [], frames: [] };
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "anvil-ramdisk-test-"));
@@ -94,11 +174,15 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
       timeoutMs: 900_000,
     });
     expect(build.code, build.stderr).toBe(0);
-    server = await startFakeConductor(seen);
-    port = (server.address() as AddressInfo).port;
-    // Two empty disks with serials, so the inventory has something to find (sysfs only: no udev in the ramdisk).
-    for (const name of ["nvme.raw", "virtio.raw"]) {
-      const created = await exec("truncate", ["-s", "64M", join(dir, name)]);
+    conductor = await FakeConductor.start();
+    port = conductor.port;
+    // Two empty disks with serials, so the inventory has something to find (sysfs only: no udev in the ramdisk),
+    // the virtio one big enough for the test image and a config drive partition.
+    for (const [name, size] of [
+      ["nvme.raw", NVME_BYTES],
+      ["virtio.raw", VIRTIO_BYTES],
+    ] as const) {
+      const created = await exec("truncate", ["-s", String(size), join(dir, name)]);
       expect(created.code).toBe(0);
     }
     vmStarted = Date.now();
@@ -120,7 +204,7 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
 
   afterAll(async () => {
     await vm?.stop();
-    await new Promise((done) => server?.close(done));
+    await conductor?.close();
     if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   });
 
@@ -180,7 +264,7 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
   it.runIf(!USE_STAND_IN)(
     "the agent dials the conductor and says hello with the boot interface's MAC",
     async () => {
-      await waitFor(() => seen.frames.some((frame) => frame.type === "hello"), BOOT_TIMEOUT_MS);
+      await waitFor(() => conductor.frames.some((frame) => frame.type === "hello"), BOOT_TIMEOUT_MS);
       const seconds = ((Date.now() - vmStarted) / 1000).toFixed(1);
       const text = await vm!.readSerial();
       const uptime = /starting agent \(up ([0-9.]+)s\)/.exec(text)?.[1];
@@ -188,8 +272,11 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
       console.log(
         `ramdisk under TCG: hello ${seconds} s after QEMU started; agent started at guest uptime ${uptime} s`,
       );
-      expect(seen.upgrades[0]).toBe("/v1/agent");
-      expect(seen.frames[0]).toMatchObject({ type: "hello", macs: expect.arrayContaining([MAC]) as unknown });
+      expect(conductor.upgrades[0]).toBe("/v1/agent");
+      expect(conductor.frames[0]).toMatchObject({
+        type: "hello",
+        macs: expect.arrayContaining([MAC]) as unknown,
+      });
     },
     BOOT_TIMEOUT_MS,
   );
@@ -197,10 +284,9 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
   it.runIf(!USE_STAND_IN)(
     "the agent's inventory, taken inside the ramdisk, finds both disks by serial and the NIC",
     async () => {
-      await waitFor(() => seen.frames.some((frame) => frame.type === "result"), BOOT_TIMEOUT_MS);
-      const result = seen.frames.find((frame) => frame.type === "result");
-      expect(result).toMatchObject({ id: "inventory-1", ok: true });
-      const inventory = InventorySchema.parse(result?.type === "result" && result.ok ? result.value : null);
+      const result = await conductor.call("get_inventory", {}, BOOT_TIMEOUT_MS);
+      expect(result).toMatchObject({ ok: true });
+      const inventory = InventorySchema.parse(result.ok ? result.value : null);
       const disks = inventory.disks.map((disk) => ({
         name: disk.name,
         serial: disk.serial,
@@ -208,8 +294,8 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
       }));
       expect(disks).toEqual(
         expect.arrayContaining([
-          { name: "/dev/vda", serial: "ANVIL-VIRTIO-1", size: 64 * 1024 * 1024 },
-          { name: "/dev/nvme0n1", serial: "ANVIL-NVME-1", size: 64 * 1024 * 1024 },
+          { name: "/dev/vda", serial: "ANVIL-VIRTIO-1", size: VIRTIO_BYTES },
+          { name: "/dev/nvme0n1", serial: "ANVIL-NVME-1", size: NVME_BYTES },
         ]),
       );
       expect(inventory.interfaces.map((nic) => nic.mac_address)).toContain(MAC);
@@ -217,11 +303,70 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
     BOOT_TIMEOUT_MS,
   );
 
+  it.runIf(!USE_STAND_IN)(
+    "the agent writes the compressed qcow2 test image and a config drive to the disk the hints pick, which then boots",
+    async () => {
+      const images = join(dir, "images");
+      const built = await exec(
+        "bash",
+        ["images/test/build.sh", "--id", "ramdisk-deployed", "--out", images],
+        {
+          cwd: ROOT,
+          timeoutMs: 600_000,
+        },
+      );
+      expect(built.code, built.stderr).toBe(0);
+      const image = join(images, "ramdisk-deployed.compressed.qcow2");
+      const sha256 = createHash("sha256")
+        .update(await readFile(image))
+        .digest("hex");
+      const result = await conductor.call(
+        "write_image",
+        {
+          image: {
+            url: conductor.serve("deployed.qcow2", image),
+            checksum: { algo: "sha256", value: sha256 },
+            image_type: "whole-disk",
+          },
+          configdrive: await configDrive(join(dir, "configdrive")),
+          root_device: { serial: "ANVIL-VIRTIO-1" },
+        },
+        WRITE_TIMEOUT_MS,
+      );
+      expect(result, JSON.stringify(result)).toMatchObject({
+        ok: true,
+        value: { checksum: { value: sha256 } },
+      });
+      const written = result.ok ? (result.value as { bytes_written?: number; duration_ms?: number }) : {};
+      console.log(
+        `write_image under TCG: ${written.bytes_written} bytes to /dev/vda in ${written.duration_ms} ms`,
+      );
+      await conductor.call("sync", {}, BOOT_TIMEOUT_MS);
+
+      // Power off the ramdisk and boot the machine from the disk it wrote.
+      await vm?.stop();
+      vm = await startQemu({
+        memoryMb: 256,
+        nics: [],
+        boot: "disk",
+        disks: [{ path: join(dir, "virtio.raw"), format: "raw", serial: "ANVIL-VIRTIO-1", bus: "virtio" }],
+        extraArgs: ["-nic", "none"],
+      });
+      const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CONFIGDRIVE[^\n]*\n/, {
+        timeoutMs: BOOT_TIMEOUT_MS,
+        failOn: PANIC,
+      });
+      expect(text).toContain("ANVIL-TEST-IMAGE-BOOTED ramdisk-deployed\r\n");
+      expect(text).toMatch(new RegExp(`ANVIL-TEST-IMAGE-CONFIGDRIVE vda\\d uuid=${INSTANCE_UUID}\r\n`));
+    },
+    WRITE_TIMEOUT_MS + BOOT_TIMEOUT_MS,
+  );
+
   it.runIf(USE_STAND_IN)(
     "the stand-in reaches the conductor and init restarts it when it exits",
     async () => {
-      await waitFor(() => seen.httpRequests.length > 0, BOOT_TIMEOUT_MS);
-      expect(seen.httpRequests[0]).toEqual({ url: "/v1/agent", userAgent: "anvil-agent-stand-in" });
+      await waitFor(() => conductor.httpRequests.length > 0, BOOT_TIMEOUT_MS);
+      expect(conductor.httpRequests[0]).toEqual({ url: "/v1/agent", userAgent: "anvil-agent-stand-in" });
       const text = await vm!.waitForSerial(/agent exited with status 1 after \d+s; restarting in 1s/, {
         timeoutMs: BOOT_TIMEOUT_MS,
         failOn: PANIC,
