@@ -185,7 +185,6 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
       const created = await exec("truncate", ["-s", String(size), join(dir, name)]);
       expect(created.code).toBe(0);
     }
-    vmStarted = Date.now();
     vm = await startQemu({
       // The RAM docs/ramdisk.md says a node needs.
       memoryMb: 512,
@@ -200,6 +199,8 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
         append: `console=ttyS0 anvil.conductor=ws://10.0.2.2:${port}/v1/agent BOOTIF=01-${MAC.replaceAll(":", "-")}`,
       },
     });
+    // After startQemu: it may first wait for a free VM slot.
+    vmStarted = Date.now();
   }, 1_000_000);
 
   afterAll(async () => {
