@@ -9,7 +9,7 @@ import type { DriverNode } from "../../conductor/drivers/interfaces.ts";
 import { IpxeBoot } from "../../conductor/drivers/boot/ipxe.ts";
 import { bootFilesPlugin } from "../../conductor/drivers/boot/http-plugin.ts";
 import { startQemu } from "../helpers/qemu.ts";
-import type { QemuVm } from "../helpers/qemu.ts";
+import type { QemuVm, UserNetwork } from "../helpers/qemu.ts";
 
 const MAC = "52:54:00:a1:b2:c3";
 const MARKER = "ANVIL-RAMDISK-UP";
@@ -26,6 +26,22 @@ echo ${MARKER}
 echo "CMDLINE: $(/bin/busybox cat /proc/cmdline)"
 /bin/busybox poweroff -f
 `;
+
+/**
+ * A disk whose MBR boot code writes a marker straight to COM1 and halts: proof that the BIOS booted it.
+ * cli; cld; xor ax,ax; mov ds,ax; mov si,msg; mov dx,0x3f8; l: lodsb; test al,al; jz d; out dx,al; jmp l;
+ * d: hlt; jmp d; msg: ...
+ */
+function bootSectorDisk(marker: string): Buffer {
+  const code = [0xfa, 0xfc, 0x31, 0xc0, 0x8e, 0xd8, 0xbe, 0x17, 0x7c, 0xba, 0xf8, 0x03];
+  code.push(0xac, 0x84, 0xc0, 0x74, 0x03, 0xee, 0xeb, 0xf8, 0xf4, 0xeb, 0xfd);
+  const disk = Buffer.alloc(1024 * 1024);
+  Buffer.from(code).copy(disk, 0);
+  Buffer.from(`${marker}\r\n\0`, "latin1").copy(disk, code.length); // code.length === 0x17
+  disk[510] = 0x55;
+  disk[511] = 0xaa;
+  return disk;
+}
 
 /** A tiny initramfs: busybox and the init above, packed by cpio (newc). */
 async function buildInitramfs(dir: string): Promise<string> {
@@ -69,8 +85,15 @@ describe("iPXE in QEMU boots the deploy kernel from the conductor's boot root", 
     await rm(dir, { recursive: true, force: true });
   });
 
+  const base = `http://${GUEST_HTTP}/boot`;
+  const network = (): UserNetwork => ({
+    kind: "user",
+    mac: MAC,
+    bootfile: `${base}/boot.ipxe`,
+    restrict: { forwards: [{ guestIp: GUEST_HTTP, guestPort: 80, hostPort: port }] },
+  });
+
   it("chains boot.ipxe -> nodes/<mac>.ipxe, and the kernel gets the conductor's parameters", async () => {
-    const base = `http://${GUEST_HTTP}/boot`;
     const node: DriverNode = {
       uuid: "7d0e3c5a-1b2c-4d3e-8f90-a1b2c3d4e5f6",
       name: "qemu-node",
@@ -90,14 +113,7 @@ describe("iPXE in QEMU boots the deploy kernel from the conductor's boot root", 
       vm = await startQemu({
         memoryMb: 512,
         boot: "network",
-        nics: [
-          {
-            kind: "user",
-            mac: MAC,
-            bootfile: `${base}/boot.ipxe`,
-            restrict: { forwards: [{ guestIp: GUEST_HTTP, guestPort: 80, hostPort: port }] },
-          },
-        ],
+        nics: [network()],
         timeoutMs: 240_000,
       });
       const started = Date.now();
@@ -124,6 +140,40 @@ describe("iPXE in QEMU boots the deploy kernel from the conductor's boot root", 
           "/boot/images/initramfs",
         ]),
       );
+    } finally {
+      await vm?.stop();
+    }
+  }, 300_000);
+
+  it("after prepareInstance, a node that still network-boots first boots its local disk", async () => {
+    const node: DriverNode = {
+      uuid: "7d0e3c5a-1b2c-4d3e-8f90-a1b2c3d4e5f6",
+      name: "qemu-node",
+      driver_info: {},
+      properties: {},
+      instance_info: {},
+      driver_internal_info: {},
+      ports: [{ address: MAC, pxe_enabled: true }],
+    };
+    await new IpxeBoot({ root: join(dir, "root") }).prepareInstance(node);
+    const disk = join(dir, "disk.img");
+    await writeFile(disk, bootSectorDisk("ANVIL-LOCAL-DISK-BOOTED"));
+    const before = requests.length;
+    let vm: QemuVm | undefined;
+    try {
+      vm = await startQemu({
+        boot: "network",
+        nics: [network()],
+        disks: [{ path: disk, format: "raw" }],
+        timeoutMs: 240_000,
+      });
+      const serial = await vm.waitForSerial(/ANVIL-LOCAL-DISK-BOOTED/, {
+        timeoutMs: 220_000,
+        failOn: /No bootable device/,
+      });
+      // iPXE handed over to BIOS drive 0x80 (the last characters may be cut by our unbuffered writes).
+      expect(serial).toContain("Booting from SAN device 0x8");
+      expect(requests.slice(before)).toEqual(["/boot/boot.ipxe", "/boot/nodes/52-54-00-a1-b2-c3.ipxe"]);
     } finally {
       await vm?.stop();
     }
