@@ -53,6 +53,32 @@ export const ConductorConfig = z.object({
       deployRamdisk: z.string().optional(),
     })
     .prefault({}),
+  /** How image references that are not HTTP(S) become temporary URLs the agent can fetch. */
+  images: z
+    .object({
+      /** file:// images under this directory are served by the conductor itself (small setups). */
+      localRoot: z.string().optional(),
+      /** Lifetime of generated temporary URLs. */
+      urlExpiresS: z.number().int().positive().default(3600),
+      swift: z
+        .object({
+          endpoint: z.string(),
+          account: z.string(),
+          tempUrlKey: z.string(),
+          digest: z.enum(["sha1", "sha256", "sha512"]).default("sha256"),
+        })
+        .optional(),
+      s3: z
+        .object({
+          endpoint: z.string(),
+          region: z.string(),
+          accessKeyId: z.string(),
+          secretAccessKey: z.string(),
+          pathStyle: z.boolean().default(true),
+        })
+        .optional(),
+    })
+    .prefault({}),
   /** Demo mode: enroll fake-hardware nodes at start. */
   demoNodes: z.number().int().min(0).default(0),
   logLevel: z.string().default("info"),

@@ -17,6 +17,8 @@ import { defaultDrivers, httpBootRoot } from "./drivers/registry.ts";
 import { EventHub } from "./events/hub.ts";
 import type { UrlSigner } from "./flows/image-request.ts";
 import { Provisioner } from "./tasks/provisioner.ts";
+import { createUrlSigner } from "./images/url-signer.ts";
+import { localImagesPlugin } from "./images/local-images-plugin.ts";
 
 export interface Conductor {
   app: FastifyInstance;
@@ -30,11 +32,6 @@ export interface Conductor {
   /** Stops listening, cancels running work (a restart's recovery fails it cleanly) and closes the database. */
   stop(): Promise<void>;
 }
-
-/** A signer for image references that are not HTTP yet (filled in by the image service). */
-const noSigner: UrlSigner = (source) => {
-  throw new Error(`image_source scheme ${source.protocol} is not supported by this conductor`);
-};
 
 /** Wires the store, drivers, provisioner, agent gateway and API of one conductor. */
 export function createConductor(
@@ -56,7 +53,7 @@ export function createConductor(
   const provisioner = new Provisioner(
     { store, holder: config.name, logger, agents: gateway, config, publish: (e) => events.publish(e) },
     drivers,
-    options.sign ?? noSigner,
+    options.sign ?? createUrlSigner(config),
   );
   const startedAt = new Date();
   const app = buildApi({
@@ -70,6 +67,9 @@ export function createConductor(
     startedAt,
   });
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
+  if (config.images.localRoot) {
+    void app.register(localImagesPlugin, { prefix: "/images", root: config.images.localRoot });
+  }
 
   gateway.onConnected((uuid) => {
     events.publish({ type: "agent", node: uuid, connected: true });
@@ -104,6 +104,7 @@ export function createConductor(
     events,
     drivers,
     async start() {
+      for (const hw of drivers.list()) await hw.boot.start?.();
       const failed = await provisioner.recover();
       if (failed.length) logger.warn({ nodes: failed }, "failed work abandoned by a previous run");
       gateway.attach(app.server);

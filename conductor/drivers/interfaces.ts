@@ -46,6 +46,8 @@ export interface ManagementInterface {
 
 /** Makes the node boot the deploy ramdisk, or its own disk afterwards. */
 export interface BootInterface {
+  /** Called once when the conductor starts: files every node needs (the iPXE entry script). */
+  start?(): Promise<void>;
   validate(node: DriverNode): void;
   /** Writes the node's network-boot configuration; agentParams become kernel arguments. */
   prepareRamdisk(node: DriverNode, options: { agentParams: Record<string, string> }): Promise<void>;

@@ -1,7 +1,9 @@
 import type { ProvisionBody } from "../../shared/api.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { PowerTarget, ProvisionState } from "../../shared/states.ts";
+import { z } from "zod";
 import { badRequest } from "../api/errors.ts";
+import { buildConfigDrive } from "../images/configdrive.ts";
 import { NodeLocked, NodeNotFound } from "../db/store.ts";
 import type { DriverRegistry, HardwareType } from "../drivers/hardware-type.ts";
 import type { Flow } from "../flows/flow.ts";
@@ -18,6 +20,23 @@ const WAIT_TIMEOUT_KEY: Record<string, keyof TaskDeps["config"]["timeouts"]> = {
   "rescue wait": "rescueWaitS",
   "service wait": "serviceWaitS",
 };
+
+const ConfigDriveJson = z
+  .object({
+    meta_data: z.record(z.string(), z.unknown()).default({}),
+    user_data: z.union([z.string(), z.record(z.string(), z.unknown()), z.array(z.unknown())]).optional(),
+    network_data: z.record(z.string(), z.unknown()).optional(),
+    vendor_data: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+
+/** A config drive as Ironic stores it: a string (base64 gzipped ISO, or a URL) as given, a JSON object built into an ISO. */
+async function configDriveOf(value: string | Record<string, unknown>): Promise<string> {
+  if (typeof value === "string") return value;
+  const parsed = ConfigDriveJson.safeParse(value);
+  if (!parsed.success) throw badRequest(`Invalid configdrive: ${parsed.error.issues[0]?.message ?? ""}`);
+  return buildConfigDrive(parsed.data);
+}
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -121,16 +140,11 @@ export class Provisioner {
     if ((body.target === "active" || body.target === "rebuild") && node.maintenance) {
       throw badRequest(`Node ${node.uuid} is in maintenance mode; it cannot be deployed.`);
     }
+    const configdrive = body.configdrive === undefined ? undefined : await configDriveOf(body.configdrive);
     const task = await this.lock(node);
     try {
       const extra: Partial<NodeRecord> = { last_error: null };
-      if (body.configdrive !== undefined) {
-        extra.instance_info = {
-          ...task.node.instance_info,
-          configdrive:
-            typeof body.configdrive === "string" ? body.configdrive : JSON.stringify(body.configdrive),
-        };
-      }
+      if (configdrive !== undefined) extra.instance_info = { ...task.node.instance_info, configdrive };
       await task.fire(event, extra);
     } catch (error) {
       await this.release(task);

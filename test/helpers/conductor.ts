@@ -101,6 +101,12 @@ export async function waitForState(
     const { body } = await api(`${url}/v1/nodes/${node}`);
     last = body as Record<string, unknown>;
     if (last.provision_state === state) return last;
+    const current = String(last.provision_state);
+    if (current.endsWith("failed") || current === "error") {
+      throw new Error(
+        `node ${node} landed in "${current}" instead of "${state}": ${String(last.last_error)}`,
+      );
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`node ${node} never reached ${state}; last: ${JSON.stringify(last).slice(0, 400)}`);

@@ -97,6 +97,10 @@ export class IpxeBoot implements BootInterface {
   }
 
   /** Writes boot.ipxe (idempotent; prepare* calls it too). */
+  async start(): Promise<void> {
+    await this.writeEntryScript();
+  }
+
   async writeEntryScript(): Promise<void> {
     await writeFileAtomic(pathInside(this.root, "boot.ipxe"), ipxeEntryScript());
   }

@@ -1,0 +1,57 @@
+import { relative, resolve, sep } from "node:path";
+import type { ConductorConfig } from "../config.ts";
+import { badRequest } from "../api/errors.ts";
+import type { UrlSigner } from "../flows/image-request.ts";
+import { s3PresignedUrl } from "./s3-presign.ts";
+import { swiftTempUrl } from "./swift-tempurl.ts";
+
+/** The path a file:// image has under the conductor's local image root, or null when outside it. */
+export function localImagePath(root: string, file: string): string | null {
+  const rel = relative(resolve(root), resolve(file));
+  if (rel === "" || rel.startsWith("..") || rel.split(sep).includes("..")) return null;
+  return rel.split(sep).map(encodeURIComponent).join("/");
+}
+
+/**
+ * Turns swift://container/object, s3://bucket/key and file:///path into temporary HTTP(S) URLs the agent
+ * fetches directly (the conductor never carries image bytes, except file:// for small setups).
+ * @throws ApiError(400) for a scheme that is not configured
+ */
+export function createUrlSigner(config: ConductorConfig, now: () => number = Date.now): UrlSigner {
+  const images = config.images;
+  const publicUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
+  return (source) => {
+    const expiresS = Math.floor(now() / 1000) + images.urlExpiresS;
+    const objectPath = decodeURIComponent(source.pathname.replace(/^\/+/, ""));
+    switch (source.protocol) {
+      case "swift:": {
+        if (!images.swift) throw badRequest("swift:// images need the conductor's Swift settings");
+        return swiftTempUrl({
+          endpoint: images.swift.endpoint,
+          path: `/v1/${images.swift.account}/${source.host}/${objectPath}`,
+          key: images.swift.tempUrlKey,
+          expires: expiresS,
+          digest: images.swift.digest,
+        });
+      }
+      case "s3:": {
+        if (!images.s3) throw badRequest("s3:// images need the conductor's S3 settings");
+        return s3PresignedUrl({
+          ...images.s3,
+          bucket: source.host,
+          key: objectPath,
+          expiresIn: images.urlExpiresS,
+          now: new Date(now()),
+        });
+      }
+      case "file:": {
+        if (!images.localRoot) throw badRequest("file:// images need the conductor's local image root");
+        const path = localImagePath(images.localRoot, decodeURIComponent(source.pathname));
+        if (path === null) throw badRequest(`${source.pathname} is outside the conductor's local image root`);
+        return `${publicUrl.replace(/\/$/, "")}/images/${path}`;
+      }
+      default:
+        throw badRequest(`image_source scheme ${source.protocol} is not supported`);
+    }
+  };
+}

@@ -1,0 +1,260 @@
+import { execFile } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { open, readFile, truncate, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import {
+  ensureAgentBuilt,
+  sampleInventory,
+  startAgentProcess,
+  writeSimulatedMachine,
+  type AgentProcess,
+} from "../helpers/agent.ts";
+import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
+
+const run = promisify(execFile);
+const MiB = 1024 * 1024;
+const sha256 = (data: Buffer): string => createHash("sha256").update(data).digest("hex");
+
+async function readRange(file: string, start: number, length: number): Promise<Buffer> {
+  const handle = await open(file, "r");
+  try {
+    const buffer = Buffer.alloc(length);
+    await handle.read(buffer, 0, length, start);
+    return buffer;
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Deploy end to end through the conductor and the agent executable (simulated hardware, the disk is a file):
+ * available → deploying → wait call-back → deploying → active, the image streamed from a real HTTP server.
+ */
+describe("deploy through the agent", () => {
+  const dir = mkdtempSync(join(tmpdir(), "anvil-deploy-"));
+  let executable = "";
+  let images: HttpImageServer;
+  let image: Buffer;
+  let imageSha = "";
+  const agents: AgentProcess[] = [];
+  let macCounter = 0x10;
+
+  beforeAll(async () => {
+    executable = await ensureAgentBuilt();
+    images = await startHttpImageServer();
+    // an image with data and holes, as qemu-img would see a real one
+    // a whole-disk image: GPT with one partition, data and holes inside it
+    await writeFile(join(dir, "disk.raw"), Buffer.alloc(24 * MiB));
+    const sfdisk = execFile("sfdisk", ["--quiet", "--label", "gpt", join(dir, "disk.raw")]);
+    sfdisk.stdin?.end("start=2048, size=36864, name=rootfs\n");
+    await new Promise((resolve) => sfdisk.on("exit", resolve));
+    image = await readFile(join(dir, "disk.raw"));
+    randomBytes(4 * MiB).copy(image, 2 * MiB);
+    randomBytes(2 * MiB).copy(image, 16 * MiB);
+    imageSha = sha256(image);
+    await writeFile(join(dir, "disk.raw"), image);
+    await run("qemu-img", [
+      "convert",
+      "-c",
+      "-f",
+      "raw",
+      "-O",
+      "qcow2",
+      join(dir, "disk.raw"),
+      join(dir, "disk.qcow2"),
+    ]);
+    images.serve("/disk.raw", join(dir, "disk.raw"));
+    images.serve("/disk.qcow2", join(dir, "disk.qcow2"));
+  }, 300_000);
+  afterEach(async () => {
+    for (const agent of agents.splice(0)) await agent.stop();
+  });
+  afterAll(async () => {
+    await images.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A node with the agent's interfaces on fake power, and the machine file + disk its agent will use. */
+  async function setup(ctx: Awaited<ReturnType<typeof startConductor>>, name: string) {
+    const mac = `52:54:00:00:01:${(macCounter++).toString(16).padStart(2, "0")}`;
+    const disk = join(dir, `${name}.disk`);
+    await writeFile(disk, "");
+    await truncate(disk, 20 * 1024 ** 3); // sparse: reads zeroes, as the inventory's 20 GiB disk
+    const machine = await writeSimulatedMachine(dir, sampleInventory({ macs: [mac], diskFile: disk }));
+    const created = await api(`${ctx.url}/v1/nodes`, {
+      method: "POST",
+      body: { name, driver: "fake-hardware", deploy_interface: "direct", inspect_interface: "agent" },
+    });
+    expect(created.status).toBe(201);
+    const uuid = (created.body as { uuid: string }).uuid;
+    expect(
+      (await api(`${ctx.url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: mac } })).status,
+    ).toBe(201);
+    const wsUrl = ctx.url.replace("http://", "ws://") + "/v1/agent";
+    /** "Boots" the ramdisk: a fresh agent process, i.e. a fresh boot id. */
+    const boot = () => {
+      const agent = startAgentProcess({
+        executable,
+        args: ["service", "--conductor", wsUrl, "--backend", "simulated", "--inventory", machine],
+      });
+      agents.push(agent);
+      return agent;
+    };
+    return { uuid, disk, boot };
+  }
+
+  const provision = (url: string, node: string, body: Record<string, unknown>) =>
+    api(`${url}/v1/nodes/${node}/states/provision`, { method: "PUT", body });
+
+  it("cleans, then writes a compressed qcow2 image and a config drive; the disk holds the exact bytes", async () => {
+    const ctx = await startConductor();
+    try {
+      const transitions: string[] = [];
+      const { uuid, disk, boot } = await setup(ctx, "d1");
+      ctx.conductor.events.subscribe((e) => {
+        if (e.node === uuid && e.type === "provision") transitions.push(String(e.provision_state));
+      });
+      await writeFile(disk, Buffer.from("OLD-PARTITION-TABLE"), { flag: "r+" });
+      await provision(ctx.url, "d1", { target: "manage" });
+      await waitForState(ctx.url, "d1", "manageable");
+      await provision(ctx.url, "d1", { target: "provide" });
+      await waitForState(ctx.url, "d1", "clean wait");
+      const cleaner = boot();
+      await waitForState(ctx.url, "d1", "available");
+      expect((await readRange(disk, 0, 19)).equals(Buffer.alloc(19))).toBe(true); // metadata erased
+      await cleaner.stop(); // the node powers off after cleaning: its agent is gone
+
+      const patch = await api(`${ctx.url}/v1/nodes/d1`, {
+        method: "PATCH",
+        body: [
+          { op: "add", path: "/instance_info/image_source", value: `${images.url}/disk.qcow2` },
+          { op: "add", path: "/instance_info/image_os_hash_algo", value: "sha256" },
+          {
+            op: "add",
+            path: "/instance_info/image_os_hash_value",
+            value: sha256(await readFile(join(dir, "disk.qcow2"))),
+          },
+        ],
+      });
+      expect(patch.status).toBe(200);
+      const configdrive = {
+        meta_data: { uuid, hostname: "d1" },
+        user_data: "#cloud-config\n",
+        network_data: { links: [] },
+      };
+      expect((await provision(ctx.url, "d1", { target: "active", configdrive })).status).toBe(202);
+      await waitForState(ctx.url, "d1", "wait call-back");
+      boot();
+      const node = await waitForState(ctx.url, "d1", "active");
+      expect(node.last_error).toBeNull();
+      expect(node.power_state).toBe("power on");
+      expect((node.instance_info as Record<string, unknown>).configdrive).toBe("******");
+      expect(transitions).toEqual([
+        "verifying",
+        "manageable",
+        "cleaning",
+        "clean wait",
+        "cleaning",
+        "available",
+        "deploying",
+        "wait call-back",
+        "deploying",
+        "active",
+      ]);
+      // the partition holds the image's bytes (the partition table itself gained the config drive entry)
+      const partition = { start: 1 * MiB, length: 18 * MiB };
+      expect(sha256(await readRange(disk, partition.start, partition.length))).toBe(
+        sha256(image.subarray(partition.start, partition.start + partition.length)),
+      );
+
+      // the config drive partition holds the ISO the conductor built from the JSON
+      const stored = await ctx.conductor.store.getNode(uuid);
+      const result = stored?.driver_internal_info.deploy_result as {
+        partitions?: { configdrive?: { start_bytes: number } };
+      };
+      const start = result.partitions?.configdrive?.start_bytes ?? -1;
+      expect(start).toBeGreaterThan(image.length);
+      await writeFile(join(dir, "cd.iso"), await readRange(disk, start, 64 * MiB));
+      const meta = await run("isoinfo", [
+        "-R",
+        "-i",
+        join(dir, "cd.iso"),
+        "-x",
+        "/openstack/latest/meta_data.json",
+      ]);
+      expect(JSON.parse(meta.stdout)).toEqual(configdrive.meta_data);
+    } finally {
+      await ctx.stop();
+    }
+  });
+
+  it("a checksum mismatch ends in deploy failed with last_error, never active, powered off", async () => {
+    const ctx = await startConductor({ agent: { fastTrack: true } });
+    try {
+      const { boot } = await setup(ctx, "d2");
+      await api(`${ctx.url}/v1/nodes/d2`, {
+        method: "PATCH",
+        body: [
+          { op: "add", path: "/instance_info/image_source", value: `${images.url}/disk.raw` },
+          { op: "add", path: "/instance_info/image_os_hash_algo", value: "sha256" },
+          { op: "add", path: "/instance_info/image_os_hash_value", value: "0".repeat(64) },
+          { op: "add", path: "/automated_clean", value: false },
+        ],
+      });
+      await provision(ctx.url, "d2", { target: "manage" });
+      await waitForState(ctx.url, "d2", "manageable");
+      await provision(ctx.url, "d2", { target: "provide" });
+      await waitForState(ctx.url, "d2", "available");
+      await provision(ctx.url, "d2", { target: "active" });
+      await waitForState(ctx.url, "d2", "wait call-back");
+      boot();
+      const node = await waitForState(ctx.url, "d2", "deploy failed");
+      expect(String(node.last_error)).toMatch(/sha256 mismatch/);
+      expect(node.power_state).toBe("power off");
+      expect(node.reservation).toBeNull();
+    } finally {
+      await ctx.stop();
+    }
+  });
+
+  it("fast track: after inspection the deploy starts on the running agent, with no wait for a boot", async () => {
+    const ctx = await startConductor({ agent: { fastTrack: true } });
+    try {
+      const transitions: string[] = [];
+      const { uuid, disk, boot } = await setup(ctx, "d3");
+      ctx.conductor.events.subscribe((e) => {
+        if (e.node === uuid && e.type === "provision") transitions.push(String(e.provision_state));
+      });
+      await api(`${ctx.url}/v1/nodes/d3`, {
+        method: "PATCH",
+        body: [
+          { op: "add", path: "/instance_info/image_source", value: `${images.url}/disk.raw` },
+          { op: "add", path: "/automated_clean", value: false },
+        ],
+      });
+      await provision(ctx.url, "d3", { target: "manage" });
+      await waitForState(ctx.url, "d3", "manageable");
+      await provision(ctx.url, "d3", { target: "inspect" });
+      await waitForState(ctx.url, "d3", "inspect wait");
+      boot();
+      await waitForState(ctx.url, "d3", "manageable");
+      await provision(ctx.url, "d3", { target: "provide" });
+      await waitForState(ctx.url, "d3", "available");
+      await provision(ctx.url, "d3", { target: "active" });
+      await waitForState(ctx.url, "d3", "active");
+      expect(transitions.slice(transitions.indexOf("available"))).toEqual([
+        "available",
+        "deploying",
+        "active",
+      ]);
+      expect(sha256(await readRange(disk, 0, image.length))).toBe(imageSha);
+    } finally {
+      await ctx.stop();
+    }
+  });
+});
