@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds a small bootable whole-disk test image: an MBR (syslinux's mbr.bin) and one FAT16 partition holding
-# syslinux, Debian's kernel and a tiny busybox initramfs whose init prints "ANVIL-TEST-IMAGE-BOOTED <id>" to
-# the console (ttyS0), then "ANVIL-TEST-IMAGE-CONFIGDRIVE <device> uuid=<uuid>" (or "... none") from the
-# config drive it finds, and powers off. Built without mounting anything (mtools, syslinux on the image file, dd).
+# Builds a small whole-disk test image that boots by BIOS and by UEFI: an MBR (syslinux's mbr.bin) and one
+# FAT16 partition holding syslinux (BIOS), syslinux.efi as EFI/BOOT/BOOTX64.EFI (UEFI), Debian's kernel and a
+# tiny busybox initramfs whose init prints "ANVIL-TEST-IMAGE-BOOTED <id>" to the console (ttyS0), then
+# "ANVIL-TEST-IMAGE-CONFIGDRIVE <device> uuid=<uuid>" (or "... none") from the config drive it finds, and
+# powers off. Built without mounting anything (mtools, syslinux on the image file, dd).
 #
 #   build.sh [--id ID] [--out DIR]
 #
@@ -41,7 +42,10 @@ esac
 started=$(date +%s.%N)
 kernel_dir=$(bash "$root/images/kernel/fetch.sh")
 syslinux_dir=/usr/lib/syslinux
-for need in "$syslinux_dir/mbr/mbr.bin" "$syslinux_dir/modules/bios/ldlinux.c32"; do
+# UEFI firmware loads \EFI\BOOT\BOOTX64.EFI from the FAT partition: syslinux's EFI build, same config.
+syslinux_efi=/usr/lib/SYSLINUX.EFI/efi64/syslinux.efi
+ldlinux_e64="$syslinux_dir/modules/efi64/ldlinux.e64"
+for need in "$syslinux_dir/mbr/mbr.bin" "$syslinux_dir/modules/bios/ldlinux.c32" "$syslinux_efi" "$ldlinux_e64"; do
   [ -f "$need" ] || { echo "build.sh: $need is missing: run scripts/setup/system-deps.sh" >&2; exit 1; }
 done
 mkdir -p "$out"
@@ -51,7 +55,7 @@ compressed="$out/$id.compressed.qcow2"
 stamp="$out/.$id.inputs"
 
 inputs=$({
-  sha256sum "$0" "$kernel_dir/vmlinuz" "$(command -v busybox)" "$syslinux_dir/mbr/mbr.bin"
+  sha256sum "$0" "$kernel_dir/vmlinuz" "$(command -v busybox)" "$syslinux_dir/mbr/mbr.bin" "$syslinux_efi" "$ldlinux_e64"
   echo "$id $epoch $disk_mib $image_modules $(syslinux --version 2>&1 | head -n 1)"
 } | sha256sum | cut -d' ' -f1)
 
@@ -139,6 +143,11 @@ EOF
   truncate -s $((part_sectors * 512)) "$fat"
   mkfs.vfat -F 16 -n ANVILTEST -h "$part_start" --invariant "$fat" >/dev/null
   mcopy -m -i "$fat" "$work/vmlinuz" "$work/initrd.img" "$work/syslinux.cfg" ::/
+  mmd -i "$fat" ::/EFI ::/EFI/BOOT
+  install -m 0644 "$syslinux_efi" "$work/BOOTX64.EFI"
+  install -m 0644 "$ldlinux_e64" "$work/ldlinux.e64"
+  touch -d "@$epoch" "$work/BOOTX64.EFI" "$work/ldlinux.e64"
+  mcopy -m -i "$fat" "$work/BOOTX64.EFI" "$work/ldlinux.e64" "$work/syslinux.cfg" ::/EFI/BOOT/
   syslinux --install "$fat"
 
   # The disk: an MBR partition table (fixed disk id), syslinux's boot code, and the partition at 1 MiB.

@@ -8,8 +8,8 @@ packages=(
   qemu-system-x86 qemu-utils ipxe-qemu
   busybox-static dnsmasq-base iproute2 cpio kmod zstd xz-utils
   gdisk dosfstools genisoimage mtools util-linux fdisk time
-  # Tools the deploy ramdisk carries for the agent, and the bootloader of the test images.
-  mdadm nvme-cli hdparm dmidecode syslinux syslinux-common
+  # Tools the deploy ramdisk carries for the agent; the test images' bootloaders and UEFI firmware to boot them.
+  mdadm nvme-cli hdparm dmidecode syslinux syslinux-common syslinux-efi ovmf
 )
 missing=()
 for p in "${packages[@]}"; do

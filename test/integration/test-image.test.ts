@@ -10,6 +10,8 @@ const ROOT = resolve(import.meta.dirname, "../..");
 const ID = "image-under-test-1";
 const INSTANCE_UUID = "1be1e0d6-5a5e-4b1e-9c0d-00000000a4a4";
 const BOOT_TIMEOUT_MS = 180_000;
+// Debian's ovmf package: UEFI firmware for QEMU.
+const OVMF = "/usr/share/ovmf/OVMF.fd";
 const PANIC = /Kernel panic/;
 
 describe("the whole-disk test image", () => {
@@ -50,6 +52,28 @@ describe("the whole-disk test image", () => {
       expect(text).toContain("ANVIL-TEST-IMAGE-CONFIGDRIVE none\r\n");
       const exit = await vm.exited;
       expect(exit instanceof Error ? exit.message : exit.code).toBe(0);
+    },
+    BOOT_TIMEOUT_MS,
+  );
+
+  it(
+    "boots by UEFI too (OVMF firmware, syslinux.efi as the removable-media loader)",
+    async () => {
+      await vm?.stop();
+      vm = await startQemu({
+        memoryMb: 256,
+        nics: [],
+        boot: "disk",
+        disks: [{ path: join(dir, `${ID}.raw`), format: "raw", bus: "virtio" }],
+        extraArgs: ["-nic", "none", "-snapshot", "-bios", OVMF],
+      });
+      const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CONFIGDRIVE[^\n]*\n/, {
+        timeoutMs: BOOT_TIMEOUT_MS,
+        failOn: PANIC,
+      });
+      expect(text).toContain(`ANVIL-TEST-IMAGE-BOOTED ${ID}\r\n`);
+      // OVMF's boot manager says what it started: the disk, not the network or the DVD drive.
+      expect(text).toMatch(/BdsDxe: starting Boot\d+ "UEFI Misc Device"/);
     },
     BOOT_TIMEOUT_MS,
   );
