@@ -10,6 +10,7 @@ import type {
   WriteImageRequest,
   WriteImageResult,
 } from "../../shared/image.ts";
+import { eraseDeviceMetadata } from "../disk/erase-metadata.ts";
 import { appendConfigDrivePartition, createPartitionLayout } from "../disk/partition-table.ts";
 import { inspectTarget, rereadPartitions, zeroCheaply } from "../disk/target.ts";
 import { HashingTap, parseChecksumFile } from "./checksum.ts";
@@ -78,6 +79,10 @@ export async function writeImage(
       (await zeroCheaply(target, { offset: root.start_bytes, length: root.size_bytes }, signal));
   } else {
     readsZeroes = await zeroCheaply(target, { offset: 0, length: target.size }, signal);
+    // Like IPA: no stale partition table (a GPT backup at the disk's end) or RAID/filesystem signature
+    // may survive beside a whole-disk image that does not reach that far.
+    if (!readsZeroes && target.kind === "block")
+      await eraseDeviceMetadata(target.path, { signal, logger: log });
   }
   log.info({ readsZeroes, region }, "writing image");
 

@@ -285,8 +285,10 @@ describe("writeImage: HTTP faults", () => {
 });
 
 describe("writeImage to a block device", () => {
-  it("a loop device gets the qcow2's bytes, holes written as zeros over stale data", async (context) => {
+  it("a loop device gets the qcow2's bytes, holes written as zeros, stale metadata erased", async (context) => {
     const backing = await freshDisk("loop");
+    // A stale GPT backup header in the disk's last sector, left by a previous deployment.
+    await writeAt(backing, DISK_SIZE - 512, Buffer.from("EFI PART"));
     const attach = await exec("losetup", ["--find", "--show", backing]);
     if (attach.code !== 0) return context.skip(`no loop devices here: ${attach.stderr.trim()}`);
     const loop = attach.stdout.trim();
@@ -295,6 +297,7 @@ describe("writeImage to a block device", () => {
       expect(result.image_bytes).toBe(IMAGE_SIZE);
       // Stale 0xaa bytes sat at 30 MiB, inside the image's zeros: the loop device is not assumed to read zeros.
       expect(sha256(await readRange(backing, 0, IMAGE_SIZE))).toBe(sourceSha256);
+      expect((await readRange(backing, DISK_SIZE - 512, 8)).toString("latin1")).not.toBe("EFI PART");
     } finally {
       await exec("losetup", ["--detach", loop]);
     }
