@@ -1,10 +1,18 @@
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { createSocket } from "node:dgram";
-import { chmod, mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import {
+  freeUdpPort,
+  ipmiSimArgs,
+  udpBound,
+  writeBmcFiles,
+  writeLanConf,
+} from "../../scripts/lab/bmc-config.ts";
+
+export { freeUdpPort };
 
 export type SimPower = "on" | "off";
 
@@ -45,83 +53,6 @@ export interface IpmiSim {
   stop(): Promise<void>;
 }
 
-// ipmi_sim runs `PROG DIR get power boot` (answers "power:1", "boot:pxe") and `PROG DIR set KEY VALUE ...`.
-// A soft power off ("shutdown") switches off at once, as an OS that honours ACPI would.
-const CHASSIS_CONTROL = `#!/bin/sh
-dir=$1; hook=$2; shift 2
-op=$1; shift
-if [ "$op" = get ]; then
-  for key in "$@"; do
-    case "$key" in
-      power) echo "power:$(cat "$dir/power")" ;;
-      boot) echo "boot:$(cat "$dir/boot")" ;;
-    esac
-  done
-  exit 0
-fi
-while [ $# -ge 2 ]; do
-  key=$1; value=$2; shift 2
-  if [ -e "$dir/reject-$key" ]; then exit 1; fi
-  echo "$key $value" >> "$dir/events"
-  case "$key" in
-    power) echo "$value" > "$dir/power.tmp" && mv "$dir/power.tmp" "$dir/power" ;;
-    boot) echo "$value" > "$dir/boot.tmp" && mv "$dir/boot.tmp" "$dir/boot" ;;
-    shutdown) [ "$value" = 1 ] && echo 0 > "$dir/power.tmp" && mv "$dir/power.tmp" "$dir/power" ;;
-  esac
-  if [ "$hook" != - ]; then ANVIL_SIM_CHASSIS="$dir" "$hook" "$key" "$value"; fi
-done
-exit 0
-`;
-
-function lanConf(options: {
-  port: number;
-  dir: string;
-  username: string;
-  password: string;
-  hook: string;
-}): string {
-  const auths = "none md2 md5 straight";
-  return [
-    `name "anvil-test-bmc"`,
-    `set_working_mc 0x20`,
-    `  startlan 1`,
-    `    addr 127.0.0.1 ${options.port}`,
-    `    priv_limit admin`,
-    ...["callback", "user", "operator", "admin"].map((level) => `    allowed_auths_${level} ${auths}`),
-    `    guid a123456789abcdefa123456789abcdef`,
-    `  endlan`,
-    `  chassis_control "${join(options.dir, "chassis-control")} ${join(options.dir, "chassis")} ${options.hook}"`,
-    `  user 2 true "${options.username}" "${options.password}" admin 10 ${auths}`,
-    "",
-  ].join("\n");
-}
-
-const EMU = [
-  "mc_setbmc 0x20",
-  "mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr",
-  "sel_enable 0x20 1000 0x0a",
-  "mc_enable 0x20",
-  "",
-].join("\n");
-
-/** A UDP port nobody is bound to on 127.0.0.1 right now (ipmi_sim may still lose a race: we retry). */
-export async function freeUdpPort(): Promise<number> {
-  const socket = createSocket("udp4");
-  await new Promise<void>((resolve, reject) => {
-    socket.once("error", reject);
-    socket.bind(0, "127.0.0.1", resolve);
-  });
-  const { port } = socket.address();
-  await new Promise<void>((resolve) => socket.close(resolve));
-  return port;
-}
-
-async function udpBound(port: number): Promise<boolean> {
-  const wanted = `0100007F:${port.toString(16).toUpperCase().padStart(4, "0")}`;
-  const table = await readFile("/proc/net/udp", "utf8");
-  return table.split("\n").some((line) => line.trim().split(/\s+/)[1] === wanted);
-}
-
 async function waitForExit(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   await new Promise<void>((resolve) => child.once("exit", () => resolve()));
@@ -132,27 +63,12 @@ export async function startIpmiSim(options: IpmiSimOptions = {}): Promise<IpmiSi
   const username = options.username ?? "admin";
   const password = options.password ?? "s3cret-bmc-pw";
   const dir = await mkdtemp(join(tmpdir(), "anvil-ipmisim-"));
-  const chassis = join(dir, "chassis");
-  await mkdir(join(dir, "state"));
-  await mkdir(chassis);
-  await writeFile(join(chassis, "power"), options.initialPower === "on" ? "1\n" : "0\n");
-  await writeFile(join(chassis, "boot"), `${options.initialBootDevice ?? "default"}\n`);
-  await writeFile(join(chassis, "events"), "");
-  await writeFile(join(dir, "chassis-control"), CHASSIS_CONTROL);
-  await chmod(join(dir, "chassis-control"), 0o755);
-  await writeFile(join(dir, "bmc.emu"), EMU);
+  await writeBmcFiles(dir, { power: options.initialPower, bootDevice: options.initialBootDevice });
 
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freeUdpPort();
-    await writeFile(
-      join(dir, "lan.conf"),
-      lanConf({ port, dir, username, password, hook: options.hook ?? "-" }),
-    );
-    const child = spawn(
-      "ipmi_sim",
-      ["-c", join(dir, "lan.conf"), "-f", join(dir, "bmc.emu"), "-s", join(dir, "state"), "-n"],
-      { stdio: ["ignore", "ignore", "pipe"] },
-    );
+    await writeLanConf({ name: "anvil-test-bmc", port, dir, username, password, hook: options.hook ?? "-" });
+    const child = spawn("ipmi_sim", ipmiSimArgs(dir), { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     for (let i = 0; i < 200 && child.exitCode === null; i++) {
