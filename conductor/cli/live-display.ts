@@ -37,7 +37,12 @@ export class LiveDisplay {
     println(this.sink, `${clock(at)}  ${text}`);
   }
 
-  progress(report: ProgressReport): void {
+  progress(report: ProgressReport & { message?: string | undefined }): void {
+    if (report.bytes_done === undefined) {
+      // a step announcing itself ("writing to /dev/sda"), no bytes yet
+      if (report.message) this.line(`${report.step ?? "progress"}: ${report.message}`);
+      return;
+    }
     const text = formatProgress(report);
     if (this.tty) {
       this.sink.write(`\r\x1b[2K${text}`);

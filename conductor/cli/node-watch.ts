@@ -5,7 +5,6 @@ import { ApiFault, CliError } from "./errors.ts";
 import { LiveDisplay } from "./live-display.ts";
 import { fetchNode, nodeLabel, type NodeState } from "./node-state.ts";
 import type { Sink } from "./output.ts";
-import type { ProgressReport } from "./progress.ts";
 import { judge, type WatchGoal } from "./settle.ts";
 import type { ServerSentEvent } from "./sse.ts";
 
@@ -21,6 +20,7 @@ const Progress = z.looseObject({
   bytes_done: z.number().optional(),
   bytes_total: z.number().nullable().optional(),
   rate_bps: z.number().optional(),
+  message: z.string().optional(),
 });
 const ProgressEvent = z.looseObject({ node: z.string(), step: z.string().optional(), progress: Progress });
 
@@ -62,6 +62,7 @@ export async function watchNode(options: WatchOptions): Promise<NodeState> {
   let streamAlive = false;
   let lastStreamProgress = 0;
   let reachedGoal = false;
+  let lastStored = "";
 
   let node = await fetchNode(client, options.node);
   const label = nodeLabel(node);
@@ -143,10 +144,11 @@ export async function watchNode(options: WatchOptions): Promise<NodeState> {
       }
 
       const stored = node.driver_internal_info?.deploy_progress;
-      if (stored && Date.now() - lastStreamProgress > STORED_PROGRESS_AFTER_MS) {
+      const storedText = JSON.stringify(stored);
+      if (stored && storedText !== lastStored && Date.now() - lastStreamProgress > STORED_PROGRESS_AFTER_MS) {
+        lastStored = storedText;
         const progress = Progress.safeParse(stored);
-        if (progress.success)
-          display.progress({ step: "write_image", ...progress.data } satisfies ProgressReport);
+        if (progress.success) display.progress({ step: "write_image", ...progress.data });
       }
       if (Date.now() >= deadline) {
         display.finish();
