@@ -82,7 +82,10 @@ export type ImageSpec = z.infer<typeof ImageSpecSchema>;
 
 export const WriteImageRequestSchema = z.object({
   image: ImageSpecSchema,
-  /** Base64 of a gzipped (or plain) ISO 9660 config drive labelled config-2, as Ironic sends it. */
+  /**
+   * Base64 of a gzipped (or plain) ISO 9660 config drive labelled config-2, as Ironic sends it, or an
+   * HTTP(S) URL serving that base64 text (Ironic's way for large config drives).
+   */
   configdrive: z.string().min(1).optional(),
 });
 export type WriteImageRequest = z.infer<typeof WriteImageRequestSchema>;

@@ -282,14 +282,30 @@ function stripUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-/** Fetches a small text document (a checksum file) with the same timeouts and retries. */
-export async function fetchText(url: string, options: FetchOptions = {}): Promise<string> {
+/**
+ * Fetches a small document whole (a checksum file, a config drive), with the same timeouts and retries.
+ * @throws ImageError when it is larger than maxBytes (default 1 MiB); as ImageDownload otherwise
+ */
+export async function fetchSmall(
+  url: string,
+  options: FetchOptions & { maxBytes?: number } = {},
+): Promise<Buffer> {
+  const maxBytes = options.maxBytes ?? 1 << 20;
   const parts: Buffer[] = [];
   let size = 0;
-  for await (const chunk of new ImageDownload(url, options)) {
+  const download = new ImageDownload(url, options);
+  for await (const chunk of download) {
     size += chunk.length;
-    if (size > 1 << 20) throw new ImageError(`${redactQuery(url)} is larger than 1 MiB`, "checksum_file");
+    if (size > maxBytes) {
+      download.close();
+      throw new ImageError(`${redactQuery(url)} is larger than ${maxBytes} bytes`, "image_format");
+    }
     parts.push(chunk);
   }
-  return Buffer.concat(parts).toString("utf8");
+  return Buffer.concat(parts);
+}
+
+/** fetchSmall, as UTF-8 text. */
+export async function fetchText(url: string, options: FetchOptions = {}): Promise<string> {
+  return (await fetchSmall(url, options)).toString("utf8");
 }

@@ -19,7 +19,7 @@ import { COMPRESSION_MAGIC_BYTES, decompress, detectCompression } from "./decomp
 import { ImageError, redactQuery } from "./errors.ts";
 import { rawExtents } from "./extent.ts";
 import type { Extent } from "./extent.ts";
-import { fetchText, ImageDownload } from "./fetch.ts";
+import { fetchSmall, fetchText, ImageDownload } from "./fetch.ts";
 import type { FetchOptions } from "./fetch.ts";
 import { peek } from "./peek.ts";
 import { isQcow2, Qcow2Converter } from "./qcow2.ts";
@@ -60,8 +60,11 @@ export async function writeImage(
     target: options.target,
   });
   const fetchOptions: FetchOptions = { ...options.fetch, signal, logger: log };
-  // Decode early: a bad config drive must fail before the disk is touched.
-  const iso = configdrive === undefined ? undefined : decodeConfigDrive(configdrive);
+  // Fetch and decode early: a bad config drive must fail before the disk is touched.
+  const iso =
+    configdrive === undefined
+      ? undefined
+      : decodeConfigDrive(await configDriveText(configdrive, fetchOptions));
 
   const expected = await expectedChecksum(image, fetchOptions);
   let target = await inspectTarget(options.target, signal);
@@ -116,6 +119,13 @@ export async function writeImage(
     duration_ms: Date.now() - started,
     ...(Object.keys(partitions).length > 0 ? { partitions } : {}),
   };
+}
+
+/** Ironic sends the config drive inline, or (when large) as a URL of the same base64 text. */
+async function configDriveText(configdrive: string, fetchOptions: FetchOptions): Promise<string> {
+  if (!/^https?:\/\//.test(configdrive)) return configdrive;
+  // 64 MiB of ISO, gzipped and base64-encoded, is at most about 86 MiB.
+  return (await fetchSmall(configdrive, { ...fetchOptions, maxBytes: 96 * 1024 * 1024 })).toString("latin1");
 }
 
 async function expectedChecksum(

@@ -417,6 +417,20 @@ describe("writeImage: partition images and config drives", () => {
     );
   });
 
+  it("a config drive given as a URL is fetched and written", async () => {
+    const encoded = join(dir, "configdrive.b64");
+    await writeFile(encoded, await buildConfigDrive(content));
+    server.serve("/configdrive.b64", encoded);
+    const target = await freshDisk();
+    const result = await writeImage(
+      { image: spec("disk.raw.gz"), configdrive: `${server.url}/configdrive.b64` },
+      options(target),
+    );
+    expect(
+      await isoFile(target, result.partitions?.configdrive?.start_bytes ?? -1, "meta_data.json"),
+    ).toEqual(content.meta_data);
+  });
+
   it("whole-disk MBR image: a primary partition at the end of the disk holds the config drive", async () => {
     const mbr = join(dir, "mbr.raw");
     await writeFile(mbr, "");
