@@ -170,7 +170,8 @@ describe("anvil node deploy --wait with the agent", () => {
       bootWhenWaiting(),
     ]);
     expect(deploy.code).toBe(0);
-    expect(deploy.stdout).toMatch(/\r\x1b\[2Kwrite_image {2}24\.0 MiB \/ 24\.0 MiB {2}100%/);
+    // carriage return + erase line (ESC [2K) before each redraw
+    expect(deploy.stdout).toContain("\r\x1b[2Kwrite_image  24.0 MiB / 24.0 MiB  100%");
     // the redrawn line is ended before the next state line
     expect(deploy.stdout).toMatch(/100%[^\n]*\r?\n\d\d:\d\d:\d\dZ {2}deploying -> active/);
   });
