@@ -68,3 +68,21 @@ export function takePositionals(positionals: readonly string[], names: readonly 
     throw new UsageError(`unexpected argument(s): ${positionals.slice(names.length).join(" ")}`);
   return [...positionals];
 }
+
+/**
+ * ["ipmi_password=BMC_PW"] -> {ipmi_password: $BMC_PW}: secrets come from the environment, not argv.
+ * @throws UsageError when a variable is unset
+ */
+export function keyValuesFromEnv(
+  pairs: readonly string[],
+  options: { option: string; env: Readonly<Record<string, string | undefined>> },
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, variable] of Object.entries(keyValues(pairs, options.option))) {
+    const value = options.env[variable];
+    if (value === undefined)
+      throw new UsageError(`--${options.option} ${key}=${variable}: $${variable} is not set`);
+    out[key] = value;
+  }
+  return out;
+}

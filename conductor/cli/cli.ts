@@ -95,6 +95,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       {
         client: new AnvilClient({ url }),
         output: { stdout: io.stdout, stderr: io.stderr, json: globals.json },
+        env: io.env,
       },
       args,
     );

@@ -67,7 +67,6 @@ export async function watchNode(options: WatchOptions): Promise<NodeState> {
   let node = await fetchNode(client, options.node);
   const label = nodeLabel(node);
   let current = node.provision_state;
-  display.line(`${label}: ${current}${targetText(node.target_provision_state)}`);
 
   const transition = (to: string, at?: string, target?: string | null): void => {
     display.line(`${current} -> ${to}${targetText(target)}`, at);
@@ -105,6 +104,10 @@ export async function watchNode(options: WatchOptions): Promise<NodeState> {
         if (error instanceof ApiFault) return null;
         throw error;
       });
+    // NOTE: events published meanwhile wait in the open stream; reading starts after the request was
+    // accepted so a refused one prints nothing but its error
+    if (options.action) await options.action();
+    display.line(`${label}: ${node.provision_state}${targetText(node.target_provision_state)}`);
     if (stream) {
       streamAlive = true;
       void (async () => {
@@ -118,7 +121,6 @@ export async function watchNode(options: WatchOptions): Promise<NodeState> {
         }
       })();
     }
-    if (options.action) await options.action();
 
     let lagPolls = 0;
     for (;;) {

@@ -29,4 +29,6 @@ export function liveSink(output: Output): Sink {
 export interface CommandContext {
   client: AnvilClient;
   output: Output;
+  /** The environment (secrets such as BMC passwords come from here, never from argv). */
+  env: Readonly<Record<string, string | undefined>>;
 }

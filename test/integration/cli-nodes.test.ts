@@ -13,12 +13,12 @@ interface Run {
 }
 
 /** The CLI as an operator runs it: bin/anvil, a child process, from a directory that is not the repo. */
-function anvil(url: string, args: string[]): Promise<Run> {
+function anvil(url: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((done) => {
     execFile(
       BIN,
       args,
-      { cwd: "/", env: { ...process.env, ANVIL_URL: url }, timeout: 60_000 },
+      { cwd: "/", env: { ...process.env, ANVIL_URL: url, ...env }, timeout: 60_000 },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === "number" ? error.code : -1) : 0;
         done({ code, stdout, stderr });
@@ -98,6 +98,36 @@ describe("anvil CLI against a conductor (fake-hardware)", () => {
     expect(run.stdout).not.toContain("hunter2");
     const shown = json(await cli("node", "show", uuid, "--json"));
     expect((shown.driver_info as Record<string, unknown>).ipmi_password).toBe("******");
+  });
+
+  it("takes BMC passwords from the environment (--driver-info-env), never from argv", async () => {
+    const secret = "from-env-Pa55";
+    const node = json(
+      await anvil(
+        ctx.url,
+        [
+          "node",
+          "create",
+          "--json",
+          "--driver",
+          "fake-hardware",
+          "--name",
+          "envpw",
+          "--driver-info-env",
+          "ipmi_password=BMC_PW",
+        ],
+        {
+          BMC_PW: secret,
+        },
+      ),
+    );
+    expect(node.driver_info).toEqual({ ipmi_password: "******" });
+    const stored = await ctx.conductor.store.getNode("envpw");
+    expect(stored?.driver_info.ipmi_password).toBe(secret);
+    const unset = await cli("node", "set", "envpw", "--driver-info-env", "ipmi_password=NO_SUCH_VAR_X");
+    expect(unset.code).toBe(2);
+    expect(unset.stderr).toContain("$NO_SUCH_VAR_X is not set");
+    expect((await cli("node", "delete", "envpw")).code).toBe(0);
   });
 
   it("lists nodes in aligned columns, with filters", async () => {

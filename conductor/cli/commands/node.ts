@@ -2,6 +2,7 @@ import { z } from "zod";
 import {
   flagOpt,
   keyValues,
+  keyValuesFromEnv,
   secondsOpt,
   stringOpt,
   stringsOpt,
@@ -100,16 +101,19 @@ const show: Command = {
 const create: Command = {
   words: ["node", "create"],
   synopsis:
-    "--driver D [--name N] [--property k=v]... [--driver-info k=v]... [--resource-class RC] [--port MAC]...",
+    "--driver D [--name N] [--property k=v]... [--driver-info k=v]... [--driver-info-env k=VAR]... [--resource-class RC] [--port MAC]...",
   summary: "Enroll a node (it starts in enroll); --port also creates its ports.",
   details: [
-    "example: anvil node create --driver ipmi --name n1 --driver-info ipmi_address=10.0.0.5 --port 52:54:00:12:34:56",
+    "--driver-info-env k=VAR  sets driver_info.k from $VAR (keeps BMC passwords out of argv)",
+    "example: BMC_PW=... anvil node create --driver ipmi --name n1 --driver-info ipmi_address=10.0.0.5 \\",
+    "           --driver-info ipmi_username=admin --driver-info-env ipmi_password=BMC_PW --port 52:54:00:12:34:56",
   ],
   options: {
     driver: { type: "string" },
     name: { type: "string" },
     property: { type: "string", multiple: true },
     "driver-info": { type: "string", multiple: true },
+    "driver-info-env": { type: "string", multiple: true },
     "instance-info": { type: "string", multiple: true },
     "resource-class": { type: "string" },
     port: { type: "string", multiple: true },
@@ -124,7 +128,10 @@ const create: Command = {
     const rc = stringOpt(values, "resource-class");
     if (rc) body.resource_class = rc;
     const properties = keyValues(stringsOpt(values, "property"), "property");
-    const driverInfo = keyValues(stringsOpt(values, "driver-info"), "driver-info");
+    const driverInfo = {
+      ...keyValues(stringsOpt(values, "driver-info"), "driver-info"),
+      ...keyValuesFromEnv(stringsOpt(values, "driver-info-env"), { option: "driver-info-env", env: ctx.env }),
+    };
     const instanceInfo = keyValues(stringsOpt(values, "instance-info"), "instance-info");
     if (Object.keys(properties).length) body.properties = properties;
     if (Object.keys(driverInfo).length) body.driver_info = driverInfo;
@@ -146,12 +153,14 @@ const create: Command = {
 const set: Command = {
   words: ["node", "set"],
   synopsis:
-    "ID [--property k=v]... [--instance-info k=v]... [--driver-info k=v]... [--name N] [--resource-class RC]",
+    "ID [--property k=v]... [--instance-info k=v]... [--driver-info k=v]... [--driver-info-env k=VAR]... [--extra k=v]... [--name N] [--resource-class RC]",
   summary: "Change a node's fields (sent as a JSON Patch).",
+  details: ["--driver-info-env k=VAR  sets driver_info.k from $VAR (keeps BMC passwords out of argv)"],
   options: {
     property: { type: "string", multiple: true },
     "instance-info": { type: "string", multiple: true },
     "driver-info": { type: "string", multiple: true },
+    "driver-info-env": { type: "string", multiple: true },
     extra: { type: "string", multiple: true },
     name: { type: "string" },
     "resource-class": { type: "string" },
@@ -162,6 +171,10 @@ const set: Command = {
       ...addOps("properties", keyValues(stringsOpt(values, "property"), "property")),
       ...addOps("instance_info", keyValues(stringsOpt(values, "instance-info"), "instance-info")),
       ...addOps("driver_info", keyValues(stringsOpt(values, "driver-info"), "driver-info")),
+      ...addOps(
+        "driver_info",
+        keyValuesFromEnv(stringsOpt(values, "driver-info-env"), { option: "driver-info-env", env: ctx.env }),
+      ),
       ...addOps("extra", keyValues(stringsOpt(values, "extra"), "extra")),
     ];
     const name = stringOpt(values, "name");
