@@ -1,5 +1,12 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync } from "node:fs";
+import { open, truncate, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import type { ConductorConfig } from "./config.ts";
 import type { Conductor } from "./server.ts";
 
+const MiB = 1024 * 1024;
 const say = (line: string): void => {
   process.stdout.write(line + "\n");
 };
@@ -15,8 +22,115 @@ async function request(url: string, init: { method: string; body?: unknown }): P
   return text ? (JSON.parse(text) as unknown) : null;
 }
 
-/** Enrolls fake-hardware nodes and walks one from enroll to active, printing every state it passes. */
-export async function runDemo(conductor: Conductor, url: string): Promise<void> {
+/** A 1 GiB disk image with 96 MiB of data in it: big enough to watch it stream, sparse on disk. */
+async function makeImage(path: string): Promise<void> {
+  await writeFile(path, "");
+  await truncate(path, 1024 * MiB);
+  const handle = await open(path, "r+");
+  try {
+    for (let i = 0; i < 12; i++) await handle.write(randomBytes(8 * MiB), 0, 8 * MiB, i * 80 * MiB);
+  } finally {
+    await handle.close();
+  }
+}
+
+/** The simulated machine's agent: the real agent code with the simulated hardware backend (its disk is a file). */
+async function startSimulatedAgent(options: {
+  dir: string;
+  wsUrl: string;
+  mac: string;
+}): Promise<ChildProcess> {
+  const disk = join(options.dir, "sim-1.disk");
+  await writeFile(disk, "");
+  await truncate(disk, 8 * 1024 * MiB);
+  const inventory = {
+    interfaces: [
+      {
+        name: "eth0",
+        mac_address: options.mac,
+        ipv4_address: "192.0.2.50",
+        ipv6_address: null,
+        has_carrier: true,
+        lldp: null,
+        vendor: "0x1af4",
+        product: "0x0001",
+        client_id: null,
+        biosdevname: null,
+        speed_mbps: 10000,
+        pci_address: "0000:00:03.0",
+        driver: "virtio_net",
+      },
+    ],
+    cpu: {
+      model_name: "Simulated CPU",
+      frequency: "3000.0000",
+      count: 16,
+      architecture: "x86_64",
+      flags: [],
+      socket_count: 1,
+    },
+    disks: [
+      {
+        name: disk,
+        model: "SIMULATED DISK",
+        size: 8 * 1024 * MiB,
+        rotational: false,
+        wwn: null,
+        serial: "SIM-DEMO-1",
+        vendor: null,
+        wwn_with_extension: null,
+        wwn_vendor_extension: null,
+        hctl: null,
+        by_path: null,
+        logical_sectors: 512,
+        physical_sectors: 512,
+        tran: "virtio",
+      },
+    ],
+    memory: { total: 32 * 1024 * MiB, physical_mb: 32768 },
+    bmc_address: null,
+    bmc_v6address: null,
+    system_vendor: {
+      product_name: "Simulated",
+      serial_number: "SIM-1",
+      manufacturer: "Anvil",
+      firmware: { vendor: "", version: "", build_date: "" },
+    },
+    boot: { current_boot_mode: "uefi", pxe_interface: `01-${options.mac.replaceAll(":", "-")}` },
+    hostname: "sim-1",
+  };
+  const machine = join(options.dir, "sim-1.json");
+  await writeFile(machine, JSON.stringify({ inventory }, null, 2));
+  const root = resolve(import.meta.dirname, "..");
+  return spawn(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      join(root, "agent/main.ts"),
+      "service",
+      "--conductor",
+      options.wsUrl,
+      "--backend",
+      "simulated",
+      "--inventory",
+      machine,
+      "--log-level",
+      "warn",
+    ],
+    { stdio: ["ignore", "ignore", "inherit"], cwd: root },
+  );
+}
+
+/**
+ * Enrolls fake-hardware demo nodes and walks one from enroll to active; then a simulated machine (the real
+ * agent on simulated hardware) is inspected, cleaned and deployed with a real 1 GiB image written to a file.
+ */
+export async function runDemo(
+  conductor: Conductor,
+  options: { url: string; config: ConductorConfig },
+): Promise<void> {
+  const { url, config } = options;
   const api = `${url}/v1`;
   const names = ["demo-1", "demo-2", "demo-3"];
   for (const name of names) {
@@ -32,35 +146,104 @@ export async function runDemo(conductor: Conductor, url: string): Promise<void> 
       },
     });
   }
-  const node = await conductor.store.getNode("demo-1");
-  if (!node) return;
-  say(`\nAnvil conductor on ${url} (embedded SQLite, fake-hardware demo nodes: ${names.join(", ")})`);
-  const unsubscribe = conductor.events.subscribe((event) => {
-    if (event.node !== node.uuid || event.type !== "provision") return;
-    say(`  demo-1: ${String(event.from)} --${String(event.event)}--> ${String(event.provision_state)}`);
-  });
-  const settle = async (stable: string): Promise<void> => {
+  say(`\nAnvil conductor on ${url} (embedded SQLite at ${config.databasePath})`);
+  const watch = (name: string, uuid: string) =>
+    conductor.events.subscribe((event) => {
+      if (event.node !== uuid) return;
+      if (event.type === "provision") {
+        say(`  ${name}: ${String(event.from)} --${String(event.event)}--> ${String(event.provision_state)}`);
+      }
+    });
+  const settle = async (node: string, stable: string): Promise<void> => {
     for (;;) {
-      const current = await conductor.store.getNode(node.uuid);
+      const current = await conductor.store.getNode(node);
       if (!current || current.provision_state === stable) return;
-      if (current.last_error) throw new Error(current.last_error);
+      if (current.provision_state.endsWith("failed"))
+        throw new Error(`${node}: ${current.last_error ?? "failed"}`);
       await new Promise((r) => setTimeout(r, 100));
     }
   };
-  const provision = async (target: string, stable: string): Promise<void> => {
-    const current = await conductor.store.getNode(node.uuid);
-    if (current?.provision_state === stable) return;
-    await request(`${api}/nodes/demo-1/states/provision`, { method: "PUT", body: { target } });
-    await settle(stable);
+  const walk = async (
+    node: string,
+    steps: [target: string, stable: string, from: string][],
+  ): Promise<void> => {
+    for (const [target, stable, from] of steps) {
+      if ((await conductor.store.getNode(node))?.provision_state !== from) continue;
+      await request(`${api}/nodes/${node}/states/provision`, { method: "PUT", body: { target } });
+      await settle(node, stable);
+    }
   };
-  say(`demo-1 starts in "${node.provision_state}"`);
-  if (node.provision_state === "enroll") await provision("manage", "manageable");
-  if ((await conductor.store.getNode(node.uuid))?.provision_state === "manageable")
-    await provision("provide", "available");
-  if ((await conductor.store.getNode(node.uuid))?.provision_state === "available")
-    await provision("active", "active");
-  unsubscribe();
+
+  const demo1 = await conductor.store.getNode("demo-1");
+  if (!demo1) return;
+  say(`fake-hardware node demo-1 starts in "${demo1.provision_state}"`);
+  let unwatch = watch("demo-1", demo1.uuid);
+  await walk("demo-1", [
+    ["manage", "manageable", "enroll"],
+    ["provide", "available", "manageable"],
+    ["active", "active", "available"],
+  ]);
+  unwatch();
   say(`demo-1 is active.\n`);
+
+  // a simulated machine: the real agent, its disk a file, the image served by this conductor
+  const dir = join(config.dataDir, "sim");
+  mkdirSync(dir, { recursive: true });
+  mkdirSync(config.images.localRoot ?? join(config.dataDir, "images"), { recursive: true });
+  const image = resolve(config.images.localRoot ?? join(config.dataDir, "images"), "demo-1g.raw");
+  const mac = "52:54:00:de:00:01";
+  if (!(await conductor.store.getNode("sim-1"))) {
+    say("preparing a 1 GiB demo image ...");
+    await makeImage(image);
+    const created = (await request(`${api}/nodes`, {
+      method: "POST",
+      body: {
+        name: "sim-1",
+        driver: "fake-hardware",
+        deploy_interface: "direct",
+        inspect_interface: "agent",
+        resource_class: "demo",
+        instance_info: { image_source: `file://${image}` },
+      },
+    })) as { uuid: string };
+    await request(`${api}/ports`, { method: "POST", body: { node_uuid: created.uuid, address: mac } });
+  }
+  const sim = await conductor.store.getNode("sim-1");
+  if (!sim) return;
+  const agent = await startSimulatedAgent({ dir, wsUrl: `${url.replace(/^http/, "ws")}/v1/agent`, mac });
+  process.once("exit", () => agent.kill());
+  say(
+    `simulated node sim-1 (agent on simulated hardware, disk ${join(dir, "sim-1.disk")}) starts in "${sim.provision_state}"`,
+  );
+  unwatch = watch("sim-1", sim.uuid);
+  let lastShown = 0;
+  const unprogress = conductor.events.subscribe((event) => {
+    if (event.node !== sim.uuid || event.type !== "progress") return;
+    const progress = event.progress as {
+      bytes_done?: number;
+      bytes_total?: number | null;
+      rate_bps?: number;
+    };
+    const done = progress.bytes_done ?? 0;
+    if (done - lastShown < 128 * MiB && done !== progress.bytes_total) return;
+    lastShown = done;
+    const total = progress.bytes_total ? ` / ${(progress.bytes_total / MiB).toFixed(0)} MiB` : "";
+    say(
+      `    write_image: ${(done / MiB).toFixed(0)} MiB${total} at ${((progress.rate_bps ?? 0) / MiB).toFixed(0)} MiB/s`,
+    );
+  });
+  await walk("sim-1", [
+    ["manage", "manageable", "enroll"],
+    ["inspect", "manageable", "manageable"],
+    ["provide", "available", "manageable"],
+    ["active", "active", "available"],
+  ]);
+  unwatch();
+  unprogress();
+  const props = (await conductor.store.getNode("sim-1"))?.properties ?? {};
+  say(
+    `sim-1 is active: inspected as ${String(props.cpus)} CPUs, ${String(props.memory_mb)} MiB, ${String(props.local_gb)} GiB; image written to its disk file.\n`,
+  );
   say(`Try the stock client (Debian: python3-ironicclient):`);
   say(`  baremetal --os-auth-type none --os-endpoint ${url} node list`);
   say(`  baremetal --os-auth-type none --os-endpoint ${url} node undeploy demo-1 --wait 60`);

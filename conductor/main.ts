@@ -15,6 +15,7 @@ const USAGE = `anvil-conductor [options]
   --deploy-kernel URL       default deploy kernel
   --deploy-ramdisk URL      default deploy ramdisk
   --fast-track              keep the agent running between inspect/clean and deploy
+  --image-root DIR          serve file:// images under DIR to agents (small setups)
   --fake-delay-ms MS        duration of each fake-hardware step (default 0)
   --power-sync-interval S   seconds between power-state syncs, 0 disables (default 60)
   --demo                    enroll fake-hardware demo nodes and walk one from enroll to active
@@ -38,6 +39,7 @@ async function main(): Promise<void> {
       "deploy-kernel": { type: "string" },
       "deploy-ramdisk": { type: "string" },
       "fast-track": { type: "boolean" },
+      "image-root": { type: "string" },
       "fake-delay-ms": { type: "string" },
       "power-sync-interval": { type: "string" },
       demo: { type: "boolean" },
@@ -66,7 +68,11 @@ async function main(): Promise<void> {
       deployKernel: values["deploy-kernel"] ?? env("ANVIL_DEPLOY_KERNEL"),
       deployRamdisk: values["deploy-ramdisk"] ?? env("ANVIL_DEPLOY_RAMDISK"),
     },
-    agent: { fastTrack: values["fast-track"] },
+    // the demo's simulated machine keeps its agent between jobs, as fast track does on real hardware
+    agent: { fastTrack: values["fast-track"] ?? (demo ? true : undefined) },
+    images: {
+      localRoot: values["image-root"] ?? env("ANVIL_IMAGE_ROOT") ?? (demo ? `${dataDir}/images` : undefined),
+    },
     powerSync: { intervalS: num(values["power-sync-interval"] ?? env("ANVIL_POWER_SYNC_INTERVAL")) },
     logLevel: values["log-level"] ?? env("ANVIL_LOG_LEVEL"),
   });
@@ -92,7 +98,7 @@ async function main(): Promise<void> {
   };
   process.on("SIGINT", stop);
   process.on("SIGTERM", stop);
-  if (demo) await runDemo(conductor, url);
+  if (demo) await runDemo(conductor, { url, config });
 }
 
 main().catch((error: unknown) => {

@@ -68,6 +68,7 @@ export function createConductor(
   });
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
   if (config.images.localRoot) {
+    mkdirSync(config.images.localRoot, { recursive: true });
     void app.register(localImagesPlugin, { prefix: "/images", root: config.images.localRoot });
   }
 

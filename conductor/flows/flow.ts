@@ -18,6 +18,6 @@ export interface Flow {
   start(task: Task): Promise<FlowOutcome>;
   /** Runs when the agent called back (after `resume`), under the lock. Absent: the flow never waits. */
   resume?(task: Task): Promise<FlowOutcome>;
-  /** Best-effort clean-up after a failure (the node is already in its failed state). */
+  /** Best-effort clean-up after a failure, before the node enters its failed state. */
   onFail?(task: Task): Promise<void>;
 }

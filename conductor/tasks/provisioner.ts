@@ -48,6 +48,10 @@ function errorMessage(error: unknown): string {
  */
 export class Provisioner {
   private readonly running = new Map<string, { task: Task; done: Promise<void> }>();
+  /** When each node's agent last connected: an agent may dial in before its node reaches the wait state. */
+  private readonly connectedAt = new Map<string, number>();
+  /** Nodes whose agent called back while their flow still held the lock: resumed once it is released. */
+  private readonly resumeAfterRelease = new Set<string>();
 
   constructor(
     private readonly deps: TaskDeps,
@@ -90,6 +94,8 @@ export class Provisioner {
       } finally {
         this.running.delete(task.node.uuid);
         await this.release(task).catch((error: unknown) => task.log.error({ err: error }, "release failed"));
+        if (this.resumeAfterRelease.delete(task.node.uuid))
+          await this.agentConnected(task.node.uuid, { replay: true });
       }
     })();
     this.running.set(task.node.uuid, { task, done });
@@ -99,9 +105,10 @@ export class Provisioner {
     task.log.warn({ error: message, state: task.node.provision_state }, "provisioning failed");
     const failingFlow = flow ?? flowFor(task.node, this.sign);
     try {
+      // clean up first: whoever sees the failed state also sees the node powered off
+      await failingFlow?.onFail?.(task);
       if (nextState(task.node.provision_state, "fail")) await task.fire("fail", { last_error: message });
       else await task.update({ last_error: message });
-      await failingFlow?.onFail?.(task);
     } catch (error) {
       task.log.error({ err: error }, "could not record a failure");
     }
@@ -111,6 +118,7 @@ export class Provisioner {
   private async drive(task: Task, entry: "start" | "resume"): Promise<void> {
     let phase = entry;
     for (;;) {
+      const startedAt = Date.now();
       const flow = flowFor(task.node, this.sign);
       if (!flow) return;
       let outcome;
@@ -122,6 +130,11 @@ export class Provisioner {
       }
       if (outcome.kind === "wait") {
         await task.fire("wait");
+        // this boot's agent may have dialled in while the node was still being prepared
+        const uuid = task.node.uuid;
+        if (this.deps.agents.isConnected(uuid) && (this.connectedAt.get(uuid) ?? 0) >= startedAt) {
+          this.resumeAfterRelease.add(uuid);
+        }
         return;
       }
       await task.fire(outcome.kind === "chain" ? outcome.event : "done");
@@ -162,11 +175,11 @@ export class Provisioner {
   private async abort(node: NodeRecord): Promise<void> {
     const task = await this.lock(node);
     try {
-      await task.fire("abort", { last_error: `${node.provision_state} aborted by operator` });
       await flowFor(
         { ...task.node, provision_state: this.stateBefore(node.provision_state) },
         this.sign,
       )?.onFail?.(task);
+      await task.fire("abort", { last_error: `${node.provision_state} aborted by operator` });
     } finally {
       await this.release(task);
     }
@@ -178,7 +191,8 @@ export class Provisioner {
   }
 
   /** An agent called back: if its node waits for it, continue that node's flow. */
-  async agentConnected(uuid: string): Promise<void> {
+  async agentConnected(uuid: string, options: { replay?: boolean } = {}): Promise<void> {
+    if (!options.replay) this.connectedAt.set(uuid, Date.now());
     const node = await this.deps.store.getNode(uuid);
     if (!node || !WAIT_STATES.includes(node.provision_state) || this.running.has(uuid)) return;
     let task: Task;

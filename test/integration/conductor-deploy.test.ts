@@ -193,6 +193,28 @@ describe("deploy through the agent", () => {
     }
   });
 
+  it("an agent that dials in before its node reaches the wait state is not lost", async () => {
+    // slow fake power: the agent connects while the node is still "cleaning"
+    const ctx = await startConductor({ fakeDelayMs: 1500 });
+    try {
+      const { uuid, boot } = await setup(ctx, "early");
+      await provision(ctx.url, "early", { target: "manage" });
+      await waitForState(ctx.url, "early", "manageable");
+      await provision(ctx.url, "early", { target: "provide" });
+      await waitForState(ctx.url, "early", "cleaning");
+      boot();
+      for (let i = 0; i < 100 && !ctx.conductor.gateway.isConnected(uuid); i++)
+        await new Promise((r) => setTimeout(r, 50));
+      expect(ctx.conductor.gateway.isConnected(uuid)).toBe(true);
+      expect(
+        ((await api(`${ctx.url}/v1/nodes/early`)).body as { provision_state: string }).provision_state,
+      ).toBe("cleaning");
+      await waitForState(ctx.url, "early", "available");
+    } finally {
+      await ctx.stop();
+    }
+  });
+
   it("a checksum mismatch ends in deploy failed with last_error, never active, powered off", async () => {
     const ctx = await startConductor({ agent: { fastTrack: true } });
     try {
