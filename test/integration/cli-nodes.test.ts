@@ -204,6 +204,10 @@ describe("anvil CLI against a conductor (fake-hardware)", () => {
     expect(run.stderr.trim()).toBe(
       `The requested action "active" can not be performed on node "${uuid}" while it is in state "active".`,
     );
+    const waited = await cli("node", "deploy", "n1", "--wait");
+    expect(waited.code).toBe(1);
+    expect(waited.stdout).toBe("");
+    expect(waited.stderr).toContain('while it is in state "active"');
     const missing = await cli("node", "show", "no-such-node");
     expect(missing.code).toBe(1);
     expect(missing.stderr.trim()).toBe("Node no-such-node could not be found.");
