@@ -140,7 +140,8 @@ export async function watchNode(options: WatchOptions): Promise<NodeState> {
           throw new CliError(`${label}: ${verdict.message}`);
         }
         if (verdict.kind === "done" && (!node.reservation || reachedGoal)) {
-          display.line(`${label} is ${node.provision_state}`);
+          // a goal seen in the stream may already be left behind by the time of this poll
+          display.line(`${label} is ${reachedGoal && goal.state ? goal.state : node.provision_state}`);
           return node;
         }
       }
