@@ -3,7 +3,7 @@ import { z } from "zod";
 import { AllocationCreateBody, ResourceName } from "../../shared/api.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { badRequest, notFound } from "./errors.ts";
-import { AllocationListQuery, FieldsQuery, effectiveLimit, nextLink, parseQuery } from "./query.ts";
+import { AllocationListQuery, FieldsQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 import { allocationView } from "./views.ts";
 
 const AllocationPatch = z
@@ -44,19 +44,14 @@ export function allocationsPlugin(deps: ApiDeps) {
         { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir },
       );
       const ctx = viewContext(request, deps);
-      const body: Record<string, unknown> = {
-        allocations: allocations.map((a) => allocationView(a, ctx, { fields: query.fields })),
-      };
-      const last = allocations[allocations.length - 1];
-      if (last && allocations.length === limit) {
-        body.next = nextLink({
-          base: baseUrl(request),
-          resource: "allocations",
-          query: request.query as Record<string, unknown>,
-          limit,
-          marker: last.uuid,
-        });
-      }
+      const body = collection({
+        key: "allocations",
+        items: allocations,
+        views: allocations.map((a) => allocationView(a, ctx, { fields: query.fields })),
+        limit,
+        url: `${baseUrl(request)}/v1/allocations`,
+        query: request.query as Record<string, unknown>,
+      });
       return body;
     });
 

@@ -21,7 +21,7 @@ import type { DriverNode } from "../drivers/interfaces.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
 import { applyJsonPatch } from "./json-patch.ts";
-import { FieldsQuery, NodeListQuery, effectiveLimit, nextLink, parseQuery } from "./query.ts";
+import { FieldsQuery, NodeListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 import { MASK, NODE_VIEW_FIELDS, nodeView, portView, summaryIsEnough } from "./views.ts";
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -256,19 +256,14 @@ export function nodesPlugin(deps: ApiDeps) {
           ? await deps.store.listNodeSummaries(filter, page)
           : await deps.store.listNodes(filter, page);
       const ctx = viewContext(request, deps);
-      const body: Record<string, unknown> = {
-        nodes: nodes.map((n) => nodeView(n, ctx, { fields: query.fields, detail: showDetail })),
-      };
-      const last = nodes[nodes.length - 1];
-      if (last && nodes.length === limit) {
-        body.next = nextLink({
-          base: baseUrl(request),
-          resource: detail ? "nodes/detail" : "nodes",
-          query: request.query as Record<string, unknown>,
-          limit,
-          marker: last.uuid,
-        });
-      }
+      const body = collection({
+        key: "nodes",
+        items: nodes,
+        views: nodes.map((n) => nodeView(n, ctx, { fields: query.fields, detail: showDetail })),
+        limit,
+        url: `${baseUrl(request)}/v1/${detail ? "nodes/detail" : "nodes"}`,
+        query: request.query as Record<string, unknown>,
+      });
       await reply.send(body);
     }
 

@@ -6,7 +6,7 @@ import { normalizeMac } from "../drivers/boot/mac.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { badRequest, conflict, notFound } from "./errors.ts";
 import { applyJsonPatch } from "./json-patch.ts";
-import { FieldsQuery, PortListQuery, effectiveLimit, nextLink, parseQuery } from "./query.ts";
+import { FieldsQuery, PortListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 import { portView } from "./views.ts";
 
 const WRITABLE = new Set([
@@ -58,21 +58,16 @@ export function portsPlugin(deps: ApiDeps) {
         { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir },
       );
       const ctx = viewContext(request, deps);
-      const body: Record<string, unknown> = {
-        ports: ports.map((p) =>
+      const body = collection({
+        key: "ports",
+        items: ports,
+        views: ports.map((p) =>
           portView(p, ctx, { fields: query.fields, detail: detail || query.detail === true }),
         ),
-      };
-      const last = ports[ports.length - 1];
-      if (last && ports.length === limit) {
-        body.next = nextLink({
-          base: baseUrl(request),
-          resource: detail ? "ports/detail" : "ports",
-          query: request.query as Record<string, unknown>,
-          limit,
-          marker: last.uuid,
-        });
-      }
+        limit,
+        url: `${baseUrl(request)}/v1/${detail ? "ports/detail" : "ports"}`,
+        query: request.query as Record<string, unknown>,
+      });
       await reply.send(body);
     }
 

@@ -77,20 +77,29 @@ export function effectiveLimit(limit: number | undefined): number {
   return limit === undefined || limit === 0 || limit > MAX_LIMIT ? MAX_LIMIT : limit;
 }
 
-/** The `next` link Ironic adds when a page is full. */
-export function nextLink(options: {
-  base: string;
-  resource: string;
-  query: Record<string, unknown>;
+/**
+ * A collection body, `{[key]: views}`, with the `next` link Ironic adds when the page is full.
+ */
+export function collection(options: {
+  key: string;
+  items: readonly { uuid: string }[];
+  views: unknown[];
   limit: number;
-  marker: string;
-}): string {
-  const params = new URLSearchParams();
-  for (const [key, value] of Object.entries(options.query)) {
-    if (value === undefined || key === "marker" || key === "limit") continue;
-    params.set(key, Array.isArray(value) ? value.join(",") : String(value));
+  /** e.g. http://host:6385/v1/nodes/detail */
+  url: string;
+  query: Record<string, unknown>;
+}): Record<string, unknown> {
+  const body: Record<string, unknown> = { [options.key]: options.views };
+  const last = options.items[options.items.length - 1];
+  if (last && options.items.length === options.limit) {
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries(options.query)) {
+      if (value === undefined || key === "marker" || key === "limit") continue;
+      params.set(key, Array.isArray(value) ? value.join(",") : String(value));
+    }
+    params.set("limit", String(options.limit));
+    params.set("marker", last.uuid);
+    body.next = `${options.url}?${params.toString()}`;
   }
-  params.set("limit", String(options.limit));
-  params.set("marker", options.marker);
-  return `${options.base}/v1/${options.resource}?${params.toString()}`;
+  return body;
 }
