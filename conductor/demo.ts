@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { open, truncate, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { simulatedInventory } from "../agent/hardware/simulated/sample-inventory.ts";
 import type { ConductorConfig } from "./config.ts";
 import type { Conductor } from "./server.ts";
 
@@ -43,62 +44,14 @@ async function startSimulatedAgent(options: {
   const disk = join(options.dir, "sim-1.disk");
   await writeFile(disk, "");
   await truncate(disk, 8 * 1024 * MiB);
-  const inventory = {
-    interfaces: [
-      {
-        name: "eth0",
-        mac_address: options.mac,
-        ipv4_address: "192.0.2.50",
-        ipv6_address: null,
-        has_carrier: true,
-        lldp: null,
-        vendor: "0x1af4",
-        product: "0x0001",
-        client_id: null,
-        biosdevname: null,
-        speed_mbps: 10000,
-        pci_address: "0000:00:03.0",
-        driver: "virtio_net",
-      },
-    ],
-    cpu: {
-      model_name: "Simulated CPU",
-      frequency: "3000.0000",
-      count: 16,
-      architecture: "x86_64",
-      flags: [],
-      socket_count: 1,
-    },
-    disks: [
-      {
-        name: disk,
-        model: "SIMULATED DISK",
-        size: 8 * 1024 * MiB,
-        rotational: false,
-        wwn: null,
-        serial: "SIM-DEMO-1",
-        vendor: null,
-        wwn_with_extension: null,
-        wwn_vendor_extension: null,
-        hctl: null,
-        by_path: null,
-        logical_sectors: 512,
-        physical_sectors: 512,
-        tran: "virtio",
-      },
-    ],
-    memory: { total: 32 * 1024 * MiB, physical_mb: 32768 },
-    bmc_address: null,
-    bmc_v6address: null,
-    system_vendor: {
-      product_name: "Simulated",
-      serial_number: "SIM-1",
-      manufacturer: "Anvil",
-      firmware: { vendor: "", version: "", build_date: "" },
-    },
-    boot: { current_boot_mode: "uefi", pxe_interface: `01-${options.mac.replaceAll(":", "-")}` },
+  const inventory = simulatedInventory({
+    macs: [options.mac],
+    disks: [{ name: disk, size: 8 * 1024 * MiB, serial: "SIM-DEMO-1" }],
+    cpus: 16,
+    memoryMb: 32768,
+    bootMode: "uefi",
     hostname: "sim-1",
-  };
+  });
   const machine = join(options.dir, "sim-1.json");
   await writeFile(machine, JSON.stringify({ inventory }, null, 2));
   const root = resolve(import.meta.dirname, "..");

@@ -7,6 +7,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { join, resolve } from "node:path";
 import { exec } from "../../shared/system/exec.ts";
 import type { Inventory } from "../../shared/inventory.ts";
+import { simulatedInventory } from "../../agent/hardware/simulated/sample-inventory.ts";
 import type { Logger } from "../../shared/log.ts";
 import { createAgentGateway } from "../../conductor/agents/gateway.ts";
 import type { AgentGateway, AgentGatewayOptions } from "../../conductor/agents/gateway.ts";
@@ -103,64 +104,19 @@ export async function startGatewayServer(
   };
 }
 
-/** An IPA-shaped inventory for simulated machines. */
+/** An IPA-shaped inventory for simulated machines (8 CPUs, 16 GiB, one 20 GiB disk). */
 export function sampleInventory(options: { macs?: string[]; diskFile?: string } = {}): Inventory {
-  const macs = options.macs ?? ["52:54:00:90:35:d6"];
-  return {
-    interfaces: macs.map((mac, index) => ({
-      name: `eth${index}`,
-      mac_address: mac,
-      ipv4_address: index === 0 ? "192.0.2.20" : null,
-      ipv6_address: null,
-      has_carrier: index === 0,
-      lldp: null,
-      vendor: "0x1af4",
-      product: "0x0001",
-      client_id: null,
-      biosdevname: null,
-      speed_mbps: 10000,
-      pci_address: `0000:00:0${3 + index}.0`,
-      driver: "virtio_net",
-    })),
-    cpu: {
-      model_name: "Simulated CPU",
-      frequency: "3400.0000",
-      count: 8,
-      architecture: "x86_64",
-      flags: ["fpu", "vmx"],
-      socket_count: 1,
-    },
+  return simulatedInventory({
+    macs: options.macs ?? ["52:54:00:90:35:d6"],
+    // never a real device by default: a simulated machine's disks are files a test creates
     disks: [
       {
-        // Never a real device by default: a simulated machine's disks are files a test creates.
         name: options.diskFile ?? "/nonexistent/anvil-simulated-disk",
-        model: "QEMU HARDDISK",
         size: 20 * 1024 ** 3,
-        rotational: false,
-        wwn: null,
         serial: "SIM-0001",
-        vendor: "0x1af4",
-        wwn_with_extension: null,
-        wwn_vendor_extension: null,
-        hctl: null,
-        by_path: null,
-        logical_sectors: 512,
-        physical_sectors: 512,
-        tran: "virtio",
       },
     ],
-    memory: { total: 16 * 1024 ** 3 - 300 * 1024 ** 2, physical_mb: 16384 },
-    bmc_address: "127.0.0.1",
-    bmc_v6address: null,
-    system_vendor: {
-      product_name: "Standard PC (Q35 + ICH9, 2009)",
-      serial_number: "SIM-SERIAL",
-      manufacturer: "QEMU",
-      firmware: { vendor: "SeaBIOS", version: "1.16.2", build_date: "04/01/2014" },
-    },
-    boot: { current_boot_mode: "bios", pxe_interface: `01-${macs[0]?.replaceAll(":", "-") ?? ""}` },
-    hostname: "sim-node",
-  };
+  });
 }
 
 /** Writes a simulated machine file for `anvil-agent --backend simulated --inventory FILE`. */
