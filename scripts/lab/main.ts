@@ -1,0 +1,91 @@
+import { parseArgs } from "node:util";
+import { writeEnrollFile, enrollInstructions } from "./enroll.ts";
+import { labDown, labUp } from "./lab.ts";
+import { alive } from "./daemon.ts";
+import { readLabState } from "./state.ts";
+import { runLabDemo } from "./demo.ts";
+
+const USAGE = `npm run lab -- <command> [options]
+  up N            start N virtual nodes (ipmi_sim BMC + QEMU VM each) and a conductor
+  down            stop everything the lab started (by pid); logs stay in the lab dir
+  status          what runs
+  demo            up 1, walk the node from enroll to active with the stock baremetal CLI, then down
+                  (--keep leaves the lab up)
+options:
+  --dir DIR       the lab's state (default .tmp/lab)
+  --port PORT     the conductor's port (default 6385; 0 picks a free one)
+  --no-conductor  only the nodes
+  --fast-track    start the conductor with --fast-track
+  --memory MB     RAM per VM (default 768)`;
+
+async function main(): Promise<void> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      dir: { type: "string", default: ".tmp/lab" },
+      port: { type: "string" },
+      "no-conductor": { type: "boolean" },
+      "fast-track": { type: "boolean" },
+      memory: { type: "string" },
+      keep: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  const [command, count] = positionals;
+  const dir = values.dir;
+  switch (command ?? "help") {
+    case "up": {
+      const state = await labUp({
+        dir,
+        nodes: Number(count ?? 1),
+        conductor: values["no-conductor"] !== true,
+        port: values.port === undefined ? undefined : Number(values.port),
+        conductorArgs: values["fast-track"] ? ["--fast-track"] : [],
+        memoryMb: values.memory === undefined ? undefined : Number(values.memory),
+      });
+      for (const node of state.nodes) {
+        console.log(
+          `${node.name}: BMC 127.0.0.1:${node.bmcPort} (pid ${node.bmcPid}), MAC ${node.mac}, console ${node.dir}/vm/serial.log`,
+        );
+      }
+      if (state.conductor)
+        console.log(
+          `conductor: ${state.conductor.url} (pid ${state.conductor.pid}), log ${state.conductor.log}`,
+        );
+      console.log(`\n${enrollInstructions(state, await writeEnrollFile(state))}`);
+      return;
+    }
+    case "down": {
+      const state = await labDown(dir);
+      console.log(state === null ? `no lab in ${dir}` : `stopped the lab in ${state.dir}`);
+      return;
+    }
+    case "status": {
+      const state = await readLabState(dir);
+      if (state === null) {
+        console.log(`no lab in ${dir}`);
+        return;
+      }
+      const mark = (pid: number) => (alive(pid) ? `running (pid ${pid})` : "stopped");
+      if (state.conductor) console.log(`conductor ${state.conductor.url}: ${mark(state.conductor.pid)}`);
+      for (const node of state.nodes)
+        console.log(`${node.name}: BMC ${mark(node.bmcPid)}, port ${node.bmcPort}`);
+      return;
+    }
+    case "demo":
+      await runLabDemo({
+        dir,
+        port: values.port === undefined ? 0 : Number(values.port),
+        keep: values.keep === true,
+      });
+      return;
+    default:
+      console.log(USAGE);
+      if (!values.help) process.exitCode = 2;
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+});

@@ -1,0 +1,56 @@
+import { readFile, rename, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { z } from "zod";
+
+export const LabNode = z.object({
+  name: z.string(),
+  dir: z.string(),
+  mac: z.string(),
+  bmcPort: z.number().int(),
+  bmcPid: z.number().int(),
+  username: z.string(),
+  /** The BMC password's file (0600): never printed, never in argv. */
+  passwordFile: z.string(),
+  vcpus: z.number().int(),
+  memoryMb: z.number().int(),
+  disks: z.array(
+    z.object({ file: z.string(), bus: z.enum(["virtio", "nvme"]), serial: z.string(), sizeGb: z.number() }),
+  ),
+});
+export type LabNode = z.infer<typeof LabNode>;
+
+export const LabState = z.object({
+  dir: z.string(),
+  conductor: z
+    .object({
+      pid: z.number().int(),
+      port: z.number().int(),
+      /** The API as the host sees it. */
+      url: z.string(),
+      /** The conductor as the VMs see it. */
+      guestUrl: z.string(),
+      log: z.string(),
+    })
+    .nullable(),
+  /** Served by the conductor at /images/. */
+  imageRoot: z.string(),
+  conductorPort: z.number().int(),
+  conductorArgs: z.array(z.string()),
+  deployKernel: z.string(),
+  deployRamdisk: z.string(),
+  nodes: z.array(LabNode),
+});
+export type LabState = z.infer<typeof LabState>;
+
+export const stateFile = (dir: string): string => join(dir, "lab.json");
+
+export async function readLabState(dir: string): Promise<LabState | null> {
+  const text = await readFile(stateFile(dir), "utf8").catch(() => null);
+  return text === null ? null : LabState.parse(JSON.parse(text));
+}
+
+export async function writeLabState(state: LabState): Promise<void> {
+  const path = stateFile(state.dir);
+  await writeFile(`${path}.tmp`, JSON.stringify(state, null, 2) + "\n");
+  await rename(`${path}.tmp`, path);
+}

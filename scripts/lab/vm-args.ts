@@ -1,0 +1,54 @@
+import { join } from "node:path";
+
+/** The address a lab VM uses for the conductor: slirp forwards it to the host (restrict=on cuts the rest). */
+export const GUEST_CONDUCTOR_IP = "10.0.2.100";
+export const GUEST_CONDUCTOR_URL = `http://${GUEST_CONDUCTOR_IP}`;
+
+export interface LabVmDisk {
+  file: string;
+  bus: "virtio" | "nvme";
+  serial: string;
+}
+
+export interface LabVmOptions {
+  /** The VM's dir: serial.log, monitor.sock, qemu.pid live there. */
+  dir: string;
+  name: string;
+  mac: string;
+  memoryMb: number;
+  vcpus: number;
+  disks: LabVmDisk[];
+  /** The conductor's port on the host's 127.0.0.1. */
+  conductorPort: number;
+}
+
+/**
+ * QEMU's argv for a lab node, without the boot order (the BMC's boot device picks it at each power on).
+ * TCG only (KVM is unusable on these machines). The NIC is slirp with restrict=on: the guest reaches
+ * nothing but the conductor, through one forward (slirp refuses forwards on 10.0.2.2 itself).
+ */
+export function labVmArgs(options: LabVmOptions): string[] {
+  const nic = [
+    "user,id=n0",
+    `bootfile=${GUEST_CONDUCTOR_URL}/boot/boot.ipxe`,
+    "restrict=on",
+    `guestfwd=tcp:${GUEST_CONDUCTOR_IP}:80-cmd:busybox nc 127.0.0.1 ${options.conductorPort}`,
+  ].join(",");
+  const args = [
+    ...["-accel", "tcg", "-machine", "pc", "-name", options.name],
+    ...["-m", String(options.memoryMb), "-smp", String(options.vcpus)],
+    // -nographic makes SeaBIOS and iPXE print to the serial port too; the console is appended to one
+    // file across power-ons, so a test can read the whole life of the node.
+    "-nographic",
+    ...["-chardev", `file,id=console,path=${join(options.dir, "serial.log")},append=on`],
+    ...["-serial", "chardev:console"],
+    ...["-monitor", `unix:${join(options.dir, "monitor.sock")},server=on,wait=off`],
+    ...["-netdev", nic, "-device", `virtio-net-pci,netdev=n0,mac=${options.mac}`],
+  ];
+  options.disks.forEach((disk, index) => {
+    args.push("-drive", `if=none,id=d${index},file=${disk.file},format=qcow2`);
+    const device = disk.bus === "nvme" ? "nvme" : "virtio-blk-pci";
+    args.push("-device", `${device},drive=d${index},serial=${disk.serial}`);
+  });
+  return args;
+}

@@ -1,0 +1,17 @@
+#!/bin/sh
+# Runs one power-on of a lab VM in the foreground (started detached by vm-hook.sh): QEMU with the node's
+# argv and the boot order, then records power off when the guest (or a kill) ends it.
+set -u
+vm=$1
+chassis=$2
+order=$3
+generation=$4
+set --
+while IFS= read -r arg; do set -- "$@" "$arg"; done <"$vm/qemu.args"
+qemu-system-x86_64 "$@" -boot "order=$order" -pidfile "$vm/qemu.pid"
+code=$?
+echo "$(date +%s%3N) exited $code" >>"$vm/hook.log"
+# Only this power-on's end counts: a later power on has a new generation.
+if [ "$(cat "$vm/generation")" = "$generation" ]; then
+  echo 0 >"$chassis/power.tmp" && mv "$chassis/power.tmp" "$chassis/power"
+fi

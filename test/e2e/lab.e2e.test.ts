@@ -1,0 +1,280 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { exec } from "../../shared/system/exec.ts";
+import { alive } from "../../scripts/lab/daemon.ts";
+import { labDown, labUp, startLabConductor, stopLabConductor, REPO_ROOT } from "../../scripts/lab/lab.ts";
+import { baremetal } from "../../scripts/lab/baremetal.ts";
+import type { PowerActions } from "../../scripts/lab/probe.ts";
+import type { LabState } from "../../scripts/lab/state.ts";
+import {
+  provision,
+  provisionStates,
+  startToAgent,
+  startWalk,
+  testImage,
+  type Walk,
+} from "../../scripts/lab/walk.ts";
+
+const MARKER = "ANVIL-TEST-IMAGE-BOOTED anvil-test";
+const labs: string[] = [];
+
+async function up(name: string, conductorArgs: string[] = []): Promise<LabState> {
+  const dir = join(REPO_ROOT, ".tmp", "e2e", name);
+  labs.push(dir);
+  return labUp({ dir, nodes: 1, port: 0, conductorArgs });
+}
+
+afterEach(async () => {
+  for (const dir of labs.splice(0)) await labDown(dir);
+});
+
+/** Power actions between two snapshots. */
+const delta = (after: PowerActions, before: PowerActions): PowerActions => ({
+  on: after.on - before.on,
+  off: after.off - before.off,
+  reset: after.reset - before.reset,
+  softOff: after.softOff - before.softOff,
+});
+
+/** Writes a pattern over the first MiB of a powered-off node's disk (qemu-io edits the qcow2 in place). */
+async function scribble(disk: string): Promise<void> {
+  const result = await exec("qemu-io", ["-f", "qcow2", "-c", "write -P 0xab 0 1M", disk], {
+    timeoutMs: 30_000,
+  });
+  expect(result.code, result.stderr).toBe(0);
+}
+
+/** True when the first MiB of the disk reads as zeroes; throws when the disk cannot be read at all. */
+async function zeroed(disk: string): Promise<boolean> {
+  // -r -U: read-only and without taking QEMU's lock (the node may be running again)
+  const result = await exec("qemu-io", ["-r", "-U", "-f", "qcow2", "-c", "read -P 0 0 1M", disk], {
+    timeoutMs: 30_000,
+  });
+  if (!/^read 1048576\/1048576 bytes/m.test(result.stdout)) throw new Error(`qemu-io: ${result.stderr}`);
+  return !/Pattern verification failed/.test(result.stdout);
+}
+
+async function setImage(walk: Walk, state: LabState): Promise<void> {
+  const image = await testImage(state);
+  await walk.bm.run([
+    "node",
+    "set",
+    walk.node.name,
+    "--instance-info",
+    `image_source=${image.source}`,
+    "--instance-info",
+    "image_os_hash_algo=sha256",
+    "--instance-info",
+    `image_os_hash_value=${image.sha256}`,
+  ]);
+}
+
+function report(title: string, rows: Record<string, string | number>): void {
+  const width = Math.max(...Object.keys(rows).map((k) => k.length));
+  console.log(
+    [`\n${title}`, ...Object.entries(rows).map(([k, v]) => `  ${k.padEnd(width)}  ${v}`)].join("\n"),
+  );
+}
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+
+describe("the virtual lab, driven by the stock baremetal CLI", () => {
+  it("enroll → manage → inspect → provide → deploy (the VM boots the image) → undeploy → available", async () => {
+    const started = Date.now();
+    const state = await up("lifecycle");
+    const walk = await startWalk(state);
+    try {
+      const { bm, node, probe } = walk;
+      const uuid = String((await bm.json(["node", "show", node.name])).uuid);
+      const disk = node.disks[0]?.file ?? "";
+
+      // manage: the conductor checks the BMC credentials (power status over IPMI)
+      await provision(walk, ["manage"]);
+      expect(await bm.node(node.name)).toMatchObject({
+        provision_state: "manageable",
+        power_state: "power off",
+      });
+
+      // inspect: the VM PXE-boots the ramdisk; the agent's inventory fills properties and matches the VM
+      const inspectMs = await provision(walk, ["inspect"]);
+      const shown = await bm.json(["node", "show", node.name, "--fields", "properties"]);
+      expect(shown.properties).toMatchObject({
+        cpus: node.vcpus,
+        memory_mb: node.memoryMb,
+        cpu_arch: "x86_64",
+        local_gb: 4,
+      });
+      const inventory = (await (
+        await fetch(`${state.conductor?.url}/v1/nodes/${uuid}/inventory`, {
+          headers: { "X-OpenStack-Ironic-API-Version": "1.81" },
+        })
+      ).json()) as {
+        inventory: {
+          cpu: { count: number };
+          memory: { physical_mb: number };
+          disks: { name: string; serial: string | null; size: number }[];
+          interfaces: { mac_address: string }[];
+        };
+      };
+      expect(inventory.inventory.cpu.count).toBe(node.vcpus);
+      expect(inventory.inventory.memory.physical_mb).toBe(node.memoryMb);
+      expect(inventory.inventory.disks.map((d) => [d.serial, d.size]).sort()).toEqual(
+        node.disks.map((d) => [d.serial, d.sizeGb * 1024 ** 3]).sort(),
+      );
+      expect(inventory.inventory.interfaces.map((i) => i.mac_address)).toContain(node.mac);
+
+      // provide: automated cleaning erases the disks' metadata
+      await scribble(disk);
+      expect(await zeroed(disk)).toBe(false);
+      await provision(walk, ["provide"]);
+      expect(await zeroed(disk)).toBe(true);
+      expect(await bm.node(node.name)).toMatchObject({
+        provision_state: "available",
+        power_state: "power off",
+      });
+
+      // deploy: the ramdisk writes the qcow2 image and a config drive, then the node boots its disk
+      await setImage(walk, state);
+      const beforeDeploy = await probe.powerActions();
+      const deployMs = await provision(walk, [
+        "deploy",
+        "--config-drive",
+        JSON.stringify({ meta_data: { uuid, hostname: node.name } }),
+      ]);
+      const deployActions = delta(await probe.powerActions(), beforeDeploy);
+      const console_ = await probe.waitForSerial(
+        new RegExp(`${MARKER}[\\s\\S]*ANVIL-TEST-IMAGE-CONFIGDRIVE`),
+        180_000,
+      );
+      const bootedMs = Date.now() - started;
+      expect(console_).toMatch(new RegExp(`ANVIL-TEST-IMAGE-CONFIGDRIVE \\S+ uuid=${uuid}`));
+      expect(deployActions).toEqual({ on: 2, off: 1, reset: 0, softOff: 0 }); // into the ramdisk, into the image
+
+      // undeploy: cleaning again, then available
+      await provision(walk, ["undeploy"]);
+      expect(await bm.node(node.name)).toMatchObject({ provision_state: "available", last_error: null });
+      expect(provisionStates(walk.events)).toEqual([
+        "verifying",
+        "manageable",
+        "inspecting",
+        "inspect wait",
+        "inspecting",
+        "manageable",
+        "cleaning",
+        "clean wait",
+        "cleaning",
+        "available",
+        "deploying",
+        "wait call-back",
+        "deploying",
+        "active",
+        "deleting",
+        "cleaning",
+        "clean wait",
+        "cleaning",
+        "available",
+      ]);
+
+      const all = await probe.powerActions();
+      const toAgent = startToAgent(await probe.vmStarts(), walk.events);
+      expect(toAgent).toHaveLength(4); // network boots: inspect, clean, deploy, clean
+      report("lab e2e: one node from enroll to active and back (QEMU TCG)", {
+        "power on → agent connected": toAgent.map(seconds).join(", "),
+        "inspect (manageable → manageable)": seconds(inspectMs),
+        "deploy (available → active)": seconds(deployMs),
+        "deploy power actions (on/off/reset)": `${deployActions.on}/${deployActions.off}/${deployActions.reset} → ${deployActions.on} boots`,
+        "all power actions (on/off/reset)": `${all.on}/${all.off}/${all.reset}`,
+        "enroll → image booted": seconds(bootedMs),
+        total: seconds(Date.now() - started),
+      });
+    } finally {
+      walk.stopEvents();
+    }
+  });
+
+  it("fast track: after inspection and cleaning the deploy needs one power cycle (Ironic needs two)", async () => {
+    const state = await up("fast-track", ["--fast-track"]);
+    const walk = await startWalk(state);
+    try {
+      const { bm, node, probe } = walk;
+      await provision(walk, ["manage"]);
+      await provision(walk, ["inspect"]);
+      // the agent stays: the node is still on after inspection and cleaning
+      expect(await bm.node(node.name)).toMatchObject({
+        provision_state: "manageable",
+        power_state: "power on",
+      });
+      await provision(walk, ["provide"]);
+      expect(await bm.node(node.name)).toMatchObject({
+        provision_state: "available",
+        power_state: "power on",
+      });
+      const bootsBefore = (await probe.powerActions()).on;
+      expect(bootsBefore).toBe(1); // one ramdisk boot for inspection and cleaning together
+
+      await setImage(walk, state);
+      const before = await probe.powerActions();
+      const statesBefore = provisionStates(walk.events).length;
+      const deployMs = await provision(walk, ["deploy"]);
+      const actions = delta(await probe.powerActions(), before);
+      await probe.waitForSerial(new RegExp(MARKER), 180_000);
+      expect(actions).toEqual({ on: 1, off: 1, reset: 0, softOff: 0 }); // only the boot into the image
+      expect(provisionStates(walk.events).slice(statesBefore)).toEqual(["deploying", "active"]);
+      report("lab e2e: fast-track deploy", {
+        "deploy (available → active)": seconds(deployMs),
+        "deploy power cycles": `${actions.on} (Ironic without fast track: 2)`,
+        "ramdisk boots for inspect + clean + deploy": String(bootsBefore),
+      });
+    } finally {
+      walk.stopEvents();
+    }
+  });
+
+  it("a conductor restart during wait call-back: the deploy resumes or fails cleanly, never left on unknown", async () => {
+    let state = await up("restart");
+    const walk = await startWalk(state);
+    try {
+      const { bm, node, probe } = walk;
+      await bm.run(["node", "set", node.name, "--no-automated-clean"]);
+      await provision(walk, ["manage"]);
+      await provision(walk, ["provide"]);
+      await setImage(walk, state);
+      await bm.run(["node", "deploy", node.name]);
+      const deadline = Date.now() + 120_000;
+      while ((await bm.node(node.name)).provision_state !== "wait call-back") {
+        if (Date.now() > deadline) throw new Error("never reached wait call-back");
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      // Down while the ramdisk boots; back once the agent has started dialling a conductor that is gone.
+      state = await stopLabConductor(state);
+      await probe.waitForSerial(/"msg":"agent starting"/, 180_000);
+      await new Promise((r) => setTimeout(r, 5000));
+      state = await startLabConductor(state);
+      const bm2 = baremetal(state.conductor?.url ?? ""); // same port, a new process
+      let last = await bm2.node(node.name);
+      const settle = Date.now() + 600_000;
+      while (!["active", "deploy failed"].includes(last.provision_state)) {
+        if (Date.now() > settle) throw new Error(`still ${last.provision_state} after 10 min`);
+        await new Promise((r) => setTimeout(r, 2000));
+        last = await bm2.node(node.name);
+      }
+      if (last.provision_state === "active") {
+        await probe.waitForSerial(new RegExp(MARKER), 180_000);
+      } else {
+        expect(last.last_error).toBeTruthy();
+        expect(last.power_state).toBe("power off");
+        const pid = Number(await readFile(join(node.dir, "vm", "qemu.pid"), "utf8").catch(() => "0"));
+        expect(alive(pid)).toBe(false);
+      }
+      expect(last.power_state).not.toBeNull();
+      report("lab e2e: conductor restarted during wait call-back", {
+        outcome: last.provision_state,
+        power_state: String(last.power_state),
+        last_error: String(last.last_error),
+      });
+    } finally {
+      walk.stopEvents();
+    }
+  });
+});
