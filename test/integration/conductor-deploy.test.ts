@@ -275,6 +275,13 @@ describe("deploy through the agent", () => {
         "active",
       ]);
       expect(sha256(await readRange(disk, 0, image.length))).toBe(imageSha);
+
+      // rebuild writes the image again over whatever the tenant left
+      await writeFile(disk, randomBytes(1 * MiB), { flag: "r+" });
+      expect((await provision(ctx.url, "d3", { target: "rebuild" })).status).toBe(202);
+      await waitForState(ctx.url, "d3", "active");
+      expect(transitions.slice(-2)).toEqual(["deploying", "active"]);
+      expect(sha256(await readRange(disk, 0, image.length))).toBe(imageSha);
     } finally {
       await ctx.stop();
     }
