@@ -48,9 +48,8 @@ function errorMessage(error: unknown): string {
  */
 export class Provisioner {
   private readonly running = new Map<string, { task: Task; done: Promise<void> }>();
-  /** When each node's agent last connected: an agent may dial in before its node reaches the wait state. */
-  private readonly connectedAt = new Map<string, number>();
-  /** Nodes whose agent called back while their flow still held the lock: resumed once it is released. */
+  /** Nodes whose agent called back while our own work held the lock (an agent may dial in before its node
+   * reaches the wait state): resumed once the lock is released. */
   private readonly resumeAfterRelease = new Set<string>();
 
   constructor(
@@ -94,8 +93,7 @@ export class Provisioner {
       } finally {
         this.running.delete(task.node.uuid);
         await this.release(task).catch((error: unknown) => task.log.error({ err: error }, "release failed"));
-        if (this.resumeAfterRelease.delete(task.node.uuid))
-          await this.agentConnected(task.node.uuid, { replay: true });
+        if (this.resumeAfterRelease.delete(task.node.uuid)) await this.agentConnected(task.node.uuid);
       }
     })();
     this.running.set(task.node.uuid, { task, done });
@@ -118,7 +116,6 @@ export class Provisioner {
   private async drive(task: Task, entry: "start" | "resume"): Promise<void> {
     let phase = entry;
     for (;;) {
-      const startedAt = Date.now();
       const flow = flowFor(task.node, this.sign);
       if (!flow) return;
       let outcome;
@@ -130,11 +127,6 @@ export class Provisioner {
       }
       if (outcome.kind === "wait") {
         await task.fire("wait");
-        // this boot's agent may have dialled in while the node was still being prepared
-        const uuid = task.node.uuid;
-        if (this.deps.agents.isConnected(uuid) && (this.connectedAt.get(uuid) ?? 0) >= startedAt) {
-          this.resumeAfterRelease.add(uuid);
-        }
         return;
       }
       await task.fire(outcome.kind === "chain" ? outcome.event : "done");
@@ -191,16 +183,26 @@ export class Provisioner {
   }
 
   /** An agent called back: if its node waits for it, continue that node's flow. */
-  async agentConnected(uuid: string, options: { replay?: boolean } = {}): Promise<void> {
-    if (!options.replay) this.connectedAt.set(uuid, Date.now());
+  async agentConnected(uuid: string, options: { attempt?: number } = {}): Promise<void> {
+    if (this.running.has(uuid)) {
+      // our own work holds the lock (the ramdisk is still being prepared, or a power change): the node is
+      // looked at again when it lets go
+      this.resumeAfterRelease.add(uuid);
+      return;
+    }
     const node = await this.deps.store.getNode(uuid);
-    if (!node || !WAIT_STATES.includes(node.provision_state) || this.running.has(uuid)) return;
+    if (!node || !WAIT_STATES.includes(node.provision_state)) return;
     let task: Task;
     try {
       task = await this.lock(node);
     } catch (error) {
-      if (error instanceof NodeLocked) return;
-      throw error;
+      if (!(error instanceof NodeLocked)) throw error;
+      // another holder: try again shortly while the agent is still there
+      const attempt = (options.attempt ?? 0) + 1;
+      if (attempt <= 60 && this.deps.agents.isConnected(uuid)) {
+        setTimeout(() => void this.agentConnected(uuid, { attempt }).catch(() => undefined), 1000).unref();
+      }
+      return;
     }
     try {
       await task.fire("resume");
