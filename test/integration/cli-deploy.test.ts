@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { open, truncate, writeFile } from "node:fs/promises";
+import { truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -14,10 +14,10 @@ import {
   type AgentProcess,
 } from "../helpers/agent.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
+import { readRange, sha256 } from "../helpers/disk.ts";
 
 const BIN = resolve(import.meta.dirname, "../../bin/anvil");
 const MiB = 1024 * 1024;
-const sha256 = (data: Buffer): string => createHash("sha256").update(data).digest("hex");
 
 interface Run {
   code: number | null;
@@ -36,17 +36,6 @@ function run(command: string, args: string[], env: Record<string, string>): Prom
     child.on("error", fail);
     child.on("close", (code) => done({ code, stdout, stderr }));
   });
-}
-
-async function readRange(file: string, start: number, length: number): Promise<Buffer> {
-  const handle = await open(file, "r");
-  try {
-    const buffer = Buffer.alloc(length);
-    await handle.read(buffer, 0, length, start);
-    return buffer;
-  } finally {
-    await handle.close();
-  }
 }
 
 /** The "a -> b" pairs of a wait's output, in order. */

@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { open, readFile, truncate, writeFile } from "node:fs/promises";
+import { readFile, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -15,21 +15,10 @@ import {
   type AgentProcess,
 } from "../helpers/agent.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
+import { readRange, sha256 } from "../helpers/disk.ts";
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
-const sha256 = (data: Buffer): string => createHash("sha256").update(data).digest("hex");
-
-async function readRange(file: string, start: number, length: number): Promise<Buffer> {
-  const handle = await open(file, "r");
-  try {
-    const buffer = Buffer.alloc(length);
-    await handle.read(buffer, 0, length, start);
-    return buffer;
-  } finally {
-    await handle.close();
-  }
-}
 
 /**
  * Deploy end to end through the conductor and the agent executable (simulated hardware, the disk is a file):

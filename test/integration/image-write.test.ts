@@ -11,6 +11,7 @@ import type { ImageSpec, ImageProgress } from "../../shared/image.ts";
 import { exec } from "../../shared/system/exec.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
 import type { HttpImageServer } from "../helpers/http-image-server.ts";
+import { readRange, sha256 } from "../helpers/disk.ts";
 
 const MiB = 1024 * 1024;
 const IMAGE_SIZE = 32 * MiB;
@@ -25,19 +26,6 @@ async function run(command: string, args: string[]): Promise<string> {
   const result = await exec(command, args, { timeoutMs: 120_000 });
   if (result.code !== 0) throw new Error(`${command} ${args.join(" ")}: ${result.stderr}`);
   return result.stdout;
-}
-
-const sha256 = (data: Buffer): string => createHash("sha256").update(data).digest("hex");
-
-async function readRange(path: string, offset: number, length: number): Promise<Buffer> {
-  const handle = await open(path, "r");
-  try {
-    const buffer = Buffer.alloc(length);
-    const { bytesRead } = await handle.read(buffer, 0, length, offset);
-    return buffer.subarray(0, bytesRead);
-  } finally {
-    await handle.close();
-  }
 }
 
 async function writeAt(path: string, offset: number, data: Buffer): Promise<void> {
