@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { exec } from "../../shared/system/exec.ts";
 import { labDown, labUp, REPO_ROOT } from "../lab/lab.ts";
-import { provision, startToAgent, startWalk } from "../lab/walk.ts";
+import { provision, setInstanceImage, startToAgent, startWalk } from "../lab/walk.ts";
 
 const MiB = 1024 * 1024;
 
@@ -67,21 +67,14 @@ async function main(): Promise<void> {
   });
   const walk = await startWalk(state);
   try {
-    const { bm, node, probe } = walk;
+    const { probe } = walk;
     await provision(walk, ["manage"]);
     const inspectMs = await provision(walk, ["inspect"]);
     const cleanMs = await provision(walk, ["provide"]);
-    await bm.run([
-      "node",
-      "set",
-      node.name,
-      "--instance-info",
-      `image_source=${state.conductor?.guestUrl}/images/bench.qcow2`,
-      "--instance-info",
-      "image_os_hash_algo=sha256",
-      "--instance-info",
-      `image_os_hash_value=${image.sha256}`,
-    ]);
+    await setInstanceImage(walk, {
+      source: `${state.conductor?.guestUrl}/images/bench.qcow2`,
+      sha256: image.sha256,
+    });
     const before = await probe.powerActions();
     const deployMs = await provision(walk, ["deploy"], 3600);
     const after = await probe.powerActions();

@@ -1,5 +1,5 @@
 import { labDown, labUp } from "./lab.ts";
-import { provision, startWalk, testImage } from "./walk.ts";
+import { provision, setInstanceImage, startWalk, testImage } from "./walk.ts";
 
 const MARKER = /ANVIL-TEST-IMAGE-BOOTED \S+/;
 
@@ -26,17 +26,7 @@ export async function runLabDemo(options: { dir: string; port: number; keep?: bo
       say(`  → ${shown.provision_state}, ${shown.power_state ?? "power unknown"}`);
     }
     const image = await testImage(state);
-    await walk.bm.run([
-      "node",
-      "set",
-      node.name,
-      "--instance-info",
-      `image_source=${image.source}`,
-      "--instance-info",
-      "image_os_hash_algo=sha256",
-      "--instance-info",
-      `image_os_hash_value=${image.sha256}`,
-    ]);
+    await setInstanceImage(walk, image);
     say(`baremetal node deploy ${node.name} --wait   (image ${image.source})`);
     await provision(walk, ["deploy"]);
     say(`  → ${(await walk.bm.node(node.name)).provision_state}; waiting for the image on the console`);

@@ -54,6 +54,16 @@ export async function testImage(
   return { source: `${guestUrl}/images/test-images/${file}`, sha256: line.split(/\s+/)[0] ?? "" };
 }
 
+/** Points the node's instance_info at an image the VMs can fetch, with its sha256 (the agent verifies it). */
+export async function setInstanceImage(walk: Walk, image: { source: string; sha256: string }): Promise<void> {
+  await walk.bm.run([
+    ...["node", "set", walk.node.name],
+    ...["--instance-info", `image_source=${image.source}`],
+    ...["--instance-info", "image_os_hash_algo=sha256"],
+    ...["--instance-info", `image_os_hash_value=${image.sha256}`],
+  ]);
+}
+
 /**
  * For each network boot (a VM start with boot order n), how long until the conductor saw the node's agent
  * connect (ms); boots whose agent never connected before the next start are left out.

@@ -10,10 +10,10 @@ import type { LabState } from "../../scripts/lab/state.ts";
 import {
   provision,
   provisionStates,
+  setInstanceImage,
   startToAgent,
   startWalk,
   testImage,
-  type Walk,
 } from "../../scripts/lab/walk.ts";
 
 const MARKER = "ANVIL-TEST-IMAGE-BOOTED anvil-test";
@@ -53,21 +53,6 @@ async function zeroed(disk: string): Promise<boolean> {
   });
   if (!/^read 1048576\/1048576 bytes/m.test(result.stdout)) throw new Error(`qemu-io: ${result.stderr}`);
   return !/Pattern verification failed/.test(result.stdout);
-}
-
-async function setImage(walk: Walk, state: LabState): Promise<void> {
-  const image = await testImage(state);
-  await walk.bm.run([
-    "node",
-    "set",
-    walk.node.name,
-    "--instance-info",
-    `image_source=${image.source}`,
-    "--instance-info",
-    "image_os_hash_algo=sha256",
-    "--instance-info",
-    `image_os_hash_value=${image.sha256}`,
-  ]);
 }
 
 function report(title: string, rows: Record<string, string | number>): void {
@@ -135,7 +120,7 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
       });
 
       // deploy: the ramdisk writes the qcow2 image and a config drive, then the node boots its disk
-      await setImage(walk, state);
+      await setInstanceImage(walk, await testImage(state));
       const beforeDeploy = await probe.powerActions();
       const deployMs = await provision(walk, [
         "deploy",
@@ -213,7 +198,7 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
       const bootsBefore = (await probe.powerActions()).on;
       expect(bootsBefore).toBe(1); // one ramdisk boot for inspection and cleaning together
 
-      await setImage(walk, state);
+      await setInstanceImage(walk, await testImage(state));
       const before = await probe.powerActions();
       const statesBefore = provisionStates(walk.events).length;
       const deployMs = await provision(walk, ["deploy"]);
@@ -246,7 +231,7 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
       expect(patched.status).toBe(200);
       await provision(walk, ["manage"]);
       await provision(walk, ["provide"]);
-      await setImage(walk, state);
+      await setInstanceImage(walk, await testImage(state));
       await bm.run(["node", "deploy", node.name]);
       const deadline = Date.now() + 120_000;
       while ((await bm.node(node.name)).provision_state !== "wait call-back") {
