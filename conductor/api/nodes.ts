@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import {
+  Booleanish,
   BootDeviceBody,
   JsonPatch,
   MaintenanceBody,
@@ -180,6 +181,11 @@ function patchNode(node: NodeRecord, patch: JsonPatch): Partial<NodeRecord> {
   }
   for (const key of ["maintenance", "protected", "retired"] as const)
     if (patched[key] === null) patched[key] = false;
+  // the stock CLI sends booleans as strings ("False"), as Ironic's type conversion accepts
+  for (const key of ["maintenance", "protected", "retired", "automated_clean"] as const) {
+    const parsed = Booleanish.safeParse(patched[key]);
+    if (typeof patched[key] === "string" && parsed.success) patched[key] = parsed.data;
+  }
   const checked = NodeRecord.safeParse(patched);
   if (!checked.success) {
     const issue = checked.error.issues[0];

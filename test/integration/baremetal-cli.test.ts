@@ -127,6 +127,8 @@ describe("the stock baremetal CLI against the conductor", () => {
     expect((shown.properties as Record<string, unknown>).rack).toBe("r12");
     expect(shown.extra).toEqual({ owner: "team-a" });
     expect((shown.driver_info as Record<string, unknown>).ipmi_password).toBe("******");
+    await bm("node", "set", "n1", "--no-automated-clean");
+    expect((await bmJson("node", "show", "n1", "--fields", "automated_clean")).automated_clean).toBe(false);
     await bm("node", "unset", "n1", "--property", "rack", "--extra", "owner");
     shown = await bmJson("node", "show", "n1");
     expect((shown.properties as Record<string, unknown>).rack).toBeUndefined();
