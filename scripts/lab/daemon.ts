@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { openSync, closeSync } from "node:fs";
+import { closeSync, openSync, readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 
 // NOTE: the shared exec module runs children to completion; the lab's daemons must outlive `lab up`,
@@ -27,13 +27,19 @@ export function spawnDetached(
   }
 }
 
+/** True while the process runs; a zombie (exited, not yet reaped by PID 1) counts as gone. */
 export function alive(pid: number): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false; // kill(0, …) would signal our own group
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return true; // no procfs: trust kill(0)
   }
 }
 

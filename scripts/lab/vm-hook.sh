@@ -15,7 +15,9 @@ value=$2
 
 now() { date +%s%3N; }
 log() { echo "$(now) $*" >>"$vm/hook.log"; }
-running() { [ -s "$vm/qemu.pid" ] && kill -0 "$(cat "$vm/qemu.pid")" 2>/dev/null; }
+# A zombie counts as gone: our detached children are reaped by PID 1, which may take its time.
+alive() { kill -0 "$1" 2>/dev/null && [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" != Z ]; }
+running() { [ -s "$vm/qemu.pid" ] && alive "$(cat "$vm/qemu.pid")"; }
 set_power() { echo "$1" >"$chassis/power.tmp" && mv "$chassis/power.tmp" "$chassis/power"; }
 
 # The boot device picks QEMU's boot order: the NIC's iPXE ROM for pxe, the first disk otherwise.
@@ -67,7 +69,7 @@ stop_vm() {
   fi
   kill -9 "$(cat "$vm/qemu.pid")" 2>/dev/null
   i=0
-  while [ "$supervisor" -gt 0 ] && kill -0 "$supervisor" 2>/dev/null && [ $i -lt 50 ]; do
+  while [ "$supervisor" -gt 0 ] && alive "$supervisor" && [ $i -lt 50 ]; do
     sleep 0.1
     i=$((i + 1))
   done
