@@ -187,6 +187,7 @@ export async function labUp(options: LabUpOptions): Promise<LabState> {
   await mkdir(dir, { recursive: true });
   // A fresh lab: the previous conductor's database names nodes that no longer exist.
   await rm(join(dir, "conductor"), { recursive: true, force: true });
+  await rm(join(dir, "conductor.log"), { force: true });
   const port = options.port === undefined ? 6385 : options.port === 0 ? await freeTcpPort() : options.port;
   let state: LabState = {
     dir,

@@ -239,11 +239,10 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
         await new Promise((r) => setTimeout(r, 500));
       }
       // Down once the ramdisk is loaded (iPXE needs the conductor to fetch it) and its kernel runs; back
-      // once the agent has started dialling a conductor that is gone.
+      // once the agent has found the conductor gone and is redialling.
       await probe.waitForSerial(/anvil-init:/, 180_000);
       state = await stopLabConductor(state);
-      await probe.waitForSerial(/"msg":"agent starting"/, 180_000);
-      await new Promise((r) => setTimeout(r, 5000));
+      await probe.waitForSerial(/"msg":"agent starting"[\s\S]*link down; redialling/, 180_000);
       state = await startLabConductor(state);
       const bm2 = baremetal(state.conductor?.url ?? ""); // same port, a new process
       let last = await bm2.node(node.name);
