@@ -88,9 +88,10 @@ async function createNode(options: {
     { file: join(dir, "vm", "disk-nvme.qcow2"), bus: "nvme" as const, serial: `${tag}-NVME`, sizeGb: 8 },
   ];
   for (const disk of disks) {
-    await exec("qemu-img", ["create", "-q", "-f", "qcow2", disk.file, `${disk.sizeGb}G`], {
+    const created = await exec("qemu-img", ["create", "-q", "-f", "qcow2", disk.file, `${disk.sizeGb}G`], {
       timeoutMs: 30_000,
     });
+    if (created.code !== 0) throw new Error(`qemu-img create ${disk.file}: ${created.stderr.trim()}`);
   }
   const mac = `52:54:00:a0:00:${hex2(options.index)}`;
   const argv = labVmArgs({
@@ -106,7 +107,7 @@ async function createNode(options: {
   await writeFile(join(dir, "vm", "serial.log"), "");
   await writeFile(join(dir, "vm", "hook.log"), "");
   await writeBmcFiles(join(dir, "bmc"));
-  const password = randomBytes(8).toString("hex"); // IPMI 2.0 passwords are at most 20 bytes;
+  const password = randomBytes(8).toString("hex"); // IPMI 2.0 passwords are at most 20 bytes
   const passwordFile = join(dir, "bmc", "password");
   await writeFile(passwordFile, password, { mode: 0o600 });
   const username = "admin";
@@ -177,7 +178,11 @@ export async function labUp(options: LabUpOptions): Promise<LabState> {
     previous &&
     (previous.nodes.some((n) => alive(n.bmcPid)) || (previous.conductor && alive(previous.conductor.pid)))
   ) {
-    throw new Error(`a lab is already up in ${dir}: run \`npm run lab -- down\` first`);
+    throw new Error(`a lab is already up in ${dir}: run \`npm run lab -- down --dir ${options.dir}\` first`);
+  }
+  // The node number is the MAC's last octet and a two-digit name.
+  if (!Number.isInteger(options.nodes) || options.nodes < 1 || options.nodes > 99) {
+    throw new Error(`the lab has 1 to 99 nodes, not ${options.nodes}`);
   }
   const imageRoot = resolve(options.imageRoot ?? join(REPO_ROOT, "build"));
   for (const file of ["ramdisk/anvil.kernel", "ramdisk/anvil.initramfs"]) {
