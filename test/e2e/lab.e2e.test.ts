@@ -221,14 +221,7 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
     const walk = await startWalk(state);
     try {
       const { bm, node, probe } = walk;
-      // NOTE: `baremetal node set --no-automated-clean` sends the string "False", which the conductor
-      // refuses (400); Ironic coerces it. Until it does, the API is patched directly.
-      const patched = await fetch(`${state.conductor?.url}/v1/nodes/${node.name}`, {
-        method: "PATCH",
-        headers: { "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": "1.78" },
-        body: JSON.stringify([{ op: "add", path: "/automated_clean", value: false }]),
-      });
-      expect(patched.status).toBe(200);
+      await bm.run(["node", "set", node.name, "--no-automated-clean"]);
       await provision(walk, ["manage"]);
       await provision(walk, ["provide"]);
       await setInstanceImage(walk, await testImage(state));
