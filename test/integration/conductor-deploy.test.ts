@@ -36,7 +36,6 @@ describe("deploy through the agent", () => {
   beforeAll(async () => {
     executable = await ensureAgentBuilt();
     images = await startHttpImageServer();
-    // an image with data and holes, as qemu-img would see a real one
     // a whole-disk image: GPT with one partition, data and holes inside it
     await writeFile(join(dir, "disk.raw"), Buffer.alloc(24 * MiB));
     const sfdisk = execFile("sfdisk", ["--quiet", "--label", "gpt", join(dir, "disk.raw")]);
