@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { defaultConfig, type ConductorConfig } from "../../conductor/config.ts";
 import { createConductor, type Conductor } from "../../conductor/server.ts";
+import type { DriverRegistry } from "../../conductor/drivers/hardware-type.ts";
 import { silentLogger, type Logger } from "../../shared/log.ts";
 
 type ConfigInput = Parameters<typeof defaultConfig>[0];
@@ -12,7 +13,7 @@ type ConfigInput = Parameters<typeof defaultConfig>[0];
 /** A conductor in this process on a free loopback port, with its own temp data dir. */
 export async function startConductor(
   overrides: ConfigInput = {},
-  options: { logger?: Logger } = {},
+  options: { logger?: Logger; drivers?: DriverRegistry } = {},
 ): Promise<{ conductor: Conductor; url: string; config: ConductorConfig; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-test-"));
   const config = defaultConfig({
@@ -22,7 +23,10 @@ export async function startConductor(
     powerSync: { intervalS: 0 },
     ...overrides,
   });
-  const conductor = createConductor(config, { logger: options.logger ?? silentLogger });
+  const conductor = createConductor(config, {
+    logger: options.logger ?? silentLogger,
+    drivers: options.drivers,
+  });
   const url = await conductor.start();
   return {
     conductor,
