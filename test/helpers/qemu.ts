@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -196,4 +196,20 @@ export async function startQemu(options: QemuVmOptions): Promise<QemuVm> {
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A tiny initramfs: busybox and the given /init script, packed by cpio (newc). Returns its path. */
+export async function buildBusyboxInitramfs(dir: string, init: string): Promise<string> {
+  const staging = join(dir, "initramfs");
+  await mkdir(join(staging, "bin"), { recursive: true });
+  await copyFile("/bin/busybox", join(staging, "bin", "busybox"));
+  await chmod(join(staging, "bin", "busybox"), 0o755);
+  await writeFile(join(staging, "init"), init, { mode: 0o755 });
+  const out = join(dir, "initramfs.cpio");
+  const result = await exec("cpio", ["-o", "-H", "newc", "-O", out], {
+    cwd: staging,
+    input: "init\nbin\nbin/busybox\n",
+  });
+  if (result.code !== 0) throw new Error(`cpio failed: ${result.stderr}`);
+  return out;
 }

@@ -1,4 +1,4 @@
-import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile, chmod } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -9,7 +9,7 @@ import type { ExecResult } from "../../shared/system/exec.ts";
 import type { DriverNode } from "../../conductor/drivers/interfaces.ts";
 import { IpxeBoot } from "../../conductor/drivers/boot/ipxe.ts";
 import { DnsmasqHosts, dnsmasqConf } from "../../conductor/drivers/boot/dnsmasq.ts";
-import { startQemu } from "../helpers/qemu.ts";
+import { buildBusyboxInitramfs, startQemu } from "../helpers/qemu.ts";
 import type { QemuVm } from "../helpers/qemu.ts";
 
 const MAC = "52:54:00:d5:e6:f7";
@@ -31,21 +31,6 @@ async function run(command: string, args: string[]): Promise<ExecResult> {
   const result = await exec(command, args, { timeoutMs: 30_000 });
   if (result.code !== 0) throw new Error(`${command} ${args.join(" ")}: ${result.stderr.trim()}`);
   return result;
-}
-
-async function buildInitramfs(dir: string): Promise<string> {
-  const staging = join(dir, "initramfs");
-  await mkdir(join(staging, "bin"), { recursive: true });
-  await copyFile("/bin/busybox", join(staging, "bin", "busybox"));
-  await chmod(join(staging, "bin", "busybox"), 0o755);
-  await writeFile(join(staging, "init"), INIT, { mode: 0o755 });
-  const out = join(dir, "initramfs.cpio");
-  const result = await exec("cpio", ["-o", "-H", "newc", "-O", out], {
-    cwd: staging,
-    input: "init\nbin\nbin/busybox\n",
-  });
-  if (result.code !== 0) throw new Error(`cpio failed: ${result.stderr}`);
-  return out;
 }
 
 /** A daemon run until the abort; its result (or error) for diagnostics. */
@@ -95,7 +80,7 @@ describe.skipIf(!canUseNetns)("real DHCP from dnsmasq in a network namespace", (
     for (const d of [root, tftp, hostsDir, join(root, "images")]) await mkdir(d, { recursive: true });
     const kernelDir = (await run("bash", ["images/kernel/fetch.sh"])).stdout.trim();
     await copyFile(join(kernelDir, "vmlinuz"), join(root, "images", "vmlinuz"));
-    await copyFile(await buildInitramfs(dir), join(root, "images", "initramfs"));
+    await copyFile(await buildBusyboxInitramfs(dir, INIT), join(root, "images", "initramfs"));
 
     const conf = join(dir, "dnsmasq.conf");
     await writeFile(

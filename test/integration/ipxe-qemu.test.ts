@@ -1,4 +1,4 @@
-import { copyFile, mkdir, mkdtemp, rm, writeFile, chmod } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Fastify from "fastify";
@@ -8,7 +8,7 @@ import { exec } from "../../shared/system/exec.ts";
 import type { DriverNode } from "../../conductor/drivers/interfaces.ts";
 import { IpxeBoot } from "../../conductor/drivers/boot/ipxe.ts";
 import { bootFilesPlugin } from "../../conductor/drivers/boot/http-plugin.ts";
-import { startQemu } from "../helpers/qemu.ts";
+import { buildBusyboxInitramfs, startQemu } from "../helpers/qemu.ts";
 import type { QemuVm, UserNetwork } from "../helpers/qemu.ts";
 
 const MAC = "52:54:00:a1:b2:c3";
@@ -43,22 +43,6 @@ function bootSectorDisk(marker: string): Buffer {
   return disk;
 }
 
-/** A tiny initramfs: busybox and the init above, packed by cpio (newc). */
-async function buildInitramfs(dir: string): Promise<string> {
-  const staging = join(dir, "initramfs");
-  await mkdir(join(staging, "bin"), { recursive: true });
-  await copyFile("/bin/busybox", join(staging, "bin", "busybox"));
-  await chmod(join(staging, "bin", "busybox"), 0o755);
-  await writeFile(join(staging, "init"), INIT, { mode: 0o755 });
-  const out = join(dir, "initramfs.cpio");
-  const result = await exec("cpio", ["-o", "-H", "newc", "-O", out], {
-    cwd: staging,
-    input: ["init", "bin", "bin/busybox"].join("\n") + "\n",
-  });
-  if (result.code !== 0) throw new Error(`cpio failed: ${result.stderr}`);
-  return out;
-}
-
 describe("iPXE in QEMU boots the deploy kernel from the conductor's boot root", () => {
   let dir: string;
   let app: FastifyInstance;
@@ -71,7 +55,7 @@ describe("iPXE in QEMU boots the deploy kernel from the conductor's boot root", 
     await mkdir(join(root, "images"), { recursive: true });
     const kernelDir = (await exec("bash", ["images/kernel/fetch.sh"], { timeoutMs: 600_000 })).stdout.trim();
     await copyFile(join(kernelDir, "vmlinuz"), join(root, "images", "vmlinuz"));
-    await copyFile(await buildInitramfs(dir), join(root, "images", "initramfs"));
+    await copyFile(await buildBusyboxInitramfs(dir, INIT), join(root, "images", "initramfs"));
     app = Fastify();
     app.addHook("onRequest", async (request) => {
       requests.push(request.url);
