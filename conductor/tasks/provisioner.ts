@@ -93,7 +93,11 @@ export class Provisioner {
       } finally {
         this.running.delete(task.node.uuid);
         await this.release(task).catch((error: unknown) => task.log.error({ err: error }, "release failed"));
-        if (this.resumeAfterRelease.delete(task.node.uuid)) await this.agentConnected(task.node.uuid);
+        if (this.resumeAfterRelease.delete(task.node.uuid)) {
+          await this.agentConnected(task.node.uuid).catch((error: unknown) =>
+            task.log.error({ err: error }, "agent call-back failed"),
+          );
+        }
       }
     })();
     this.running.set(task.node.uuid, { task, done });
