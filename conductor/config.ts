@@ -79,8 +79,6 @@ export const ConductorConfig = z.object({
         .optional(),
     })
     .prefault({}),
-  /** Demo mode: enroll fake-hardware nodes at start. */
-  demoNodes: z.number().int().min(0).default(0),
   logLevel: z.string().default("info"),
 });
 export type ConductorConfig = z.infer<typeof ConductorConfig>;

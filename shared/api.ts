@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { AllocationSpec, JsonObject } from "./resources.ts";
 import { BOOT_DEVICES, POWER_TARGETS, PROVISION_VERBS } from "./states.ts";
+import { UUID_PATTERN } from "./uuid.ts";
 
 const TRUE_WORDS = new Set(["true", "1", "yes", "on", "y", "t"]);
 const FALSE_WORDS = new Set(["false", "0", "no", "off", "n", "f"]);
@@ -14,9 +15,7 @@ export const Booleanish = z.preprocess((value) => {
   return value;
 }, z.boolean());
 
-const UUID = z
-  .string()
-  .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, "Expected a UUID");
+const UUID = z.string().regex(UUID_PATTERN, "Expected a UUID");
 /** Ironic names: host-name-like, no spaces, not a UUID. */
 export const ResourceName = z
   .string()

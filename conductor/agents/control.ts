@@ -10,9 +10,3 @@ export interface AgentControl {
     options?: { signal?: AbortSignal; onProgress?: (progress: unknown) => void; timeoutMs?: number },
   ): Promise<unknown>;
 }
-
-/** No agent gateway (fake-hardware only setups). */
-export const noAgents: AgentControl = {
-  isConnected: () => false,
-  call: () => Promise.reject(new Error("no agent gateway is configured on this conductor")),
-};

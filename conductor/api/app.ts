@@ -6,7 +6,7 @@ import { driversPlugin } from "./drivers.ts";
 import { ApiError, errorBody, notAcceptableBody, toHttpError } from "./errors.ts";
 import { eventsPlugin } from "./events.ts";
 import { lookupPlugin } from "./lookup.ts";
-import { metricsPlugin } from "./metrics.ts";
+import { metricsPlugin, type RequestStats } from "./metrics.ts";
 import { MAX_VERSION_STRING, MIN_VERSION_STRING, parseVersionHeader } from "./microversion.ts";
 import { nodesPlugin } from "./nodes.ts";
 import { portsPlugin } from "./ports.ts";
@@ -53,6 +53,12 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     reply.header("X-OpenStack-Ironic-API-Version", `1.${parsed.minor}`);
   });
 
+  const stats: RequestStats = { requests: 0 };
+  app.addHook("onResponse", async () => {
+    stats.requests++;
+  });
+  void app.register(metricsPlugin(deps, stats));
+
   app.setErrorHandler(async (error, request, reply) => {
     const { status, message } = toHttpError(error);
     if (status >= 500)
@@ -73,7 +79,6 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     allocationsPlugin,
     lookupPlugin,
     eventsPlugin,
-    metricsPlugin,
   ]) {
     void app.register(plugin(deps));
   }

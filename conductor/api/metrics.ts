@@ -1,25 +1,24 @@
 import type { FastifyInstance } from "fastify";
-import { PROVISION_STATES } from "../../shared/states.ts";
 import type { ApiDeps } from "./context.ts";
 
+/** Counts kept by the app's root hooks (plugin hooks would only see their own routes). */
+export interface RequestStats {
+  requests: number;
+}
+
 /** GET /metrics: Prometheus text format. */
-export function metricsPlugin(deps: ApiDeps) {
+export function metricsPlugin(deps: ApiDeps, stats: RequestStats) {
   return async (app: FastifyInstance): Promise<void> => {
-    let requests = 0;
-    app.addHook("onResponse", async () => {
-      requests++;
-    });
     app.get("/metrics", async (_request, reply) => {
       const lines: string[] = ["# HELP anvil_nodes Nodes by provision state.", "# TYPE anvil_nodes gauge"];
-      for (const state of PROVISION_STATES) {
-        const count = (await deps.store.listNodes({ provision_state: state }, {})).length;
-        if (count > 0) lines.push(`anvil_nodes{provision_state="${state}"} ${count}`);
+      for (const [state, count] of Object.entries(await deps.store.countNodesByState())) {
+        lines.push(`anvil_nodes{provision_state="${state}"} ${count}`);
       }
       const memory = process.memoryUsage();
       lines.push(
         "# HELP anvil_http_requests_total HTTP requests answered.",
         "# TYPE anvil_http_requests_total counter",
-        `anvil_http_requests_total ${requests}`,
+        `anvil_http_requests_total ${stats.requests}`,
         "# HELP anvil_event_subscribers Event stream clients.",
         "# TYPE anvil_event_subscribers gauge",
         `anvil_event_subscribers ${deps.events.subscribers}`,

@@ -24,8 +24,7 @@ import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
 import { applyJsonPatch } from "./json-patch.ts";
 import { FieldsQuery, NodeListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 import { MASK, NODE_VIEW_FIELDS, nodeView, portView, summaryIsEnough } from "./views.ts";
-
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+import { isUuid } from "../../shared/uuid.ts";
 
 /** Fields an operator may change with PATCH; the rest belong to the conductor. */
 const WRITABLE = new Set([
@@ -79,7 +78,7 @@ function checkFields(fields: readonly string[] | undefined): void {
 }
 
 function checkName(name: string | null | undefined): void {
-  if (name && UUID_RE.test(name)) throw badRequest(`Expected a logical name but received ${name}.`);
+  if (name && isUuid(name)) throw badRequest(`Expected a logical name but received ${name}.`);
 }
 
 /** The node a request names (uuid or name). @throws ApiError(404) */

@@ -158,29 +158,7 @@ export function summaryIsEnough(fields: readonly string[] | undefined): boolean 
 }
 
 /** Every field name a node view can carry: used to reject unknown ?fields=. */
-export const NODE_VIEW_FIELDS = new Set<string>([
-  ...Object.keys(NODE_FIELD_VERSIONS),
-  "uuid",
-  "driver",
-  "driver_info",
-  "properties",
-  "instance_info",
-  "instance_uuid",
-  "extra",
-  "provision_state",
-  "target_provision_state",
-  "provision_updated_at",
-  "power_state",
-  "target_power_state",
-  "maintenance",
-  "maintenance_reason",
-  "last_error",
-  "reservation",
-  "console_enabled",
-  "chassis_uuid",
-  "created_at",
-  "updated_at",
-]);
+export const NODE_VIEW_FIELDS = new Set<string>([...NODE_RECORD_FIELDS, "conductor"]);
 
 export const PORT_LIST_FIELDS = ["uuid", "address"];
 

@@ -81,7 +81,8 @@ export interface Store {
   listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]>;
   /** Like listNodes, but only the summary columns (the fast path of GET /v1/nodes). */
   listNodeSummaries(filter: NodeFilter, page: Page): Promise<NodeSummary[]>;
-  countNodes(): Promise<number>;
+  /** How many nodes are in each provision state (absent states have none). */
+  countNodesByState(): Promise<Record<string, number>>;
   /**
    * Applies a partial update. With `ifReservedBy`, the update only happens while the node's reservation equals it
    * (a lost lock must not write). @throws NodeNotFound, NodeLocked, DuplicateName

@@ -53,3 +53,17 @@ describe("listing nodes", () => {
     expect(detail.next).toContain("/v1/nodes/detail?");
   });
 });
+
+describe("metrics", () => {
+  it("counts nodes by state and every request answered", async () => {
+    const first = (await api(`${ctx.url}/metrics`)).body as string;
+    expect(first).toContain('anvil_nodes{provision_state="enroll"} 3');
+    const before = Number(/anvil_http_requests_total (\d+)/.exec(first)?.[1]);
+    await api(`${ctx.url}/v1/nodes`);
+    await api(`${ctx.url}/v1/drivers`);
+    const after = Number(
+      /anvil_http_requests_total (\d+)/.exec((await api(`${ctx.url}/metrics`)).body as string)?.[1],
+    );
+    expect(after - before).toBe(3); // two API calls and the first /metrics itself
+  });
+});

@@ -16,11 +16,10 @@ import {
   type Store,
 } from "../store.ts";
 import { MIGRATIONS } from "./migrations.ts";
+import { isUuid } from "../../../shared/uuid.ts";
 
 type Row = { doc: string };
 type SqlValue = string | number | null;
-
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function nodeColumns(node: NodeRecord): Record<string, SqlValue> {
   return {
@@ -110,7 +109,7 @@ export class SqliteStore implements Store {
   }
 
   private nodeRow(ident: string): NodeRecord | null {
-    const column = UUID_RE.test(ident) ? "uuid" : "name";
+    const column = isUuid(ident) ? "uuid" : "name";
     const row = this.stmt(`SELECT doc FROM nodes WHERE ${column} = ?`).get(ident) as Row | undefined;
     return row ? (JSON.parse(row.doc) as NodeRecord) : null;
   }
@@ -193,8 +192,14 @@ export class SqliteStore implements Store {
     return rows.map((r) => ({ ...r, maintenance: r.maintenance === 1 }));
   }
 
-  async countNodes(): Promise<number> {
-    return (this.stmt("SELECT COUNT(*) AS n FROM nodes").get() as { n: number }).n;
+  async countNodesByState(): Promise<Record<string, number>> {
+    const rows = this.stmt(
+      "SELECT provision_state, COUNT(*) AS n FROM nodes GROUP BY provision_state",
+    ).all() as {
+      provision_state: string;
+      n: number;
+    }[];
+    return Object.fromEntries(rows.map((r) => [r.provision_state, r.n]));
   }
 
   async updateNode(
@@ -361,7 +366,7 @@ export class SqliteStore implements Store {
   }
 
   private allocationRow(ident: string): AllocationRecord | null {
-    const column = UUID_RE.test(ident) ? "uuid" : "name";
+    const column = isUuid(ident) ? "uuid" : "name";
     const row = this.stmt(`SELECT doc FROM allocations WHERE ${column} = ?`).get(ident) as Row | undefined;
     return row ? (JSON.parse(row.doc) as AllocationRecord) : null;
   }
