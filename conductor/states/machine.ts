@@ -1,27 +1,11 @@
-import type { ProvisionState, ProvisionVerb } from "../../shared/states.ts";
+import { PROVISION_VERBS, type ProvisionState, type ProvisionVerb } from "../../shared/states.ts";
 
-/** Events of Ironic's provision state machine: API verbs (mapped) and internal ones. */
-export const EVENTS = [
-  "manage",
-  "provide",
-  "inspect",
-  "clean",
-  "deploy",
-  "delete",
-  "rebuild",
-  "abort",
-  "rescue",
-  "unrescue",
-  "adopt",
-  "service",
-  "unhold",
-  "done",
-  "fail",
-  "wait",
-  "resume",
-  "hold",
-] as const;
-export type ProvisionEvent = (typeof EVENTS)[number];
+/** Events only the conductor fires, as work progresses. */
+const INTERNAL_EVENTS = ["done", "fail", "wait", "resume", "hold"] as const;
+
+/** Events of Ironic's provision state machine: the API verbs (two renamed, see verbEvent) and internal ones. */
+export type ProvisionEvent =
+  Exclude<ProvisionVerb, "active" | "deleted"> | "deploy" | "delete" | (typeof INTERNAL_EVENTS)[number];
 
 type Transition = readonly [from: ProvisionState, event: ProvisionEvent, to: ProvisionState];
 
@@ -152,6 +136,9 @@ export function verbEvent(verb: ProvisionVerb): ProvisionEvent {
       return verb;
   }
 }
+
+/** Every event, derived from the verbs so the two lists cannot drift apart. */
+export const EVENTS: readonly ProvisionEvent[] = [...PROVISION_VERBS.map(verbEvent), ...INTERNAL_EVENTS];
 
 /** Stable states: nothing is in flight; a node at rest in one of these needs no conductor attention. */
 export const STABLE_STATES: readonly ProvisionState[] = [
