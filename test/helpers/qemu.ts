@@ -198,8 +198,22 @@ export async function startQemu(options: QemuVmOptions): Promise<QemuVm> {
   };
 }
 
-/** A tiny initramfs: busybox and the given /init script, packed by cpio (newc). Returns its path. */
-export async function buildBusyboxInitramfs(dir: string, init: string): Promise<string> {
+/**
+ * A tiny initramfs (busybox + cpio newc) whose init prints `marker` and the kernel command line on the console,
+ * then powers off, so QEMU exits. Returns its path.
+ */
+export async function buildMarkerInitramfs(dir: string, marker: string): Promise<string> {
+  const init = [
+    "#!/bin/busybox sh",
+    "/bin/busybox mkdir -p /proc /dev",
+    "/bin/busybox mount -t devtmpfs dev /dev",
+    "/bin/busybox mount -t proc proc /proc",
+    "exec >/dev/console 2>&1",
+    `echo ${marker}`,
+    'echo "CMDLINE: $(/bin/busybox cat /proc/cmdline)"',
+    "/bin/busybox poweroff -f",
+    "",
+  ].join("\n");
   const staging = join(dir, "initramfs");
   await mkdir(join(staging, "bin"), { recursive: true });
   await copyFile("/bin/busybox", join(staging, "bin", "busybox"));

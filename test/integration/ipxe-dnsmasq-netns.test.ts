@@ -9,21 +9,12 @@ import type { ExecResult } from "../../shared/system/exec.ts";
 import type { DriverNode } from "../../conductor/drivers/interfaces.ts";
 import { IpxeBoot } from "../../conductor/drivers/boot/ipxe.ts";
 import { DnsmasqHosts, dnsmasqConf } from "../../conductor/drivers/boot/dnsmasq.ts";
-import { buildBusyboxInitramfs, startQemu } from "../helpers/qemu.ts";
+import { buildMarkerInitramfs, startQemu } from "../helpers/qemu.ts";
 import type { QemuVm } from "../helpers/qemu.ts";
 
 const MAC = "52:54:00:d5:e6:f7";
 const SERVER = "10.77.0.1";
 const MARKER = "ANVIL-DHCP-RAMDISK-UP";
-const INIT = `#!/bin/busybox sh
-/bin/busybox mkdir -p /proc /dev
-/bin/busybox mount -t devtmpfs dev /dev
-/bin/busybox mount -t proc proc /proc
-exec >/dev/console 2>&1
-echo ${MARKER}
-echo "CMDLINE: $(/bin/busybox cat /proc/cmdline)"
-/bin/busybox poweroff -f
-`;
 
 const canUseNetns = process.getuid?.() === 0;
 
@@ -80,7 +71,7 @@ describe.skipIf(!canUseNetns)("real DHCP from dnsmasq in a network namespace", (
     for (const d of [root, tftp, hostsDir, join(root, "images")]) await mkdir(d, { recursive: true });
     const kernelDir = (await run("bash", ["images/kernel/fetch.sh"])).stdout.trim();
     await copyFile(join(kernelDir, "vmlinuz"), join(root, "images", "vmlinuz"));
-    await copyFile(await buildBusyboxInitramfs(dir, INIT), join(root, "images", "initramfs"));
+    await copyFile(await buildMarkerInitramfs(dir, MARKER), join(root, "images", "initramfs"));
 
     const conf = join(dir, "dnsmasq.conf");
     await writeFile(

@@ -8,24 +8,13 @@ import { exec } from "../../shared/system/exec.ts";
 import type { DriverNode } from "../../conductor/drivers/interfaces.ts";
 import { IpxeBoot } from "../../conductor/drivers/boot/ipxe.ts";
 import { bootFilesPlugin } from "../../conductor/drivers/boot/http-plugin.ts";
-import { buildBusyboxInitramfs, startQemu } from "../helpers/qemu.ts";
+import { buildMarkerInitramfs, startQemu } from "../helpers/qemu.ts";
 import type { QemuVm, UserNetwork } from "../helpers/qemu.ts";
 
 const MAC = "52:54:00:a1:b2:c3";
 const MARKER = "ANVIL-RAMDISK-UP";
 // The guest reaches the host only through this forward (slirp restrict=on).
 const GUEST_HTTP = "10.0.2.100";
-
-// init prints the marker and the kernel command line on the serial console, then powers off (QEMU exits).
-const INIT = `#!/bin/busybox sh
-/bin/busybox mkdir -p /proc /dev
-/bin/busybox mount -t devtmpfs dev /dev
-/bin/busybox mount -t proc proc /proc
-exec >/dev/console 2>&1
-echo ${MARKER}
-echo "CMDLINE: $(/bin/busybox cat /proc/cmdline)"
-/bin/busybox poweroff -f
-`;
 
 /**
  * A disk whose MBR boot code writes a marker straight to COM1 and halts: proof that the BIOS booted it.
@@ -55,7 +44,7 @@ describe("iPXE in QEMU boots the deploy kernel from the conductor's boot root", 
     await mkdir(join(root, "images"), { recursive: true });
     const kernelDir = (await exec("bash", ["images/kernel/fetch.sh"], { timeoutMs: 600_000 })).stdout.trim();
     await copyFile(join(kernelDir, "vmlinuz"), join(root, "images", "vmlinuz"));
-    await copyFile(await buildBusyboxInitramfs(dir, INIT), join(root, "images", "initramfs"));
+    await copyFile(await buildMarkerInitramfs(dir, MARKER), join(root, "images", "initramfs"));
     app = Fastify();
     app.addHook("onRequest", async (request) => {
       requests.push(request.url);
