@@ -1,20 +1,15 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { truncate, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
-import {
-  ensureAgentBuilt,
-  sampleInventory,
-  startAgentProcess,
-  writeSimulatedMachine,
-  type AgentProcess,
-} from "../helpers/agent.ts";
+import { startConductor, waitForState } from "../helpers/conductor.ts";
+import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
 import { readRange, sha256 } from "../helpers/disk.ts";
+import { enrollSimulatedNode } from "../helpers/simulated-node.ts";
 
 const BIN = resolve(import.meta.dirname, "../../bin/anvil");
 const MiB = 1024 * 1024;
@@ -82,30 +77,21 @@ describe("anvil node deploy --wait with the agent", () => {
   /** An available node with the agent's deploy interface, and a way to "boot" its ramdisk (start the agent). */
   async function availableNode(name: string) {
     const mac = `52:54:00:00:02:${(macCounter++).toString(16).padStart(2, "0")}`;
-    const disk = join(dir, `${name}.disk`);
-    await writeFile(disk, "");
-    await truncate(disk, 20 * 1024 ** 3);
-    const machine = await writeSimulatedMachine(dir, sampleInventory({ macs: [mac], diskFile: disk }));
-    const created = await api(`${ctx.url}/v1/nodes`, {
-      method: "POST",
-      body: { name, driver: "fake-hardware", deploy_interface: "direct", automated_clean: false },
+    const { disk, boot } = await enrollSimulatedNode({
+      url: ctx.url,
+      dir,
+      name,
+      mac,
+      executable,
+      body: { automated_clean: false },
     });
-    expect(created.status).toBe(201);
-    const uuid = (created.body as { uuid: string }).uuid;
-    await api(`${ctx.url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: mac } });
     const env = { ANVIL_URL: ctx.url };
     expect((await run(BIN, ["node", "manage", name, "--wait"], env)).code).toBe(0);
     expect((await run(BIN, ["node", "provide", name, "--wait"], env)).code).toBe(0);
-    const wsUrl = ctx.url.replace("http://", "ws://") + "/v1/agent";
     /** Once the node waits for its agent, start one (what the PXE boot would do). */
     const bootWhenWaiting = async (): Promise<void> => {
       await waitForState(ctx.url, name, "wait call-back");
-      agents.push(
-        startAgentProcess({
-          executable,
-          args: ["service", "--conductor", wsUrl, "--backend", "simulated", "--inventory", machine],
-        }),
-      );
+      agents.push(boot());
     };
     return { disk, bootWhenWaiting, env };
   }

@@ -1,21 +1,16 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { readFile, truncate, writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { api, startConductor, waitForState } from "../helpers/conductor.ts";
-import {
-  ensureAgentBuilt,
-  sampleInventory,
-  startAgentProcess,
-  writeSimulatedMachine,
-  type AgentProcess,
-} from "../helpers/agent.ts";
+import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
 import { readRange, sha256 } from "../helpers/disk.ts";
+import { enrollSimulatedNode } from "../helpers/simulated-node.ts";
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -68,32 +63,23 @@ describe("deploy through the agent", () => {
   });
 
   /** A node with the agent's interfaces on fake power, and the machine file + disk its agent will use. */
+  /** A node with the agent's interfaces on fake power; boot() starts its agent (kept for clean-up). */
   async function setup(ctx: Awaited<ReturnType<typeof startConductor>>, name: string) {
     const mac = `52:54:00:00:01:${(macCounter++).toString(16).padStart(2, "0")}`;
-    const disk = join(dir, `${name}.disk`);
-    await writeFile(disk, "");
-    await truncate(disk, 20 * 1024 ** 3); // sparse: reads zeroes, as the inventory's 20 GiB disk
-    const machine = await writeSimulatedMachine(dir, sampleInventory({ macs: [mac], diskFile: disk }));
-    const created = await api(`${ctx.url}/v1/nodes`, {
-      method: "POST",
-      body: { name, driver: "fake-hardware", deploy_interface: "direct", inspect_interface: "agent" },
+    const node = await enrollSimulatedNode({
+      url: ctx.url,
+      dir,
+      name,
+      mac,
+      executable,
+      body: { inspect_interface: "agent" },
     });
-    expect(created.status).toBe(201);
-    const uuid = (created.body as { uuid: string }).uuid;
-    expect(
-      (await api(`${ctx.url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: mac } })).status,
-    ).toBe(201);
-    const wsUrl = ctx.url.replace("http://", "ws://") + "/v1/agent";
-    /** "Boots" the ramdisk: a fresh agent process, i.e. a fresh boot id. */
-    const boot = () => {
-      const agent = startAgentProcess({
-        executable,
-        args: ["service", "--conductor", wsUrl, "--backend", "simulated", "--inventory", machine],
-      });
+    const boot = (): AgentProcess => {
+      const agent = node.boot();
       agents.push(agent);
       return agent;
     };
-    return { uuid, disk, boot };
+    return { uuid: node.uuid, disk: node.disk, boot };
   }
 
   const provision = (url: string, node: string, body: Record<string, unknown>) =>
