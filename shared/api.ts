@@ -104,10 +104,23 @@ export const AllocationCreateBody = z
   .strict();
 export type AllocationCreateBody = z.infer<typeof AllocationCreateBody>;
 
+/** A config drive given as JSON (Ironic builds the config-2 ISO from it): {meta_data, user_data, network_data, vendor_data}. */
+export const ConfigDriveContent = z
+  .object({
+    meta_data: JsonObject.default({}),
+    /** cloud-init user data: text, or a JSON document */
+    user_data: z.union([z.string(), JsonObject, z.array(z.unknown())]).optional(),
+    network_data: JsonObject.optional(),
+    vendor_data: JsonObject.optional(),
+  })
+  .strict();
+export type ConfigDriveContent = z.infer<typeof ConfigDriveContent>;
+
 export const ProvisionBody = z
   .object({
     target: z.enum(PROVISION_VERBS),
-    configdrive: z.union([z.string(), JsonObject]).optional(),
+    /** base64 of a gzipped ISO, a URL, or the JSON form */
+    configdrive: z.union([z.string(), ConfigDriveContent]).optional(),
     clean_steps: z.array(JsonObject).optional(),
     deploy_steps: z.array(JsonObject).optional(),
     service_steps: z.array(JsonObject).optional(),

@@ -4,14 +4,7 @@ import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { exec } from "../../shared/system/exec.ts";
 
-/** What Ironic accepts as a config drive dict (configdrive: {meta_data, user_data, network_data, vendor_data}). */
-export interface ConfigDriveContent {
-  meta_data: Record<string, unknown>;
-  /** Cloud-init user data: text (or bytes), or a JSON document. */
-  user_data?: string | Buffer | Record<string, unknown> | unknown[];
-  network_data?: Record<string, unknown>;
-  vendor_data?: Record<string, unknown>;
-}
+import type { ConfigDriveContent } from "../../shared/api.ts";
 
 export class ConfigDriveError extends Error {
   override name = "ConfigDriveError";

@@ -89,6 +89,16 @@ describe("bad input gets a 4xx in Ironic's envelope and changes nothing", () => 
       /target/,
     ],
     [
+      "config drive with an unknown key",
+      {
+        method: "PUT",
+        path: "/v1/nodes/n1/states/provision",
+        body: { target: "manage", configdrive: { metadata: {} } },
+      },
+      400,
+      /configdrive|metadata/,
+    ],
+    [
       "bad power target",
       { method: "PUT", path: "/v1/nodes/n1/states/power", body: { target: "power sideways" } },
       400,
