@@ -15,6 +15,7 @@ export type ImageErrorCode =
   | "http_range"
   | "http_stall"
   | "http_connection"
+  | "http_protocol"
   | "checksum_mismatch"
   | "checksum_file"
   | "image_format"

@@ -1,10 +1,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import got from "got";
-import type { Request as GotRequest } from "got";
-import type { IncomingMessage } from "node:http";
 import type { Logger } from "../../shared/log.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { HttpStatusError, ImageError, redactQuery } from "./errors.ts";
+import { ConnectionDroppedError, Http1Connection } from "./http1.ts";
+import type { Http1Response } from "./http1.ts";
 
 export interface FetchOptions {
   signal?: AbortSignal;
@@ -31,75 +30,113 @@ const DEFAULTS = {
   retryDelayMs: 1_000,
 };
 
-/** A connection that broke after headers: resumable with Range. */
-class DroppedError extends Error {}
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const MAX_REDIRECTS = 5;
+
+/** What several downloads of one object share: a keep-alive connection and the object's identity. */
+export class DownloadSession {
+  connection: Http1Connection | undefined;
+  /** The object's strong ETag, sent as If-Range so that every range comes from the same object. */
+  etag: string | undefined;
+  /** The object's size, from the first response. */
+  objectSize: number | null = null;
+
+  close(): void {
+    this.connection?.close();
+    this.connection = undefined;
+  }
+}
+
+/** Bytes [start, end) of an object. */
+export interface ByteWindow {
+  start: number;
+  end: number;
+}
 
 /**
- * One image download: iterate it for the body's bytes. Dropped connections resume where they stopped
- * (`Range: bytes=N-`, checked against 206 + Content-Range), 5xx and refused connects are retried with
- * backoff, 4xx fail at once.
+ * One image download: iterate it for the body's bytes (the whole object, or one window of it). Each chunk is a
+ * view of a reused receive buffer, valid until the iteration continues (copy what must be kept). Dropped
+ * connections resume where they stopped (`Range: bytes=N-`, checked against 206 + Content-Range), 5xx and
+ * refused connects are retried with backoff, 4xx fail at once; redirects are followed. Downloads that share a
+ * session reuse its keep-alive connection.
  * @throws HttpStatusError (4xx, or 5xx past maxRetries); ImageError "http_range" when a server ignores Range,
  * "http_stall" on a stall, "http_connection" past the retry/resume budget; the signal's reason when aborted.
  */
 export class ImageDownload implements AsyncIterable<Buffer> {
-  /** Body length, from Content-Length or Content-Range, once the first response is in. */
+  /** Bytes this download yields, from Content-Length or Content-Range (or the window), once known. */
   total: number | null = null;
   received = 0;
   resumes = 0;
   private readonly opts: typeof DEFAULTS & FetchOptions;
-  private etag: string | undefined;
-  private active: { request: GotRequest; watchdog?: NodeJS.Timeout } | undefined;
+  private readonly window: ByteWindow | undefined;
+  private readonly session: DownloadSession;
 
   constructor(
     readonly url: string,
     options: FetchOptions = {},
+    part: { window?: ByteWindow; session?: DownloadSession } = {},
   ) {
     this.opts = { ...DEFAULTS, ...stripUndefined(options) };
+    this.window = part.window;
+    this.session = part.session ?? new DownloadSession();
+    if (this.window) this.total = this.window.end - this.window.start;
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Buffer> {
     const log = (this.opts.logger ?? silentLogger).child({ url: redactQuery(this.url) });
-    for (;;) {
-      const request = await this.open();
-      this.active = { request };
-      try {
-        yield* this.body(request);
-        if (this.total === null || this.received >= this.total) return;
-        throw new DroppedError(`body ended at ${this.received} of ${this.total} bytes`);
-      } catch (error) {
-        request.destroy();
-        if (this.opts.signal?.aborted) throw this.opts.signal.reason;
-        if (!(error instanceof DroppedError)) throw error;
-        if (this.resumes >= this.opts.maxResumes) {
-          throw new ImageError(
-            `download of ${redactQuery(this.url)} broke ${this.resumes + 1} times (last: ${error.message})`,
-            "http_connection",
-            true,
+    let complete = false;
+    try {
+      for (;;) {
+        const response = await this.open();
+        try {
+          for (;;) {
+            const chunk = await response.read();
+            if (chunk === null) break;
+            this.received += chunk.length;
+            yield chunk;
+          }
+          if (this.total === null || this.received >= this.total) {
+            complete = true;
+            return;
+          }
+          throw new ConnectionDroppedError(`body ended at ${this.received} of ${this.total} bytes`);
+        } catch (error) {
+          this.close();
+          if (this.opts.signal?.aborted) throw this.opts.signal.reason;
+          if (!(error instanceof ConnectionDroppedError)) throw error;
+          if (this.resumes >= this.opts.maxResumes) {
+            throw new ImageError(
+              `download of ${redactQuery(this.url)} broke ${this.resumes + 1} times (last: ${error.message})`,
+              "http_connection",
+              true,
+            );
+          }
+          this.resumes += 1;
+          log.warn(
+            { at: this.received, resume: this.resumes, reason: error.message },
+            "download dropped, resuming",
           );
         }
-        this.resumes += 1;
-        log.warn(
-          { at: this.received, resume: this.resumes, reason: error.message },
-          "download dropped, resuming",
-        );
       }
+    } finally {
+      // A finished body leaves a keep-alive connection ready for the session's next download.
+      if (!complete || !this.session.connection?.reusable) this.close();
     }
   }
 
-  /** Drops the connection and its watchdog (when the consumer gives up without finishing the iteration). */
+  /** Drops the connection (when the consumer gives up without finishing the iteration). */
   close(): void {
-    clearInterval(this.active?.watchdog);
-    this.active?.request.destroy();
-    this.active = undefined;
+    this.session.close();
   }
 
   /** Sends the GET (from `received` on) and returns once acceptable headers are in, retrying 5xx/connects. */
-  private async open(): Promise<GotRequest> {
+  private async open(): Promise<Http1Response> {
     for (let attempt = 0; ; attempt += 1) {
       this.opts.signal?.throwIfAborted();
       try {
         return await this.openOnce();
       } catch (error) {
+        this.close();
         if (this.opts.signal?.aborted) throw this.opts.signal.reason;
         const retryable =
           (error instanceof HttpStatusError && error.status >= 500) || isTransientNetworkError(error);
@@ -114,124 +151,81 @@ export class ImageDownload implements AsyncIterable<Buffer> {
     }
   }
 
-  private openOnce(): Promise<GotRequest> {
-    const start = this.received;
+  private async openOnce(): Promise<Http1Response> {
+    const from = (this.window?.start ?? 0) + this.received;
     const headers: Record<string, string> = { "accept-encoding": "identity" };
-    if (start > 0) {
-      headers.range = `bytes=${start}-`;
-      if (this.etag !== undefined) headers["if-range"] = this.etag;
+    if (this.window) headers.range = `bytes=${from}-${this.window.end - 1}`;
+    else if (from > 0) headers.range = `bytes=${from}-`;
+    if (headers.range !== undefined && this.session.etag !== undefined)
+      headers["if-range"] = this.session.etag;
+    let url = new URL(this.url);
+    for (let hops = 0; ; hops += 1) {
+      const response = await this.request(url, headers);
+      const location = response.headers.location;
+      if (REDIRECTS.has(response.status) && location !== undefined && hops < MAX_REDIRECTS) {
+        this.close();
+        url = new URL(location, url);
+        continue;
+      }
+      this.accept(response, from, headers.range);
+      return response;
     }
-    const request = got.stream(this.url, {
-      headers,
-      decompress: false,
-      throwHttpErrors: false,
-      retry: { limit: 0 },
-      timeout: {
-        lookup: this.opts.connectTimeoutMs,
-        connect: this.opts.connectTimeoutMs,
-        secureConnect: this.opts.connectTimeoutMs,
-        response: this.opts.stallTimeoutMs,
-      },
-      signal: this.opts.signal,
-      ...(this.opts.ca === undefined ? {} : { https: { certificateAuthority: this.opts.ca } }),
-    });
-    return new Promise((resolve, reject) => {
-      const fail = (error: unknown): void => {
-        request.destroy();
-        if (isTimeout(error, "response")) {
-          reject(
-            new ImageError(
-              `no response from ${redactQuery(this.url)} in ${this.opts.stallTimeoutMs} ms`,
-              "http_stall",
-              true,
-            ),
-          );
-        } else reject(error);
-      };
-      request.once("error", fail);
-      request.once("response", (response: IncomingMessage) => {
-        request.off("error", fail);
-        try {
-          this.accept(response, start);
-          resolve(request);
-        } catch (error) {
-          fail(error);
-        }
-      });
-    });
   }
 
-  /** Checks status and Content-Range against what we asked for; learns the total length. */
-  private accept(response: IncomingMessage, start: number): void {
-    const status = response.statusCode ?? 0;
+  /** One GET on the session's connection when it is still open to that origin, else on a new one. */
+  private async request(url: URL, headers: Record<string, string>): Promise<Http1Response> {
+    const idle = this.session.connection;
+    if (idle?.reusable && idle.origin.origin === url.origin) {
+      try {
+        return await idle.get(url, headers);
+      } catch (error) {
+        // The server may have closed an idle keep-alive connection just now: that is no failure.
+        if (!(error instanceof ConnectionDroppedError)) throw error;
+        this.close();
+      }
+    } else this.close();
+    this.session.connection = await Http1Connection.open(url, this.opts);
+    return this.session.connection.get(url, headers);
+  }
+
+  /** Checks status and Content-Range against what we asked for; learns the lengths and the ETag. */
+  private accept(response: Http1Response, from: number, range: string | undefined): void {
+    const { status, headers } = response;
     if (status >= 300) throw new HttpStatusError(this.url, status);
-    if (start === 0) {
-      const length = response.headers["content-length"];
+    if (this.session.objectSize === null) {
+      const etag = headers.etag;
+      if (etag !== undefined && !etag.startsWith("W/")) this.session.etag = etag;
+    }
+    if (range === undefined) {
+      const length = headers["content-length"];
       if (status === 200 && length !== undefined) this.total = Number(length);
-      const etag = response.headers.etag;
-      if (etag !== undefined && !etag.startsWith("W/")) this.etag = etag;
-      if (status === 206) this.total = contentRangeTotal(response.headers["content-range"], 0);
+      if (status === 206) this.total = contentRangeTotal(headers["content-range"], 0);
+      this.session.objectSize = this.total;
       return;
     }
     if (status !== 206) {
       // A 200 here is the whole object again (Range ignored, or If-Range saw a different object):
-      // splicing it at `start` would corrupt the disk.
+      // splicing it at `from` would corrupt the disk.
       throw new ImageError(
-        `server answered ${status} to "Range: bytes=${start}-" for ${redactQuery(this.url)}; cannot resume safely`,
+        `server answered ${status} to "Range: ${range}" for ${redactQuery(this.url)}; cannot resume safely`,
         "http_range",
       );
     }
-    const total = contentRangeTotal(response.headers["content-range"], start);
-    if (this.total !== null && total !== null && total !== this.total) {
+    const size = contentRangeTotal(headers["content-range"], from);
+    if (this.session.objectSize !== null && size !== null && size !== this.session.objectSize) {
       throw new ImageError(
-        `object size changed from ${this.total} to ${total} during download`,
+        `object size changed from ${this.session.objectSize} to ${size} during download`,
         "http_range",
       );
     }
+    this.session.objectSize ??= size;
+    this.total ??= size === null ? null : size;
   }
+}
 
-  /** Yields the body, failing on a stall; connection errors become DroppedError (resumable). */
-  private async *body(request: GotRequest): AsyncGenerator<Buffer> {
-    const iterator = request[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-    const stallMs = this.opts.stallTimeoutMs;
-    // One watchdog per response, not a timer per chunk: it only counts time spent waiting for the server,
-    // never time the consumer (the disk) holds us back.
-    let waitingSince: number | undefined;
-    let stall: ImageError | undefined;
-    const watchdog = setInterval(
-      () => {
-        if (waitingSince === undefined || Date.now() - waitingSince < stallMs) return;
-        stall = new ImageError(
-          `no data from ${redactQuery(this.url)} for ${stallMs} ms at byte ${this.received}`,
-          "http_stall",
-          true,
-        );
-        request.destroy(stall);
-      },
-      Math.max(10, Math.min(1_000, stallMs / 4)),
-    );
-    watchdog.unref();
-    if (this.active) this.active.watchdog = watchdog;
-    try {
-      for (;;) {
-        let step: IteratorResult<Buffer>;
-        waitingSince = Date.now();
-        try {
-          step = await iterator.next();
-        } catch (error) {
-          if (stall) throw stall;
-          if (error instanceof ImageError || this.opts.signal?.aborted) throw error;
-          throw new DroppedError(error instanceof Error ? error.message : String(error));
-        }
-        waitingSince = undefined;
-        if (step.done) return;
-        this.received += step.value.length;
-        yield step.value;
-      }
-    } finally {
-      clearInterval(watchdog);
-    }
-  }
+/** Copies each chunk, for consumers that keep chunks past the next read (decompressors, the qcow2 converter). */
+export async function* ownedChunks(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  for await (const chunk of source) yield Buffer.from(chunk);
 }
 
 /** Parses "bytes START-END/TOTAL", insisting START is what we asked for. */
@@ -260,16 +254,9 @@ const TRANSIENT_CODES = new Set([
 /** Worth another try: the network, not the request (a TLS verification failure or a bad URL is not). */
 function isTransientNetworkError(error: unknown): boolean {
   if (!(error instanceof Error) || error instanceof ImageError) return false;
+  if (error instanceof ConnectionDroppedError) return true;
   const code = (error as { code?: string }).code;
-  return error.name === "TimeoutError" || (code !== undefined && TRANSIENT_CODES.has(code));
-}
-
-function isTimeout(error: unknown, event: string): boolean {
-  return (
-    error instanceof Error &&
-    error.name === "TimeoutError" &&
-    (error as Error & { event?: string }).event === event
-  );
+  return code !== undefined && TRANSIENT_CODES.has(code);
 }
 
 function wrapConnectError(error: unknown, url: string): unknown {
@@ -300,7 +287,7 @@ export async function fetchSmall(
       download.close();
       throw new ImageError(`${redactQuery(url)} is larger than ${maxBytes} bytes`, "image_format");
     }
-    parts.push(chunk);
+    parts.push(Buffer.from(chunk)); // a view of a reused buffer: copy it
   }
   return Buffer.concat(parts);
 }

@@ -1,6 +1,7 @@
 /**
  * Reads the first `length` bytes of a stream without consuming them: returns those bytes (fewer if the stream
- * is shorter) and a stream that yields everything from the start again.
+ * is shorter) and a stream that yields everything from the start again. The head is copied, so sources may
+ * yield views of reused buffers.
  */
 export async function peek(
   source: AsyncIterable<Buffer>,
@@ -16,7 +17,7 @@ export async function peek(
       ended = true;
       break;
     }
-    seen.push(step.value);
+    seen.push(Buffer.from(step.value)); // the source may reuse its buffers on the next read
     size += step.value.length;
   }
   const head = Buffer.concat(seen).subarray(0, length);

@@ -19,7 +19,7 @@ import { COMPRESSION_MAGIC_BYTES, decompress, detectCompression } from "./decomp
 import { ImageError, redactQuery } from "./errors.ts";
 import { rawExtents } from "./extent.ts";
 import type { Extent } from "./extent.ts";
-import { fetchSmall, fetchText, ImageDownload } from "./fetch.ts";
+import { fetchSmall, fetchText, ImageDownload, ownedChunks } from "./fetch.ts";
 import type { FetchOptions } from "./fetch.ts";
 import { peek } from "./peek.ts";
 import { isQcow2, Qcow2Converter } from "./qcow2.ts";
@@ -164,7 +164,11 @@ async function streamImage(
   try {
     const compressedPeek = await peek(tap.pass(counted()), COMPRESSION_MAGIC_BYTES);
     const compression = image.compression ?? detectCompression(compressedPeek.head);
-    const plain = decompress(compressedPeek.stream, compression);
+    // Download chunks are views of reused buffers: only the raw path consumes each before the next read.
+    const plain =
+      compression === "none"
+        ? compressedPeek.stream
+        : decompress(ownedChunks(compressedPeek.stream), compression);
     const formatPeek = await peek(plain, 4);
     const format: DiskFormat = image.disk_format ?? (isQcow2(formatPeek.head) ? "qcow2" : "raw");
     if (format === "qcow2" && !isQcow2(formatPeek.head)) {
@@ -175,7 +179,7 @@ async function streamImage(
         ? new Qcow2Converter({ maxBufferedBytes: options.qcow2MaxBufferedBytes })
         : undefined;
     const extents: AsyncIterable<Extent> = qcow2
-      ? qcow2.extents(formatPeek.stream)
+      ? qcow2.extents(compression === "none" ? ownedChunks(formatPeek.stream) : formatPeek.stream)
       : rawExtents(formatPeek.stream);
     options.logger?.debug({ compression, format }, "image stream detected");
 

@@ -12,6 +12,7 @@ import { exec } from "../../shared/system/exec.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
 import type { HttpImageServer } from "../helpers/http-image-server.ts";
 import { readRange, sha256 } from "../helpers/disk.ts";
+import { selfSignedCert } from "../helpers/tls.ts";
 
 const MiB = 1024 * 1024;
 const IMAGE_SIZE = 32 * MiB;
@@ -294,30 +295,11 @@ describe("writeImage to a block device", () => {
 
 describe("writeImage over HTTPS", () => {
   it("verifies the server against the given CA and writes the image; an untrusted server is refused", async () => {
-    const key = join(dir, "tls.key");
-    const cert = join(dir, "tls.crt");
-    await run("openssl", [
-      "req",
-      "-x509",
-      "-newkey",
-      "rsa:2048",
-      "-nodes",
-      "-keyout",
-      key,
-      "-out",
-      cert,
-      "-days",
-      "1",
-      "-subj",
-      "/CN=127.0.0.1",
-      "-addext",
-      "subjectAltName=IP:127.0.0.1",
-    ]);
-    const tls = await startHttpImageServer({ tls: { key: await readFile(key), cert: await readFile(cert) } });
+    const { key, cert: ca } = await selfSignedCert(dir);
+    const tls = await startHttpImageServer({ tls: { key, cert: ca } });
     try {
       tls.serve("/disk.raw.zst", join(dir, "disk.raw.zst"));
       const url = `${tls.url}/disk.raw.zst`;
-      const ca = (await readFile(cert)).toString();
       const target = await freshDisk();
       await writeImage(
         { image: { url, image_type: "whole-disk" } },
