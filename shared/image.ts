@@ -9,6 +9,7 @@ import { z } from "zod";
  * - `image_os_hash_algo` + `image_os_hash_value` -> `checksum: {algo, value}`
  * - `image_checksum` (legacy MD5, or a URL of a checksum file) -> `checksum: {algo: "md5", value}` or `{url}`
  * - `image_size` -> `size` (bytes of the download, as Glance reports it)
+ * - `image_bmap` (an Anvil extension: a bmaptool block map, signed like image_source) -> `block_map`
  * - `image_type` ("whole-disk" | "partition") -> `image_type`
  * - `root_mb` / `swap_mb` / `ephemeral_mb` -> `partition.root_mb` / `swap_mb` / `ephemeral_mb`
  * - `configdrive` (base64 of a gzipped ISO) -> `configdrive` on the write request
@@ -71,6 +72,12 @@ export const ImageSpecSchema = z
     checksum: ChecksumSpecSchema.optional(),
     /** Bytes of the download, when known ahead (a cross-check of Content-Length). */
     size: z.number().int().nonnegative().optional(),
+    /**
+     * URL of a bmaptool block map (`bmaptool create`, Yocto's `.bmap`) of a raw image: only its mapped ranges
+     * are downloaded (Range requests, each range's digest checked) and written. Ignored, with a warning, when
+     * the object turns out compressed, qcow2, of another size, or served without Range support.
+     */
+    block_map: z.url({ protocol: /^https?$/ }).optional(),
     image_type: ImageTypeSchema,
     partition: PartitionLayoutSchema.optional(),
   })
@@ -113,8 +120,11 @@ export const WriteImageResultSchema = z.object({
   bytes_written: z.number().int().nonnegative(),
   /** Size of the image as the disk sees it (after decompression and qcow2 conversion). */
   image_bytes: z.number().int().nonnegative(),
-  /** The digest of the downloaded bytes (verified when the request carried a checksum). */
-  checksum: ChecksumValueSchema,
+  /**
+   * The digest of the downloaded bytes (verified when the request carried a checksum). Absent when a block
+   * map skipped the holes and no checksum was asked for (hashing the holes' zeros would cost the time saved).
+   */
+  checksum: ChecksumValueSchema.optional(),
   duration_ms: z.number().nonnegative(),
   /** Partitions created: for partition images (root, swap, ephemeral, configdrive) or a whole-disk config drive. */
   partitions: z.record(z.string(), PartitionInfoSchema).optional(),

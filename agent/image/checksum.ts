@@ -4,6 +4,8 @@ import { CHECKSUM_HEX_LENGTH } from "../../shared/image.ts";
 import type { ChecksumAlgo, ChecksumValue } from "../../shared/image.ts";
 import { ChecksumMismatchError, ImageError } from "./errors.ts";
 
+const ZEROS = Buffer.alloc(1024 * 1024);
+
 /**
  * Hashes the bytes that pass through it, untouched; read `digest()` once the source is exhausted.
  * NOTE: inline on the receiving thread. Two worker-thread designs (structured-clone copies per chunk; a
@@ -22,6 +24,17 @@ export class HashingTap {
     for await (const chunk of source) {
       this.hash.update(chunk);
       yield chunk;
+    }
+  }
+
+  update(chunk: Buffer): void {
+    this.hash.update(chunk);
+  }
+
+  /** Hashes `length` zero bytes (a hole a block map skipped). */
+  zeros(length: number): void {
+    for (let left = length; left > 0; left -= ZEROS.length) {
+      this.hash.update(left >= ZEROS.length ? ZEROS : ZEROS.subarray(0, left));
     }
   }
 

@@ -5,6 +5,7 @@ import { Decompress as ZstdDecompress } from "fzstd";
 import xz from "xz-decompress";
 import type { Compression } from "../../shared/image.ts";
 import { ImageError } from "./errors.ts";
+import { GcPacer } from "./gc-pacer.ts";
 
 /** Bytes needed to recognise every supported compression. */
 export const COMPRESSION_MAGIC_BYTES = 6;
@@ -85,7 +86,10 @@ async function* unzstd(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
       pendingZeros -= n;
     }
   };
+  // Paced here, inside push(): one push of a few KiB can decode GiBs of zero blocks, each a fresh allocation.
+  const pacer = new GcPacer(4 * 1024 * 1024);
   const decoder = new ZstdDecompress((block) => {
+    pacer.allocated(block.byteLength);
     const data = Buffer.from(block.buffer, block.byteOffset, block.byteLength);
     if (data.length <= ZERO_CHUNK && data.equals(zeros.subarray(0, data.length))) {
       pendingZeros += data.length;

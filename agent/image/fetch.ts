@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "../../shared/log.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { HttpStatusError, ImageError, redactQuery } from "./errors.ts";
+import { GcPacer } from "./gc-pacer.ts";
 import { ConnectionDroppedError, Http1Connection } from "./http1.ts";
 import type { Http1Response } from "./http1.ts";
 
@@ -225,7 +226,11 @@ export class ImageDownload implements AsyncIterable<Buffer> {
 
 /** Copies each chunk, for consumers that keep chunks past the next read (decompressors, the qcow2 converter). */
 export async function* ownedChunks(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
-  for await (const chunk of source) yield Buffer.from(chunk);
+  const pacer = new GcPacer();
+  for await (const chunk of source) {
+    pacer.allocated(chunk.length);
+    yield Buffer.from(chunk);
+  }
 }
 
 /** Parses "bytes START-END/TOTAL", insisting START is what we asked for. */

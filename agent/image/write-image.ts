@@ -13,15 +13,19 @@ import type {
 import { eraseDeviceMetadata } from "../disk/erase-metadata.ts";
 import { appendConfigDrivePartition, createPartitionLayout } from "../disk/partition-table.ts";
 import { inspectTarget, rereadPartitions, zeroCheaply } from "../disk/target.ts";
+import { parseBlockMap } from "./bmap.ts";
+import type { BlockMap } from "./bmap.ts";
 import { HashingTap, parseChecksumFile } from "./checksum.ts";
 import { decodeConfigDrive, writeConfigDrive } from "./configdrive.ts";
 import { COMPRESSION_MAGIC_BYTES, decompress, detectCompression } from "./decompress.ts";
 import { ImageError, redactQuery } from "./errors.ts";
 import { rawExtents } from "./extent.ts";
 import type { Extent } from "./extent.ts";
-import { fetchSmall, fetchText, ImageDownload, ownedChunks } from "./fetch.ts";
+import { DownloadSession, fetchSmall, fetchText, ImageDownload, ownedChunks } from "./fetch.ts";
 import type { FetchOptions } from "./fetch.ts";
 import { peek } from "./peek.ts";
+import { GcPacer } from "./gc-pacer.ts";
+import { mapFitsObject, mappedExtents } from "./mapped-image.ts";
 import { isQcow2, Qcow2Converter } from "./qcow2.ts";
 import { ProgressMeter } from "./progress.ts";
 import { ImageWriter } from "./writer.ts";
@@ -67,6 +71,14 @@ export async function writeImage(
       : decodeConfigDrive(await configDriveText(configdrive, fetchOptions));
 
   const expected = await expectedChecksum(image, fetchOptions);
+  const blockMap =
+    image.block_map === undefined
+      ? undefined
+      : parseBlockMap(
+          (await fetchSmall(image.block_map, { ...fetchOptions, maxBytes: 64 * 1024 * 1024 })).toString(
+            "utf8",
+          ),
+        );
   let target = await inspectTarget(options.target, signal);
   const partitions: Record<string, PartitionInfo> = {};
   let region = { offset: 0, length: target.kind === "file" && target.size === 0 ? undefined : target.size };
@@ -89,13 +101,27 @@ export async function writeImage(
   }
   log.info({ readsZeroes, region }, "writing image");
 
-  const written = await streamImage(image, {
+  const session = new DownloadSession();
+  const stream: StreamOptions = {
     ...options,
     fetchOptions,
+    session,
     algo: expected?.algo ?? "sha256",
     writer: { path: target.path, offset: region.offset, limit: region.length, readsZeroes },
-  });
-  const checksum = expected ? written.tap.verify(expected) : written.tap.digest();
+  };
+  let written: Awaited<ReturnType<typeof streamImage>>;
+  try {
+    const mapped =
+      blockMap !== undefined &&
+      (await mapFitsObject(image.url, blockMap, { fetch: fetchOptions, session, logger: log }));
+    if (mapped) log.info({ mapped_bytes: blockMap.mappedBytes }, "downloading the block map's ranges only");
+    written = mapped
+      ? await streamMapped(image, blockMap, { ...stream, hashHoles: expected !== undefined })
+      : await streamImage(image, stream);
+  } finally {
+    session.close();
+  }
+  const checksum = expected ? written.tap?.verify(expected) : written.tap?.digest();
   if (expected) {
     log.info({ algo: expected.algo }, "image checksum verified");
   }
@@ -115,7 +141,7 @@ export async function writeImage(
   return {
     bytes_written: written.bytesWritten,
     image_bytes: written.imageBytes,
-    checksum,
+    ...(checksum ? { checksum } : {}),
     duration_ms: Date.now() - started,
     ...(Object.keys(partitions).length > 0 ? { partitions } : {}),
   };
@@ -140,15 +166,60 @@ async function expectedChecksum(
 
 interface StreamOptions extends WriteImageOptions {
   fetchOptions: FetchOptions;
+  session: DownloadSession;
   algo: ChecksumValue["algo"];
   writer: { path: string; offset: number; limit: number | undefined; readsZeroes: boolean };
 }
 
-async function streamImage(
+interface Streamed {
+  tap: HashingTap | undefined;
+  bytesWritten: number;
+  imageBytes: number;
+}
+
+/**
+ * Only a raw image's mapped ranges: holes are neither downloaded nor written (the writer zero-fills them when
+ * the target does not read zeros). With `hashHoles`, the whole-image checksum counts the holes' zeros.
+ */
+async function streamMapped(
   image: ImageSpec,
-  options: StreamOptions,
-): Promise<{ tap: HashingTap; bytesWritten: number; imageBytes: number }> {
-  const download = new ImageDownload(image.url, options.fetchOptions);
+  map: BlockMap,
+  options: StreamOptions & { hashHoles: boolean },
+): Promise<Streamed> {
+  if (image.size !== undefined && image.size !== map.imageSize) {
+    throw new ImageError(
+      `image size ${image.size} differs from the block map's ${map.imageSize}`,
+      "image_format",
+    );
+  }
+  const tap = options.hashHoles ? new HashingTap(options.algo) : undefined;
+  const meter = new ProgressMeter(options.onProgress, options.progressIntervalMs);
+  meter.total = map.mappedBytes;
+  let received = 0;
+  const writer = await ImageWriter.open(options.writer);
+  try {
+    const extents = mappedExtents(image.url, map, {
+      fetch: options.fetchOptions,
+      session: options.session,
+      onHole: (bytes) => tap?.zeros(bytes),
+    });
+    for await (const extent of extents) {
+      tap?.update(extent.data);
+      received += extent.data.length;
+      meter.update(received);
+      await writer.write(extent);
+    }
+    await writer.finish(map.imageSize);
+    meter.finish();
+    return { tap, bytesWritten: writer.bytesWritten, imageBytes: map.imageSize };
+  } catch (error) {
+    await writer.abort();
+    throw error;
+  }
+}
+
+async function streamImage(image: ImageSpec, options: StreamOptions): Promise<Streamed> {
+  const download = new ImageDownload(image.url, options.fetchOptions, { session: options.session });
   const tap = new HashingTap(options.algo);
   const meter = new ProgressMeter(options.onProgress, options.progressIntervalMs);
   async function* counted(): AsyncGenerator<Buffer> {
@@ -183,8 +254,11 @@ async function streamImage(
       : rawExtents(formatPeek.stream);
     options.logger?.debug({ compression, format }, "image stream detected");
 
+    // The raw path reuses its buffers; the others allocate as they decode (zstd paces itself, inside fzstd).
+    const pacer = (compression === "none" && !qcow2) || compression === "zstd" ? undefined : new GcPacer();
     writer = await ImageWriter.open(options.writer);
     for await (const extent of extents) {
+      pacer?.allocated(extent.data.length);
       await writer.write(extent);
       rawEnd = Math.max(rawEnd, extent.offset + extent.data.length);
     }

@@ -22,6 +22,8 @@ const InstanceInfo = z
     ephemeral_mb: z.coerce.number().int().nonnegative().optional(),
     ephemeral_gb: z.coerce.number().int().nonnegative().optional(),
     configdrive: z.string().optional(),
+    /** Anvil's extension: a bmaptool block map of a raw image_source (same URL schemes). */
+    image_bmap: z.string().min(1).optional(),
   })
   .loose();
 
@@ -32,6 +34,17 @@ function checksumOf(info: z.infer<typeof InstanceInfo>): WriteImageRequest["imag
   if (!info.image_checksum) return undefined;
   if (/^https?:\/\//.test(info.image_checksum)) return { url: info.image_checksum };
   return { algo: "md5", value: info.image_checksum };
+}
+
+/** http(s) URLs pass through; swift://, s3:// and file:// become temporary HTTP(S) URLs. */
+function temporaryUrl(field: string, value: string, sign: UrlSigner): string {
+  let source: URL;
+  try {
+    source = new URL(value);
+  } catch {
+    throw badRequest(`Cannot deploy: instance_info.${field} "${value}" is not a URL`);
+  }
+  return source.protocol === "http:" || source.protocol === "https:" ? source.toString() : sign(source);
 }
 
 /**
@@ -48,14 +61,9 @@ export function writeRequestFromInstanceInfo(
     throw badRequest(`Cannot deploy: instance_info is missing or has invalid values for: ${missing}`);
   }
   const info = parsed.data;
-  let source: URL;
-  try {
-    source = new URL(info.image_source);
-  } catch {
-    throw badRequest(`Cannot deploy: instance_info.image_source "${info.image_source}" is not a URL`);
-  }
-  const url =
-    source.protocol === "http:" || source.protocol === "https:" ? source.toString() : options.sign(source);
+  const url = temporaryUrl("image_source", info.image_source, options.sign);
+  const blockMap =
+    info.image_bmap === undefined ? undefined : temporaryUrl("image_bmap", info.image_bmap, options.sign);
   const imageType = info.image_type ?? "whole-disk";
   const rootMb = info.root_mb ?? (info.root_gb === undefined ? undefined : info.root_gb * 1024);
   const ephemeralMb =
@@ -65,6 +73,7 @@ export function writeRequestFromInstanceInfo(
     disk_format: info.image_disk_format,
     checksum: checksumOf(info),
     size: info.image_size,
+    block_map: blockMap,
     image_type: imageType,
     partition:
       imageType === "partition"

@@ -3,6 +3,7 @@ import { mkdtemp, open, readFile, rm, truncate, writeFile } from "node:fs/promis
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { parseBlockMap } from "../../agent/image/bmap.ts";
 import { ChecksumMismatchError, HttpStatusError, ImageError } from "../../agent/image/errors.ts";
 import { writeImage } from "../../agent/image/write-image.ts";
 import type { WriteImageOptions } from "../../agent/image/write-image.ts";
@@ -12,6 +13,7 @@ import { exec } from "../../shared/system/exec.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
 import type { HttpImageServer } from "../helpers/http-image-server.ts";
 import { readRange, sha256 } from "../helpers/disk.ts";
+import { recordingLogger } from "../helpers/log.ts";
 import { selfSignedCert } from "../helpers/tls.ts";
 
 const MiB = 1024 * 1024;
@@ -107,9 +109,16 @@ beforeAll(async () => {
   await run("qemu-io", ["-c", "write -P 5 20M 1M", grown]);
   await run("qemu-img", ["convert", "-O", "raw", grown, join(dir, "grown.raw")]);
 
+  // bmaptool's own block map of the sparse raw image; and a copy of the image with one mapped byte changed.
+  await run("bmaptool", ["create", raw, "-o", join(dir, "disk.bmap")]);
+  await run("cp", ["--sparse=always", raw, join(dir, "tampered.raw")]);
+  await writeAt(join(dir, "tampered.raw"), 2 * MiB + 77, Buffer.from("X"));
+
   server = await startHttpImageServer();
   for (const file of [
     "disk.raw",
+    "disk.bmap",
+    "tampered.raw",
     "disk.qcow2",
     "disk-compressed.qcow2",
     "disk-v2.qcow2",
@@ -210,7 +219,7 @@ describe("writeImage: HTTP faults", () => {
       { image: spec("drop.raw", { checksum: { algo: "sha256", value: sourceSha256 } }) },
       options(target),
     );
-    expect(result.checksum.value).toBe(sourceSha256);
+    expect(result.checksum?.value).toBe(sourceSha256);
     expect(sha256(await readRange(target, 0, IMAGE_SIZE))).toBe(sourceSha256);
     const ranges = server.requests.filter((r) => r.path === "/drop.raw").map((r) => [r.range, r.status]);
     expect(ranges).toEqual([
@@ -237,7 +246,7 @@ describe("writeImage: HTTP faults", () => {
   it("retries 503 with backoff and then succeeds", async () => {
     server.serve("/busy.raw", join(dir, "disk.raw"), { unavailableTimes: 2 });
     const result = await writeImage({ image: spec("busy.raw") }, options(await freshDisk()));
-    expect(result.checksum.value).toBe(sourceSha256);
+    expect(result.checksum?.value).toBe(sourceSha256);
     expect(server.requests.filter((r) => r.path === "/busy.raw").map((r) => r.status)).toEqual([
       503, 503, 200,
     ]);
@@ -287,6 +296,84 @@ describe("writeImage to a block device", () => {
       // Stale 0xaa bytes sat at 30 MiB, inside the image's zeros: the loop device is not assumed to read zeros.
       expect(sha256(await readRange(backing, 0, IMAGE_SIZE))).toBe(sourceSha256);
       expect((await readRange(backing, DISK_SIZE - 512, 8)).toString("latin1")).not.toBe("EFI PART");
+    } finally {
+      await exec("losetup", ["--detach", loop]);
+    }
+  });
+});
+
+describe("writeImage with a block map", () => {
+  const mapped = (file: string, extra: Partial<ImageSpec> = {}): ImageSpec =>
+    spec(file, { block_map: `${server.url}/disk.bmap`, ...extra });
+  const requestsFor = (path: string): { range: string | undefined; status: number }[] =>
+    server.requests.filter((r) => r.path === path);
+  const rangeStart = (range: string | undefined): number => Number(/^bytes=(\d+)-/.exec(range ?? "")?.[1]);
+
+  it("downloads only the mapped ranges, zeroes the holes, and verifies the whole image's sha256", async () => {
+    const map = parseBlockMap(await readFile(join(dir, "disk.bmap"), "utf8"));
+    expect(map.mappedBytes).toBeLessThan(IMAGE_SIZE / 3);
+    const target = await freshDisk();
+    const result = await writeImage(
+      { image: mapped("disk.raw", { checksum: { algo: "sha256", value: sourceSha256 } }) },
+      options(target),
+    );
+    expect(result.checksum?.value).toBe(sourceSha256);
+    expect(sha256(await readRange(target, 0, IMAGE_SIZE))).toBe(sourceSha256);
+    const requests = requestsFor("/disk.raw");
+    // A probe of the first bytes, then exactly one Range request per mapped range, never the whole object.
+    expect(requests.map((r) => r.range)).toEqual([
+      "bytes=0-7",
+      ...map.ranges.map((r) => `bytes=${r.start}-${r.end - 1}`),
+    ]);
+    expect(requests.every((r) => r.status === 206)).toBe(true);
+  });
+
+  it("a wrong whole-image checksum still fails (the holes' zeros are hashed too)", async () => {
+    const wrong = "0".repeat(64);
+    const failure = writeImage(
+      { image: mapped("disk.raw", { checksum: { algo: "sha256", value: wrong } }) },
+      options(await freshDisk()),
+    );
+    await expect(failure).rejects.toBeInstanceOf(ChecksumMismatchError);
+  });
+
+  it("bytes that differ from the map's range digest fail with checksum_mismatch naming the range", async () => {
+    const failure = writeImage({ image: mapped("tampered.raw") }, options(await freshDisk()));
+    await expect(failure).rejects.toMatchObject({ code: "checksum_mismatch" });
+    await expect(failure).rejects.toThrow(/bytes 2097152-\d+ do not match the block map's sha256/);
+  });
+
+  it("a range cut off mid-way is resumed from where it stopped, not from the range's start", async () => {
+    // Every answer is cut after 1 MiB (smaller ones just lose their keep-alive connection).
+    server.serve("/drop-mapped.raw", join(dir, "disk.raw"), { dropAfterBytes: MiB, dropTimes: 10 });
+    const map = parseBlockMap(await readFile(join(dir, "disk.bmap"), "utf8"));
+    const target = await freshDisk();
+    await writeImage({ image: mapped("drop-mapped.raw") }, options(target));
+    expect(sha256(await readRange(target, 0, IMAGE_SIZE))).toBe(sourceSha256);
+    const starts = requestsFor("/drop-mapped.raw").map((r) => rangeStart(r.range));
+    const inside = starts.filter((at) => map.ranges.some((r) => at > r.start && at < r.end));
+    expect(inside).toContain(2 * MiB + MiB); // the 5 MiB range at 2 MiB, resumed after its first MiB
+  });
+
+  it("a map that does not fit the object (here: a zstd file) is ignored and the image streamed whole", async () => {
+    const target = await freshDisk();
+    const logged: string[] = [];
+    const logger = recordingLogger(logged);
+    const result = await writeImage({ image: mapped("disk.raw.zst") }, options(target, { logger }));
+    expect(sha256(await readRange(target, 0, IMAGE_SIZE))).toBe(sourceSha256);
+    expect(result.checksum?.algo).toBe("sha256");
+    expect(requestsFor("/disk.raw.zst").some((r) => r.range === undefined && r.status === 200)).toBe(true);
+    expect(logged.some((line) => line.includes("block map does not fit the image"))).toBe(true);
+  });
+
+  it("a block map on a loop device: holes are written as zeros over stale bytes", async (context) => {
+    const backing = await freshDisk("loop-mapped");
+    const attach = await exec("losetup", ["--find", "--show", backing]);
+    if (attach.code !== 0) return context.skip(`no loop devices here: ${attach.stderr.trim()}`);
+    const loop = attach.stdout.trim();
+    try {
+      await writeImage({ image: mapped("disk.raw") }, options(loop));
+      expect(sha256(await readRange(backing, 0, IMAGE_SIZE))).toBe(sourceSha256);
     } finally {
       await exec("losetup", ["--detach", loop]);
     }

@@ -1,9 +1,8 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "../../shared/log.ts";
+import { recordingLogger } from "../helpers/log.ts";
 import { observeSpawns } from "../../shared/system/exec.ts";
 import type { DriverNode } from "../../conductor/drivers/interfaces.ts";
 import { DriverError } from "../../conductor/drivers/errors.ts";
@@ -33,15 +32,7 @@ describe("ipmitool drivers against a real ipmi_sim", () => {
   const argvs: string[][] = [];
   const logLines: string[] = [];
   const stopObserving = observeSpawns((command, args) => argvs.push([command, ...args]));
-  const logger = createLogger({
-    level: "debug",
-    destination: new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logLines.push(chunk.toString());
-        done();
-      },
-    }),
-  });
+  const logger = recordingLogger(logLines);
   const ipmitool = new Ipmitool({ minIntervalMs: 50, retryDelayMs: 100, logger });
   const power = new IpmitoolPower({
     ipmitool,

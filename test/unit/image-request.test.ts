@@ -1,0 +1,32 @@
+import { describe, expect, it } from "vitest";
+import { ApiError } from "../../conductor/api/errors.ts";
+import { writeRequestFromInstanceInfo } from "../../conductor/flows/image-request.ts";
+
+const sign = (source: URL): string =>
+  `https://objects.example/${source.protocol.replace(":", "")}${source.pathname}?sig=1`;
+
+describe("writeRequestFromInstanceInfo: image_bmap", () => {
+  it("passes an http(s) block map through and signs swift://, s3:// and file:// ones like image_source", () => {
+    const plain = writeRequestFromInstanceInfo(
+      { image_source: "http://images/disk.raw", image_bmap: "http://images/disk.bmap" },
+      { sign },
+    );
+    expect(plain.image.block_map).toBe("http://images/disk.bmap");
+    const signed = writeRequestFromInstanceInfo(
+      { image_source: "s3://bucket/disk.raw", image_bmap: "file:///srv/images/disk.bmap" },
+      { sign },
+    );
+    expect(signed.image.url).toBe("https://objects.example/s3/disk.raw?sig=1");
+    expect(signed.image.block_map).toBe("https://objects.example/file/srv/images/disk.bmap?sig=1");
+    expect(
+      writeRequestFromInstanceInfo({ image_source: "http://i/d.raw" }, { sign }).image.block_map,
+    ).toBeUndefined();
+  });
+
+  it("a block map that is not a URL is a 400 naming the field", () => {
+    const attempt = (): unknown =>
+      writeRequestFromInstanceInfo({ image_source: "http://i/d.raw", image_bmap: "disk.bmap" }, { sign });
+    expect(attempt).toThrow(ApiError);
+    expect(attempt).toThrow(/instance_info\.image_bmap "disk\.bmap" is not a URL/);
+  });
+});
