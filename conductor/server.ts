@@ -42,6 +42,7 @@ export function createConductor(
   if (config.databasePath !== ":memory:") mkdirSync(dirname(config.databasePath), { recursive: true });
   mkdirSync(httpBootRoot(config), { recursive: true });
   const store = options.store ?? new SqliteStore(config.databasePath);
+  let listeningUrl: string | undefined;
   const drivers = options.drivers ?? defaultDrivers(config);
   const events = new EventHub();
   const gateway = createAgentGateway({
@@ -53,7 +54,7 @@ export function createConductor(
   const provisioner = new Provisioner(
     { store, holder: config.name, logger, agents: gateway, config, publish: (e) => events.publish(e) },
     drivers,
-    options.sign ?? createUrlSigner(config),
+    options.sign ?? createUrlSigner(config, Date.now, () => listeningUrl),
   );
   const startedAt = new Date();
   const app = buildApi({
@@ -110,6 +111,7 @@ export function createConductor(
       if (failed.length) logger.warn({ nodes: failed }, "failed work abandoned by a previous run");
       gateway.attach(app.server);
       const url = await app.listen({ host: config.host, port: config.port });
+      listeningUrl = url;
       every(config.timeoutCheckIntervalS, () => provisioner.failTimedOut(), "timeout check");
       every(
         config.powerSync.intervalS,

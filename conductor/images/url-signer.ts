@@ -17,10 +17,15 @@ export function localImagePath(root: string, file: string): string | null {
  * fetches directly (the conductor never carries image bytes, except file:// for small setups).
  * @throws ApiError(400) for a scheme that is not configured
  */
-export function createUrlSigner(config: ConductorConfig, now: () => number = Date.now): UrlSigner {
+export function createUrlSigner(
+  config: ConductorConfig,
+  now: () => number = Date.now,
+  /** The conductor's own URL once it listens (its port may have been chosen by the OS). */
+  listeningUrl: () => string | undefined = () => undefined,
+): UrlSigner {
   const images = config.images;
-  const publicUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
   return (source) => {
+    const publicUrl = config.publicUrl ?? listeningUrl() ?? `http://${config.host}:${config.port}`;
     const expiresS = Math.floor(now() / 1000) + images.urlExpiresS;
     const objectPath = decodeURIComponent(source.pathname.replace(/^\/+/, ""));
     switch (source.protocol) {

@@ -1,11 +1,12 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { parseBlockMap } from "../../agent/image/bmap.ts";
 import { api, startConductor, waitForState } from "../helpers/conductor.ts";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
@@ -50,6 +51,15 @@ describe("deploy through the agent", () => {
       "qcow2",
       join(dir, "disk.raw"),
       join(dir, "disk.qcow2"),
+    ]);
+    // A sparse copy (holes where the image has zeros) and bmaptool's block map of it, in an image root.
+    mkdirSync(join(dir, "root"));
+    await run("cp", ["--sparse=always", join(dir, "disk.raw"), join(dir, "root", "sparse.raw")]);
+    await run("bmaptool", [
+      "create",
+      join(dir, "root", "sparse.raw"),
+      "-o",
+      join(dir, "root", "sparse.bmap"),
     ]);
     images.serve("/disk.raw", join(dir, "disk.raw"));
     images.serve("/disk.qcow2", join(dir, "disk.qcow2"));
@@ -213,6 +223,50 @@ describe("deploy through the agent", () => {
       expect(String(node.last_error)).toMatch(/sha256 mismatch/);
       expect(node.power_state).toBe("power off");
       expect(node.reservation).toBeNull();
+    } finally {
+      await ctx.stop();
+    }
+  });
+
+  it("file:// image and block map (image_bmap) from the conductor's image root: only mapped bytes travel", async () => {
+    const ctx = await startConductor({ images: { localRoot: join(dir, "root") } });
+    try {
+      const { disk, boot } = await setup(ctx, "d4");
+      await writeFile(disk, randomBytes(24 * MiB), { flag: "r+" }); // a previous tenant's bytes
+      await api(`${ctx.url}/v1/nodes/d4`, {
+        method: "PATCH",
+        body: [
+          {
+            op: "add",
+            path: "/instance_info/image_source",
+            value: `file://${join(dir, "root", "sparse.raw")}`,
+          },
+          {
+            op: "add",
+            path: "/instance_info/image_bmap",
+            value: `file://${join(dir, "root", "sparse.bmap")}`,
+          },
+          { op: "add", path: "/instance_info/image_os_hash_algo", value: "sha256" },
+          { op: "add", path: "/instance_info/image_os_hash_value", value: imageSha },
+          { op: "add", path: "/automated_clean", value: false },
+        ],
+      });
+      await provision(ctx.url, "d4", { target: "manage" });
+      await waitForState(ctx.url, "d4", "manageable");
+      await provision(ctx.url, "d4", { target: "provide" });
+      await waitForState(ctx.url, "d4", "available");
+      await provision(ctx.url, "d4", { target: "active" });
+      await waitForState(ctx.url, "d4", "wait call-back");
+      const agent = boot();
+      await waitForState(ctx.url, "d4", "active");
+      expect(sha256(await readRange(disk, 0, image.length))).toBe(imageSha);
+      const map = parseBlockMap(await readFile(join(dir, "root", "sparse.bmap"), "utf8"));
+      expect(map.mappedBytes).toBeLessThan(image.length / 2);
+      const line = agent
+        .stderr()
+        .split("\n")
+        .find((l) => l.includes("downloading the block map's ranges only"));
+      expect(line).toContain(`"mapped_bytes":${map.mappedBytes}`);
     } finally {
       await ctx.stop();
     }
