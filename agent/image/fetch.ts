@@ -71,6 +71,7 @@ export class ImageDownload implements AsyncIterable<Buffer> {
   private readonly opts: typeof DEFAULTS & FetchOptions;
   private readonly window: ByteWindow | undefined;
   private readonly session: DownloadSession;
+  private readonly sharedSession: boolean;
 
   constructor(
     readonly url: string,
@@ -80,6 +81,7 @@ export class ImageDownload implements AsyncIterable<Buffer> {
     this.opts = { ...DEFAULTS, ...stripUndefined(options) };
     this.window = part.window;
     this.session = part.session ?? new DownloadSession();
+    this.sharedSession = part.session !== undefined;
     if (this.window) this.total = this.window.end - this.window.start;
   }
 
@@ -120,8 +122,9 @@ export class ImageDownload implements AsyncIterable<Buffer> {
         }
       }
     } finally {
-      // A finished body leaves a keep-alive connection ready for the session's next download.
-      if (!complete || !this.session.connection?.reusable) this.close();
+      // A finished body leaves a keep-alive connection for a shared session's next download; a download on
+      // its own closes it (an idle socket would keep the process alive).
+      if (!complete || !this.sharedSession || !this.session.connection?.reusable) this.close();
     }
   }
 

@@ -63,6 +63,14 @@ describe("anvil node deploy --wait with the agent", () => {
     imageSha = sha256(image);
     await writeFile(join(dir, "disk.raw"), image);
     images.serve("/disk.raw", join(dir, "disk.raw"));
+    // A sparse copy and bmaptool's block map of it: 6 of its 24 MiB hold data.
+    const made = [
+      await run("cp", ["--sparse=always", join(dir, "disk.raw"), join(dir, "sparse.raw")], {}),
+      await run("bmaptool", ["create", join(dir, "sparse.raw"), "-o", join(dir, "sparse.bmap")], {}),
+    ];
+    for (const step of made) if (step.code !== 0) throw new Error(step.stderr);
+    images.serve("/sparse.raw", join(dir, "sparse.raw"));
+    images.serve("/sparse.bmap", join(dir, "sparse.bmap"));
     ctx = await startConductor({ timeoutCheckIntervalS: 1000 });
   }, 300_000);
   afterEach(async () => {
@@ -149,6 +157,17 @@ describe("anvil node deploy --wait with the agent", () => {
     expect(deploy.stdout).toContain("\r\x1b[2Kwrite_image  24.0 MiB / 24.0 MiB  100%");
     // the redrawn line is ended before the next state line
     expect(deploy.stdout).toMatch(/100%[^\n]*\r?\n\d\d:\d\d:\d\dZ {2}deploying -> active/);
+  });
+
+  it("--bmap: only the block map's 6 MiB are fetched, and the disk still holds the whole image", async () => {
+    const { disk, bootWhenWaiting, env } = await availableNode("c4");
+    const args = ["node", "deploy", "c4", "--image", `${images.url}/sparse.raw`];
+    args.push("--bmap", `${images.url}/sparse.bmap`, "--checksum", `sha256:${imageSha}`, "--wait");
+    const [deploy] = await Promise.all([run(BIN, args, env), bootWhenWaiting()]);
+    expect(deploy.stderr).toBe("");
+    expect(deploy.code).toBe(0);
+    expect(deploy.stdout).toMatch(/write_image {2}6\.0 MiB \/ 6\.0 MiB {2}100%/);
+    expect(sha256(await readRange(disk, 0, image.length))).toBe(imageSha);
   });
 
   it("a checksum mismatch: exits 1 with the node's last_error", async () => {

@@ -216,6 +216,23 @@ describe("ImageDownload", () => {
     }
   });
 
+  it("a download on its own closes its keep-alive connection when done (an idle socket would pin the agent)", async () => {
+    const server = createHttpServer((_req, res) => res.writeHead(200, { "content-length": 5 }).end("hello"));
+    let open = 0;
+    server.on("connection", (socket: Socket) => {
+      open += 1;
+      socket.on("close", () => (open -= 1));
+    });
+    const base = await listen(server);
+    try {
+      for await (const chunk of new ImageDownload(`${base}/small`, OPTIONS)) void chunk;
+      for (let i = 0; i < 100 && open > 0; i += 1) await sleep(10);
+      expect(open).toBe(0);
+    } finally {
+      await close(server);
+    }
+  });
+
   it("a redirect loop ends in the redirect's status, not a hang", async () => {
     const server = createHttpServer((_req, res) => res.writeHead(302, { location: "/again" }).end());
     const base = await listen(server);

@@ -191,6 +191,8 @@ function deployPatch(values: Values): PatchOp[] {
   const info: Record<string, string> = {};
   const image = stringOpt(values, "image");
   if (image) info.image_source = image;
+  const bmap = stringOpt(values, "bmap");
+  if (bmap) info.image_bmap = bmap;
   const checksum = stringOpt(values, "checksum");
   if (checksum) {
     const match = /^(md5|sha256|sha512):([0-9a-fA-F]+)$/.exec(checksum);
@@ -230,9 +232,15 @@ const VERBS: readonly VerbSpec[] = [
     command: "deploy",
     verb: "active",
     summary: "Deploy an image to an available node.",
-    options: { image: { type: "string" }, checksum: { type: "string" }, configdrive: { type: "string" } },
+    options: {
+      image: { type: "string" },
+      bmap: { type: "string" },
+      checksum: { type: "string" },
+      configdrive: { type: "string" },
+    },
     details: [
       "--image URL            sets instance_info.image_source first",
+      "--bmap URL             sets instance_info.image_bmap: a bmaptool block map, so only mapped ranges are fetched",
       "--checksum ALGO:HEX    sets instance_info.image_os_hash_algo/value (md5, sha256, sha512)",
       "--configdrive FILE|JSON  a JSON object ({meta_data, user_data, network_data}) or a file (JSON, or an ISO)",
       "example: anvil node deploy n1 --image http://images/disk.qcow2 --checksum sha256:ab12... --wait",
