@@ -316,6 +316,8 @@ export class Http1Connection {
       yield this.take(piece, n);
       if (left > 0) left -= n;
     }
+    // Bytes past the body's end are a server's bug: they must not be read as the next response.
+    if (this.pieces.length > 0) this.reusable = false;
   }
 
   /** Hands `bytes` of the first piece to the consumer (held until its next read). */

@@ -173,6 +173,23 @@ describe("Http1Connection", () => {
     }
   });
 
+  it("bytes past a body's Content-Length make the connection unusable rather than a next response", async () => {
+    const server = await scriptedServer(async (_index, socket) => {
+      await send(socket, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA");
+    });
+    try {
+      const url = new URL(`${server.url}/extra`);
+      const connection = await Http1Connection.open(url, OPTIONS);
+      const response = await connection.get(url, {});
+      expect((await response.read())?.toString()).toBe("hello");
+      expect(await response.read()).toBeNull();
+      expect(connection.reusable).toBe(false);
+      connection.close();
+    } finally {
+      await server.close();
+    }
+  });
+
   it("a body cut short is a ConnectionDroppedError; garbage is a clear http_protocol error", async () => {
     const server = await scriptedServer(async (index, socket) => {
       if (index === 0) await send(socket, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", "only ten b");
