@@ -83,6 +83,14 @@ export const ConductorConfig = z.object({
 });
 export type ConductorConfig = z.infer<typeof ConductorConfig>;
 
+/**
+ * The URL nodes reach this conductor at, without a trailing slash: --public-url, else the address it
+ * listens on once it does (the port may be the OS's choice), else host and port as configured.
+ */
+export function publicUrlOf(config: ConductorConfig, listening?: string): string {
+  return (config.publicUrl ?? listening ?? `http://${config.host}:${config.port}`).replace(/\/$/, "");
+}
+
 export function defaultConfig(overrides: z.input<typeof ConductorConfig> = {}): ConductorConfig {
   return ConductorConfig.parse(overrides);
 }

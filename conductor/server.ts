@@ -8,6 +8,7 @@ import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
 import { buildApi } from "./api/app.ts";
 import { runPowerSyncPass } from "./cluster/power-sync.ts";
 import { storePowerSyncPort } from "./cluster/power-sync-port.ts";
+import { publicUrlOf } from "./config.ts";
 import type { ConductorConfig } from "./config.ts";
 import { SqliteStore } from "./db/sqlite/sqlite-store.ts";
 import type { Store } from "./db/store.ts";
@@ -43,6 +44,7 @@ export function createConductor(
   mkdirSync(httpBootRoot(config), { recursive: true });
   const store = options.store ?? new SqliteStore(config.databasePath);
   let listeningUrl: string | undefined;
+  const publicUrl = (): string => publicUrlOf(config, listeningUrl);
   const drivers = options.drivers ?? defaultDrivers(config);
   const events = new EventHub();
   const gateway = createAgentGateway({
@@ -52,9 +54,17 @@ export function createConductor(
     heartbeatTimeoutMs: config.agent.heartbeatTimeoutS * 1000,
   });
   const provisioner = new Provisioner(
-    { store, holder: config.name, logger, agents: gateway, config, publish: (e) => events.publish(e) },
+    {
+      store,
+      holder: config.name,
+      logger,
+      agents: gateway,
+      config,
+      publicUrl,
+      publish: (e) => events.publish(e),
+    },
     drivers,
-    options.sign ?? createUrlSigner(config, Date.now, () => listeningUrl),
+    options.sign ?? createUrlSigner(config, Date.now, publicUrl),
   );
   const startedAt = new Date();
   const app = buildApi({

@@ -1,8 +1,8 @@
 import type { Task } from "../tasks/task.ts";
 
 /** The WebSocket URL agents dial, from the conductor's public URL. */
-export function agentUrl(publicUrl: string): string {
-  return publicUrl.replace(/^http/, "ws").replace(/\/$/, "") + "/v1/agent";
+function agentUrl(publicUrl: string): string {
+  return `${publicUrl.replace(/^http/, "ws")}/v1/agent`;
 }
 
 /** True when the node's agent is still connected from earlier work and fast track may skip a reboot. */
@@ -15,11 +15,11 @@ export function canFastTrack(task: Task): boolean {
  * token is dropped so the new agent gets a fresh one.
  */
 export async function bootIntoRamdisk(task: Task): Promise<void> {
-  const { config, store } = task.deps;
+  const { store } = task.deps;
   await store.setAgentToken(task.node.uuid, null);
   const node = await task.driverNode();
-  const publicUrl = config.publicUrl ?? `http://${config.host}:${config.port}`;
-  await task.hw.boot.prepareRamdisk(node, { agentParams: { "anvil.conductor": agentUrl(publicUrl) } });
+  const conductor = agentUrl(task.deps.publicUrl());
+  await task.hw.boot.prepareRamdisk(node, { agentParams: { "anvil.conductor": conductor } });
   await task.hw.management.setBootDevice(node, { device: "pxe", persistent: false }, { signal: task.signal });
   await task.setPower(task.node.power_state === "power on" ? "reboot" : "power on");
   await task.update({

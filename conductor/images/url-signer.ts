@@ -1,4 +1,5 @@
 import { relative, resolve, sep } from "node:path";
+import { publicUrlOf } from "../config.ts";
 import type { ConductorConfig } from "../config.ts";
 import { badRequest } from "../api/errors.ts";
 import type { UrlSigner } from "../flows/image-request.ts";
@@ -20,12 +21,11 @@ export function localImagePath(root: string, file: string): string | null {
 export function createUrlSigner(
   config: ConductorConfig,
   now: () => number = Date.now,
-  /** The conductor's own URL once it listens (its port may have been chosen by the OS). */
-  listeningUrl: () => string | undefined = () => undefined,
+  /** The conductor's own URL, for file:// images it serves itself. */
+  publicUrl: () => string = () => publicUrlOf(config),
 ): UrlSigner {
   const images = config.images;
   return (source) => {
-    const publicUrl = config.publicUrl ?? listeningUrl() ?? `http://${config.host}:${config.port}`;
     const expiresS = Math.floor(now() / 1000) + images.urlExpiresS;
     const objectPath = decodeURIComponent(source.pathname.replace(/^\/+/, ""));
     switch (source.protocol) {
@@ -53,7 +53,7 @@ export function createUrlSigner(
         if (!images.localRoot) throw badRequest("file:// images need the conductor's local image root");
         const path = localImagePath(images.localRoot, decodeURIComponent(source.pathname));
         if (path === null) throw badRequest(`${source.pathname} is outside the conductor's local image root`);
-        return `${publicUrl.replace(/\/$/, "")}/images/${path}`;
+        return `${publicUrl()}/images/${path}`;
       }
       default:
         throw badRequest(`image_source scheme ${source.protocol} is not supported`);

@@ -16,6 +16,8 @@ export interface TaskDeps {
   logger: Logger;
   agents: AgentControl;
   config: ConductorConfig;
+  /** The URL nodes reach this conductor at (see publicUrlOf). */
+  publicUrl(): string;
   /** Publishes a change for the event stream (GET /v1/events). */
   publish(event: { type: string; node: string; [key: string]: unknown }): void;
 }

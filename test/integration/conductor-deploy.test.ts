@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseBlockMap } from "../../agent/image/bmap.ts";
+import type { FakeBoot } from "../../conductor/drivers/boot/fake.ts";
 import { api, startConductor, waitForState } from "../helpers/conductor.ts";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
@@ -228,10 +229,10 @@ describe("deploy through the agent", () => {
     }
   });
 
-  it("file:// image and block map (image_bmap) from the conductor's image root: only mapped bytes travel", async () => {
+  it("file:// image and block map (image_bmap) from the conductor's image root: only mapped bytes travel; the ramdisk dials the listening port", async () => {
     const ctx = await startConductor({ images: { localRoot: join(dir, "root") } });
     try {
-      const { disk, boot } = await setup(ctx, "d4");
+      const { uuid, disk, boot } = await setup(ctx, "d4");
       await writeFile(disk, randomBytes(24 * MiB), { flag: "r+" }); // a previous tenant's bytes
       await api(`${ctx.url}/v1/nodes/d4`, {
         method: "PATCH",
@@ -257,6 +258,12 @@ describe("deploy through the agent", () => {
       await waitForState(ctx.url, "d4", "available");
       await provision(ctx.url, "d4", { target: "active" });
       await waitForState(ctx.url, "d4", "wait call-back");
+      // The ramdisk is told the conductor's listening address (it was started on port 0), as temp URLs are.
+      const fakeBoot = ctx.conductor.drivers.get("fake-hardware")?.boot as FakeBoot;
+      expect(fakeBoot.stateOf(uuid)).toEqual({
+        kind: "ramdisk",
+        agentParams: { "anvil.conductor": `${ctx.url.replace(/^http/, "ws")}/v1/agent` },
+      });
       const agent = boot();
       await waitForState(ctx.url, "d4", "active");
       expect(sha256(await readRange(disk, 0, image.length))).toBe(imageSha);
