@@ -223,7 +223,7 @@ export class ImageDownload implements AsyncIterable<Buffer> {
       );
     }
     this.session.objectSize ??= size;
-    this.total ??= size === null ? null : size;
+    this.total ??= size;
   }
 }
 

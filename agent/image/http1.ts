@@ -355,10 +355,6 @@ export class Http1Connection {
 
   /** One CRLF-terminated line (without the CRLF), consumed. */
   private async readLine(): Promise<string> {
-    if (this.held) {
-      this.release(this.held);
-      this.held = undefined;
-    }
     let line = "";
     for (;;) {
       const piece = await this.next();
