@@ -13,18 +13,15 @@ import { fileURLToPath } from "node:url";
 import { join, resolve } from "node:path";
 import { writeImage } from "../../agent/image/write-image.ts";
 import type { WriteImageRequest, WriteImageResult } from "../../shared/image.ts";
-import { exec } from "../../shared/system/exec.ts";
+import { runOk } from "../../test/helpers/run.ts";
 import { startHttpImageServer } from "../../test/helpers/http-image-server.ts";
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
 const self = fileURLToPath(import.meta.url);
 
-async function must(command: string, args: string[]): Promise<string> {
-  const result = await exec(command, args, { timeoutMs: 30 * 60_000 });
-  if (result.code !== 0) throw new Error(`${command} ${args.join(" ")} failed: ${result.stderr}`);
-  return result.stdout;
-}
+const must = (command: string, args: string[]): Promise<string> =>
+  runOk(command, args, { timeoutMs: 30 * 60_000 });
 
 /** Child mode: write one image, print the result and this process's peak RSS. */
 async function child(json: string): Promise<void> {

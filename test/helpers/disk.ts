@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { open } from "node:fs/promises";
+import { runOk } from "./run.ts";
 
 export const MiB = 1024 * 1024;
 
@@ -15,4 +16,10 @@ export async function readRange(file: string, start: number, length: number): Pr
   } finally {
     await handle.close();
   }
+}
+
+/** Copies a raw image to `raw` with its zero runs as holes, and writes bmaptool's block map of the copy to `bmap`. */
+export async function sparseCopyWithBlockMap(source: string, raw: string, bmap: string): Promise<void> {
+  await runOk("cp", ["--sparse=always", source, raw]);
+  await runOk("bmaptool", ["create", raw, "-o", bmap]);
 }

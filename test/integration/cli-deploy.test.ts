@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startConductor, waitForState } from "../helpers/conductor.ts";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
-import { readRange, sha256 } from "../helpers/disk.ts";
+import { readRange, sha256, sparseCopyWithBlockMap } from "../helpers/disk.ts";
 import { enrollSimulatedNode } from "../helpers/simulated-node.ts";
 
 const BIN = resolve(import.meta.dirname, "../../bin/anvil");
@@ -64,11 +64,7 @@ describe("anvil node deploy --wait with the agent", () => {
     await writeFile(join(dir, "disk.raw"), image);
     images.serve("/disk.raw", join(dir, "disk.raw"));
     // A sparse copy and bmaptool's block map of it: 6 of its 24 MiB hold data.
-    const made = [
-      await run("cp", ["--sparse=always", join(dir, "disk.raw"), join(dir, "sparse.raw")], {}),
-      await run("bmaptool", ["create", join(dir, "sparse.raw"), "-o", join(dir, "sparse.bmap")], {}),
-    ];
-    for (const step of made) if (step.code !== 0) throw new Error(step.stderr);
+    await sparseCopyWithBlockMap(join(dir, "disk.raw"), join(dir, "sparse.raw"), join(dir, "sparse.bmap"));
     images.serve("/sparse.raw", join(dir, "sparse.raw"));
     images.serve("/sparse.bmap", join(dir, "sparse.bmap"));
     ctx = await startConductor({ timeoutCheckIntervalS: 1000 });

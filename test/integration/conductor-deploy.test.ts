@@ -1,20 +1,18 @@
-import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseBlockMap } from "../../agent/image/bmap.ts";
 import type { FakeBoot } from "../../conductor/drivers/boot/fake.ts";
 import { api, startConductor, waitForState } from "../helpers/conductor.ts";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
-import { readRange, sha256 } from "../helpers/disk.ts";
+import { readRange, sha256, sparseCopyWithBlockMap } from "../helpers/disk.ts";
+import { runOk } from "../helpers/run.ts";
 import { enrollSimulatedNode } from "../helpers/simulated-node.ts";
 
-const run = promisify(execFile);
 const MiB = 1024 * 1024;
 
 /**
@@ -35,15 +33,15 @@ describe("deploy through the agent", () => {
     images = await startHttpImageServer();
     // a whole-disk image: GPT with one partition, data and holes inside it
     await writeFile(join(dir, "disk.raw"), Buffer.alloc(24 * MiB));
-    const sfdisk = execFile("sfdisk", ["--quiet", "--label", "gpt", join(dir, "disk.raw")]);
-    sfdisk.stdin?.end("start=2048, size=36864, name=rootfs\n");
-    await new Promise((resolve) => sfdisk.on("exit", resolve));
+    await runOk("sfdisk", ["--quiet", "--label", "gpt", join(dir, "disk.raw")], {
+      input: "start=2048, size=36864, name=rootfs\n",
+    });
     image = await readFile(join(dir, "disk.raw"));
     randomBytes(4 * MiB).copy(image, 2 * MiB);
     randomBytes(2 * MiB).copy(image, 16 * MiB);
     imageSha = sha256(image);
     await writeFile(join(dir, "disk.raw"), image);
-    await run("qemu-img", [
+    await runOk("qemu-img", [
       "convert",
       "-c",
       "-f",
@@ -55,13 +53,11 @@ describe("deploy through the agent", () => {
     ]);
     // A sparse copy (holes where the image has zeros) and bmaptool's block map of it, in an image root.
     mkdirSync(join(dir, "root"));
-    await run("cp", ["--sparse=always", join(dir, "disk.raw"), join(dir, "root", "sparse.raw")]);
-    await run("bmaptool", [
-      "create",
+    await sparseCopyWithBlockMap(
+      join(dir, "disk.raw"),
       join(dir, "root", "sparse.raw"),
-      "-o",
       join(dir, "root", "sparse.bmap"),
-    ]);
+    );
     images.serve("/disk.raw", join(dir, "disk.raw"));
     images.serve("/disk.qcow2", join(dir, "disk.qcow2"));
   }, 300_000);
@@ -165,14 +161,14 @@ describe("deploy through the agent", () => {
       const start = result.partitions?.configdrive?.start_bytes ?? -1;
       expect(start).toBeGreaterThan(image.length);
       await writeFile(join(dir, "cd.iso"), await readRange(disk, start, 64 * MiB));
-      const meta = await run("isoinfo", [
+      const meta = await runOk("isoinfo", [
         "-R",
         "-i",
         join(dir, "cd.iso"),
         "-x",
         "/openstack/latest/meta_data.json",
       ]);
-      expect(JSON.parse(meta.stdout)).toEqual(configdrive.meta_data);
+      expect(JSON.parse(meta)).toEqual(configdrive.meta_data);
     } finally {
       await ctx.stop();
     }

@@ -6,15 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureDeviceNode } from "../../agent/disk/device-node.ts";
 import { eraseDeviceMetadata, eraseDevicesMetadata } from "../../agent/disk/erase-metadata.ts";
 import { exec } from "../../shared/system/exec.ts";
+import { runOk } from "../helpers/run.ts";
 
 const MiB = 1024 * 1024;
 let dir: string;
-
-async function run(command: string, args: string[], input?: string): Promise<string> {
-  const result = await exec(command, args, { timeoutMs: 60_000, input });
-  if (result.code !== 0) throw new Error(`${command} ${args.join(" ")}: ${result.stderr}`);
-  return result.stdout;
-}
 
 async function readAt(path: string, offset: number, length: number): Promise<Buffer> {
   const handle = await open(path, "r");
@@ -31,7 +26,7 @@ async function makeDisk(name: string): Promise<string> {
   const path = join(dir, name);
   await writeFile(path, "");
   await truncate(path, 64 * MiB);
-  await run("sfdisk", ["-q", path], "label: gpt\nsize=16MiB, name=a\nsize=16MiB, name=b\n");
+  await runOk("sfdisk", ["-q", path], { input: "label: gpt\nsize=16MiB, name=a\nsize=16MiB, name=b\n" });
   // Data the erase must leave alone, in the middle of the disk.
   const handle = await open(path, "r+");
   await handle.write(Buffer.alloc(MiB, 0x5a), 0, MiB, 40 * MiB);
@@ -50,10 +45,10 @@ afterAll(async () => {
 describe("eraseDeviceMetadata on a file", () => {
   it("removes both GPT headers and every signature wipefs knows; zeroes the first and last MiB only", async () => {
     const disk = await makeDisk("disk.img");
-    expect(await run("wipefs", ["--no-act", disk])).toContain("gpt");
+    expect(await runOk("wipefs", ["--no-act", disk])).toContain("gpt");
     const result = await eraseDeviceMetadata(disk);
     expect(result.zapped_bytes).toBe(MiB);
-    expect(await run("wipefs", ["--no-act", disk])).toBe("");
+    expect(await runOk("wipefs", ["--no-act", disk])).toBe("");
     expect(isZero(await readAt(disk, 0, MiB))).toBe(true);
     expect(isZero(await readAt(disk, 63 * MiB, MiB))).toBe(true);
     expect((await readAt(disk, 40 * MiB, 16)).every((b) => b === 0x5a)).toBe(true);
@@ -65,7 +60,7 @@ describe("eraseDeviceMetadata on a file", () => {
     const disks = [await makeDisk("d1.img"), await makeDisk("d2.img")];
     const results = await eraseDevicesMetadata(disks);
     expect(results.map((r) => r.device)).toEqual(disks);
-    for (const disk of disks) expect(await run("wipefs", ["--no-act", disk])).toBe("");
+    for (const disk of disks) expect(await runOk("wipefs", ["--no-act", disk])).toBe("");
   });
 
   it("a disk smaller than 2 MiB is zeroed whole", async () => {
@@ -91,16 +86,16 @@ describe("eraseDeviceMetadata on a loop device", () => {
     if (attach.code !== 0) return context.skip(`no loop devices here: ${attach.stderr.trim()}`);
     loop = attach.stdout.trim();
     // The host kernel may not parse GPT itself: let util-linux tell it about the partitions.
-    await run("partx", ["--add", loop]).catch(() => undefined);
+    await runOk("partx", ["--add", loop]).catch(() => undefined);
     const firstPartition = await ensureDeviceNode(`${loop.replace("/dev/", "")}p1`);
-    await run("mkfs.ext4", ["-q", "-F", firstPartition]);
+    await runOk("mkfs.ext4", ["-q", "-F", firstPartition]);
     // ext4's superblock magic (0xEF53) sits 1080 bytes into the partition, which starts at 1 MiB.
     expect((await readAt(disk, MiB + 1080, 2)).readUInt16LE(0)).toBe(0xef53);
 
     const result = await eraseDeviceMetadata(loop);
     expect(result.partitions).toContain(firstPartition);
     expect((await readAt(disk, MiB + 1080, 2)).readUInt16LE(0)).toBe(0);
-    expect(await run("wipefs", ["--no-act", loop])).toBe("");
+    expect(await runOk("wipefs", ["--no-act", loop])).toBe("");
     expect(isZero(await readAt(disk, 63 * MiB, MiB))).toBe(true);
   });
 });

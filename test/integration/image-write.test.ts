@@ -14,6 +14,7 @@ import { startHttpImageServer } from "../helpers/http-image-server.ts";
 import type { HttpImageServer } from "../helpers/http-image-server.ts";
 import { readRange, sha256 } from "../helpers/disk.ts";
 import { recordingLogger } from "../helpers/log.ts";
+import { runOk } from "../helpers/run.ts";
 import { selfSignedCert } from "../helpers/tls.ts";
 
 const MiB = 1024 * 1024;
@@ -25,12 +26,6 @@ let dir: string;
 let server: HttpImageServer;
 let sourceSha256: string;
 
-async function run(command: string, args: string[]): Promise<string> {
-  const result = await exec(command, args, { timeoutMs: 120_000 });
-  if (result.code !== 0) throw new Error(`${command} ${args.join(" ")}: ${result.stderr}`);
-  return result.stdout;
-}
-
 async function writeAt(path: string, offset: number, data: Buffer): Promise<void> {
   const handle = await open(path, "r+");
   await handle.write(data, 0, data.length, offset);
@@ -41,7 +36,7 @@ async function writeAt(path: string, offset: number, data: Buffer): Promise<void
 async function makeSourceImage(path: string): Promise<void> {
   await writeFile(path, "");
   await truncate(path, IMAGE_SIZE);
-  await run("sh", ["-c", `echo 'label: gpt\nsize=20MiB, name=rootfs' | sfdisk -q ${path}`]);
+  await runOk("sh", ["-c", `echo 'label: gpt\nsize=20MiB, name=rootfs' | sfdisk -q ${path}`]);
   await writeAt(path, 2 * MiB, randomBytes(5 * MiB));
   await writeAt(path, 12 * MiB + 4096, randomBytes(300 * 1024));
   await writeAt(path, 24 * MiB, randomBytes(MiB));
@@ -73,8 +68,8 @@ beforeAll(async () => {
   const raw = join(dir, "disk.raw");
   await makeSourceImage(raw);
   sourceSha256 = sha256(await readFile(raw));
-  await run("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", raw, join(dir, "disk.qcow2")]);
-  await run("qemu-img", [
+  await runOk("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", raw, join(dir, "disk.qcow2")]);
+  await runOk("qemu-img", [
     "convert",
     "-c",
     "-f",
@@ -84,7 +79,7 @@ beforeAll(async () => {
     raw,
     join(dir, "disk-compressed.qcow2"),
   ]);
-  await run("qemu-img", [
+  await runOk("qemu-img", [
     "convert",
     "-f",
     "raw",
@@ -97,21 +92,21 @@ beforeAll(async () => {
   ]);
   await writeFile(
     join(dir, "disk.raw.gz"),
-    await run("sh", ["-c", `gzip -c ${raw} | base64 -w0`]).then((b) => Buffer.from(b, "base64")),
+    await runOk("sh", ["-c", `gzip -c ${raw} | base64 -w0`]).then((b) => Buffer.from(b, "base64")),
   );
-  await run("zstd", ["-q", "-f", "-o", join(dir, "disk.raw.zst"), raw]);
-  await run("sh", ["-c", `xz -1 -T1 -c ${raw} > ${join(dir, "disk.raw.xz")}`]);
+  await runOk("zstd", ["-q", "-f", "-o", join(dir, "disk.raw.zst"), raw]);
+  await runOk("sh", ["-c", `xz -1 -T1 -c ${raw} > ${join(dir, "disk.raw.xz")}`]);
   // A qcow2 whose L1 table was reallocated after its data (by a resize): data arrives before its tables.
   const grown = join(dir, "grown.qcow2");
-  await run("qemu-img", ["create", "-q", "-f", "qcow2", "-o", "cluster_size=4096", grown, "8M"]);
-  await run("qemu-io", ["-c", "write -P 7 1M 3M", grown]);
-  await run("qemu-img", ["resize", "-q", grown, "32M"]);
-  await run("qemu-io", ["-c", "write -P 5 20M 1M", grown]);
-  await run("qemu-img", ["convert", "-O", "raw", grown, join(dir, "grown.raw")]);
+  await runOk("qemu-img", ["create", "-q", "-f", "qcow2", "-o", "cluster_size=4096", grown, "8M"]);
+  await runOk("qemu-io", ["-c", "write -P 7 1M 3M", grown]);
+  await runOk("qemu-img", ["resize", "-q", grown, "32M"]);
+  await runOk("qemu-io", ["-c", "write -P 5 20M 1M", grown]);
+  await runOk("qemu-img", ["convert", "-O", "raw", grown, join(dir, "grown.raw")]);
 
   // bmaptool's own block map of the sparse raw image; and a copy of the image with one mapped byte changed.
-  await run("bmaptool", ["create", raw, "-o", join(dir, "disk.bmap")]);
-  await run("cp", ["--sparse=always", raw, join(dir, "tampered.raw")]);
+  await runOk("bmaptool", ["create", raw, "-o", join(dir, "disk.bmap")]);
+  await runOk("cp", ["--sparse=always", raw, join(dir, "tampered.raw")]);
   await writeAt(join(dir, "tampered.raw"), 2 * MiB + 77, Buffer.from("X"));
 
   server = await startHttpImageServer();
@@ -402,7 +397,7 @@ describe("writeImage over HTTPS", () => {
 });
 
 async function partitionNames(disk: string): Promise<string[]> {
-  const dump = JSON.parse(await run("sfdisk", ["--json", disk])) as {
+  const dump = JSON.parse(await runOk("sfdisk", ["--json", disk])) as {
     partitiontable: { partitions: { name?: string }[] };
   };
   return dump.partitiontable.partitions.map((p) => p.name ?? "");
@@ -411,7 +406,7 @@ async function partitionNames(disk: string): Promise<string[]> {
 async function isoFile(disk: string, start: number, name: string): Promise<Record<string, unknown>> {
   const iso = join(dir, `cd-${randomBytes(4).toString("hex")}.iso`);
   await writeFile(iso, await readRange(disk, start, 64 * MiB));
-  const text = await run("isoinfo", ["-R", "-i", iso, "-x", `/openstack/latest/${name}`]);
+  const text = await runOk("isoinfo", ["-R", "-i", iso, "-x", `/openstack/latest/${name}`]);
   return JSON.parse(text) as Record<string, unknown>;
 }
 
@@ -466,7 +461,7 @@ describe("writeImage: partition images and config drives", () => {
     expect((cd?.start_bytes ?? 0) + (cd?.size_bytes ?? 0)).toBeGreaterThan(DISK_SIZE - 2 * MiB);
     expect(await partitionNames(target)).toEqual(["rootfs", "config-2"]);
     // The backup GPT moved to the real end of the disk: the table verifies clean.
-    expect(await run("sgdisk", ["--verify", target])).toContain("No problems found");
+    expect(await runOk("sgdisk", ["--verify", target])).toContain("No problems found");
     expect(await isoFile(target, cd?.start_bytes ?? -1, "meta_data.json")).toEqual(content.meta_data);
     // The image's partition kept its bytes.
     expect(sha256(await readRange(target, 2 * MiB, 5 * MiB))).toBe(
@@ -492,7 +487,7 @@ describe("writeImage: partition images and config drives", () => {
     const mbr = join(dir, "mbr.raw");
     await writeFile(mbr, "");
     await truncate(mbr, 16 * MiB);
-    await run("sh", ["-c", `echo 'label: dos\nsize=8MiB, type=83' | sfdisk -q ${mbr}`]);
+    await runOk("sh", ["-c", `echo 'label: dos\nsize=8MiB, type=83' | sfdisk -q ${mbr}`]);
     await writeAt(mbr, 2 * MiB, randomBytes(MiB));
     server.serve("/mbr.raw", mbr);
     const target = await freshDisk();
@@ -503,7 +498,7 @@ describe("writeImage: partition images and config drives", () => {
     const cd = result.partitions?.configdrive;
     expect(cd?.number).toBe(2);
     expect((cd?.start_bytes ?? 0) + (cd?.size_bytes ?? 0)).toBeGreaterThan(DISK_SIZE - 2 * MiB);
-    const dump = JSON.parse(await run("sfdisk", ["--json", target])) as {
+    const dump = JSON.parse(await runOk("sfdisk", ["--json", target])) as {
       partitiontable: { label: string; partitions: { type: string }[] };
     };
     expect(dump.partitiontable.label).toBe("dos");

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseBlockMap } from "../../agent/image/bmap.ts";
 import { ImageError } from "../../agent/image/errors.ts";
-import { exec } from "../../shared/system/exec.ts";
+import { runOk } from "../helpers/run.ts";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -30,10 +30,7 @@ beforeAll(async () => {
   for (const { at, length } of DATA) await handle.write(randomBytes(length), 0, length, at);
   await handle.close();
   // The real tool, as operators and Yocto make block maps.
-  const result = await exec("bmaptool", ["create", path, "-o", join(dir, "image.bmap")], {
-    timeoutMs: 60_000,
-  });
-  if (result.code !== 0) throw new Error(`bmaptool create: ${result.stderr}`);
+  await runOk("bmaptool", ["create", path, "-o", join(dir, "image.bmap")]);
   xml = await readFile(join(dir, "image.bmap"), "utf8");
   image = await readFile(path);
 });
