@@ -1,5 +1,6 @@
 import { createHash, getHashes } from "node:crypto";
 import { ImageError } from "./errors.ts";
+import type { ByteWindow } from "./extent.ts";
 
 /**
  * A block map in bmaptool's format (`bmaptool create`, and the `.bmap` files Yocto publishes beside its
@@ -16,9 +17,8 @@ export interface BlockMap {
   mappedBytes: number;
 }
 
-export interface MappedRange {
-  start: number;
-  end: number;
+/** A mapped byte range: `end` is exclusive. */
+export interface MappedRange extends ByteWindow {
   /** Hex digest of the range's bytes, when the map carries one. */
   checksum: string | undefined;
 }

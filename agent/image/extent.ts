@@ -4,6 +4,12 @@ export interface Extent {
   data: Buffer;
 }
 
+/** Bytes [start, end) of an image or object. */
+export interface ByteWindow {
+  start: number;
+  end: number;
+}
+
 /** A raw image: every byte at its own offset, in order. */
 export async function* rawExtents(source: AsyncIterable<Buffer>): AsyncGenerator<Extent> {
   let offset = 0;

@@ -4,6 +4,7 @@ import { silentLogger } from "../../shared/log.ts";
 import { HttpStatusError, ImageError, redactQuery } from "./errors.ts";
 import { GcPacer } from "./gc-pacer.ts";
 import { ConnectionDroppedError, Http1Connection } from "./http1.ts";
+import type { ByteWindow } from "./extent.ts";
 import type { Http1Response } from "./http1.ts";
 
 export interface FetchOptions {
@@ -46,12 +47,6 @@ export class DownloadSession {
     this.connection?.close();
     this.connection = undefined;
   }
-}
-
-/** Bytes [start, end) of an object. */
-export interface ByteWindow {
-  start: number;
-  end: number;
 }
 
 /**
