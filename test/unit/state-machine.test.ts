@@ -12,17 +12,14 @@ import { InvalidTransition, transitionPatch } from "../../conductor/tasks/transi
 import type { NodeRecord } from "../../shared/resources.ts";
 import { PROVISION_STATES, PROVISION_VERBS, type ProvisionState } from "../../shared/states.ts";
 
-/** Ironic's table, parsed from the reference (independent of our table). */
+/** Ironic's table, kept as a fixture (facts from Ironic 21.4, independent of our table). */
 function referenceTransitions(): [string, string, string][] {
-  const text = readFileSync(new URL("../../../shared/reference/ironic-states.md", import.meta.url), "utf8");
+  const text = readFileSync(new URL("../fixtures/ironic-transitions.tsv", import.meta.url), "utf8");
   const rows: [string, string, string][] = [];
   for (const line of text.split("\n")) {
-    const match = /^\| ([a-z -]+?) \| (.+) \|$/.exec(line);
-    if (!match?.[1] || !match[2] || match[1] === "From state") continue;
-    for (const part of match[2].split(";")) {
-      const edge = /`(\w+)` → ([a-z -]+)/.exec(part.trim());
-      if (edge?.[1] && edge[2]) rows.push([match[1].trim(), edge[1], edge[2].trim()]);
-    }
+    if (line === "" || line.startsWith("#")) continue;
+    const [from, event, to] = line.split("\t");
+    if (from && event && to) rows.push([from, event, to]);
   }
   return rows;
 }
