@@ -2,6 +2,7 @@ import { z } from "zod";
 import { ERROR_CODES } from "./errors.ts";
 import type { ErrorCode } from "./errors.ts";
 import { WriteImageRequestSchema } from "./image.ts";
+import { LogicalDiskSchema } from "./raid.ts";
 import { RootDeviceHintsSchema } from "./root-device.ts";
 
 /**
@@ -167,21 +168,12 @@ const WriteImageArgs = WriteImageRequestSchema.extend({
   root_device: RootDeviceHintsSchema.nullable().optional(),
 }).strict();
 
-const LogicalDisk = z
-  .object({
-    size_gb: z.union([z.number().int().positive(), z.literal("MAX")]),
-    raid_level: z.enum(["0", "1", "5", "6", "1+0"]),
-    is_root_volume: z.boolean().optional(),
-    physical_disks: z.array(z.string()).optional(),
-  })
-  .loose();
-
 export const COMMAND_ARGS = {
   get_inventory: NoArgs,
   get_clean_steps: NoArgs,
   erase_devices: z.object({ devices: z.array(z.string()).optional() }).strict(),
   erase_devices_metadata: z.object({ devices: z.array(z.string()).optional() }).strict(),
-  create_raid: z.object({ logical_disks: z.array(LogicalDisk).min(1) }).strict(),
+  create_raid: z.object({ logical_disks: z.array(LogicalDiskSchema).min(1) }).strict(),
   delete_raid: NoArgs,
   write_image: WriteImageArgs,
   install_bootloader: WithRootDevice.extend({ boot_mode: z.enum(["uefi", "bios"]).optional() }).strict(),
