@@ -40,9 +40,11 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
 
   app.decorateRequest("apiMinor", 1);
   app.addHook("onRequest", async (request, reply) => {
+    reply.header("OpenStack-Request-Id", request.id);
+    // Ironic answers the version document at / without any microversion headers.
+    if (request.url === "/" || request.url.startsWith("/?")) return;
     reply.header("X-OpenStack-Ironic-API-Minimum-Version", MIN_VERSION_STRING);
     reply.header("X-OpenStack-Ironic-API-Maximum-Version", MAX_VERSION_STRING);
-    reply.header("OpenStack-Request-Id", request.id);
     const header = request.headers[VERSION_HEADER];
     const parsed = parseVersionHeader(Array.isArray(header) ? header[0] : header);
     if (!parsed.ok) {
