@@ -8,6 +8,8 @@ export interface Logger {
   warn(obj: object | string, msg?: string): void;
   error(obj: object | string, msg?: string): void;
   child(bindings: Record<string, unknown>): Logger;
+  /** Changes the level of a running logger (a config reload); absent on loggers that drop everything. */
+  setLevel?(level: string): void;
 }
 
 /** Field paths whose values are never written to a log line. */
@@ -54,7 +56,11 @@ export function createLogger(
         })
       : destination,
   );
-  return logger;
+  return Object.assign(logger, {
+    setLevel(level: string) {
+      logger.level = level;
+    },
+  });
 }
 
 /** A logger that drops everything (unit tests, quiet tools). */
