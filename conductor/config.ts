@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { LOG_FORMATS } from "../shared/log.ts";
 
 /** The conductor's settings; only main.ts reads them from flags and the environment. */
 export const ConductorConfig = z.object({
@@ -79,7 +80,9 @@ export const ConductorConfig = z.object({
         .optional(),
     })
     .prefault({}),
-  logLevel: z.string().default("info"),
+  logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** auto: readable lines on a terminal, JSON lines when piped (journald, files, log shippers). */
+  logFormat: z.enum(LOG_FORMATS).default("auto"),
 });
 export type ConductorConfig = z.infer<typeof ConductorConfig>;
 

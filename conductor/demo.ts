@@ -163,8 +163,23 @@ export async function runDemo(
   }
   const sim = await conductor.store.getNode("sim-1");
   if (!sim) return;
-  const agent = await startSimulatedAgent({ dir, wsUrl: `${url.replace(/^http/, "ws")}/v1/agent`, mac });
-  process.once("exit", () => agent.kill());
+  // The machine "powers on" into the ramdisk when the conductor first waits for it, as a real one would:
+  // an agent dialling before that would only be turned away as unknown.
+  let agent: ChildProcess | undefined;
+  const bootAgent = async (): Promise<void> => {
+    if (agent) return;
+    agent = await startSimulatedAgent({ dir, wsUrl: `${url.replace(/^http/, "ws")}/v1/agent`, mac });
+    process.once("exit", () => agent?.kill());
+  };
+  const unboot = conductor.events.subscribe((event) => {
+    if (
+      event.node === sim.uuid &&
+      event.type === "provision" &&
+      String(event.provision_state).endsWith("wait")
+    )
+      void bootAgent();
+  });
+  if (sim.provision_state !== "enroll" && sim.provision_state !== "manageable") await bootAgent();
   say(
     `simulated node sim-1 (agent on simulated hardware, disk ${join(dir, "sim-1.disk")}) starts in "${sim.provision_state}"`,
   );
@@ -193,6 +208,7 @@ export async function runDemo(
   ]);
   unwatch();
   unprogress();
+  unboot();
   const props = (await conductor.store.getNode("sim-1"))?.properties ?? {};
   say(
     `sim-1 is active: inspected as ${String(props.cpus)} CPUs, ${String(props.memory_mb)} MiB, ${String(props.local_gb)} GiB; image written to its disk file.\n`,

@@ -1,4 +1,5 @@
 import { pino } from "pino";
+import PinoPretty from "pino-pretty";
 
 /** The logging surface modules depend on; pino satisfies it, tests may pass a recorder. */
 export interface Logger {
@@ -7,6 +8,8 @@ export interface Logger {
   warn(obj: object | string, msg?: string): void;
   error(obj: object | string, msg?: string): void;
   child(bindings: Record<string, unknown>): Logger;
+  /** Changes the level of a running logger (a config reload); absent on loggers that drop everything. */
+  setLevel?(level: string): void;
 }
 
 /** Field paths whose values are never written to a log line. */
@@ -22,17 +25,42 @@ export const REDACTED_PATHS = [
   "req.headers['x-auth-token']",
 ];
 
+/** How log lines look: JSON for machines, one readable line each for people, or chosen by the stream. */
+export const LOG_FORMATS = ["auto", "json", "pretty"] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+/** `auto` is pretty on a terminal and JSON when piped (to a file, journald, a log shipper or a test). */
+export function prettyWanted(format: LogFormat, destination: NodeJS.WritableStream): boolean {
+  if (format !== "auto") return format === "pretty";
+  return (destination as { isTTY?: boolean }).isTTY === true;
+}
+
 export function createLogger(
-  options: { level?: string; name?: string; destination?: NodeJS.WritableStream } = {},
+  options: { level?: string; name?: string; destination?: NodeJS.WritableStream; format?: LogFormat } = {},
 ): Logger {
-  return pino(
+  const destination = options.destination ?? process.stderr;
+  const logger = pino(
     {
       level: options.level ?? "info",
       name: options.name,
       redact: { paths: REDACTED_PATHS, censor: "******" },
     },
-    options.destination ?? process.stderr,
+    prettyWanted(options.format ?? "auto", destination)
+      ? PinoPretty({
+          destination,
+          sync: true,
+          singleLine: true,
+          colorize: (destination as { isTTY?: boolean }).isTTY === true,
+          translateTime: "SYS:HH:MM:ss",
+          ignore: "pid,hostname,name",
+        })
+      : destination,
   );
+  return Object.assign(logger, {
+    setLevel(level: string) {
+      logger.level = level;
+    },
+  });
 }
 
 /** A logger that drops everything (unit tests, quiet tools). */

@@ -40,9 +40,11 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
 
   app.decorateRequest("apiMinor", 1);
   app.addHook("onRequest", async (request, reply) => {
+    reply.header("OpenStack-Request-Id", request.id);
+    // Ironic answers the version document at / without any microversion headers.
+    if (request.url === "/" || request.url.startsWith("/?")) return;
     reply.header("X-OpenStack-Ironic-API-Minimum-Version", MIN_VERSION_STRING);
     reply.header("X-OpenStack-Ironic-API-Maximum-Version", MAX_VERSION_STRING);
-    reply.header("OpenStack-Request-Id", request.id);
     const header = request.headers[VERSION_HEADER];
     const parsed = parseVersionHeader(Array.isArray(header) ? header[0] : header);
     if (!parsed.ok) {
@@ -54,15 +56,30 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   });
 
   const stats: RequestStats = { requests: 0 };
-  app.addHook("onResponse", async () => {
+  app.addHook("onResponse", async (request, reply) => {
     stats.requests++;
+    // One line per request, carrying the id the client got in OpenStack-Request-Id, so an error a user
+    // reports can be found in the log; refused requests are worth an operator's eye, the rest is debug.
+    const line = {
+      request_id: request.id,
+      method: request.method,
+      url: request.url.split("?")[0],
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime),
+      remote: request.ip,
+    };
+    if (reply.statusCode >= 400) deps.logger.info(line, "request refused");
+    else deps.logger.debug(line, "request");
   });
   void app.register(metricsPlugin(deps, stats));
 
   app.setErrorHandler(async (error, request, reply) => {
     const { status, message } = toHttpError(error);
     if (status >= 500)
-      deps.logger.error({ err: error, url: request.url, method: request.method }, "request failed");
+      deps.logger.error(
+        { err: error, request_id: request.id, url: request.url, method: request.method },
+        "request failed",
+      );
     await reply.code(status).send(errorBody(message));
   });
   app.setNotFoundHandler(async (request, reply) => {

@@ -3,7 +3,20 @@ import { type ApiDeps, baseUrl } from "./context.ts";
 import { MAX_VERSION_STRING, MIN_VERSION_STRING } from "./microversion.ts";
 import { notFound } from "./errors.ts";
 
-const RESOURCES = ["nodes", "ports", "drivers", "allocations", "conductors", "lookup", "events"];
+/**
+ * The resources the /v1 root links to, each with the microversion that introduced it: a client sees only
+ * what its version has (Ironic 21.4 at 1.1 lists chassis, nodes, ports and drivers).
+ */
+const RESOURCES: readonly (readonly [name: string, minor: number])[] = [
+  ["chassis", 1],
+  ["nodes", 1],
+  ["ports", 1],
+  ["drivers", 1],
+  ["lookup", 22],
+  ["conductors", 49],
+  ["allocations", 52],
+  ["events", 54],
+];
 
 /** Version discovery (GET / and /v1) and the conductor registry. */
 export function rootPlugin(deps: ApiDeps) {
@@ -31,11 +44,19 @@ export function rootPlugin(deps: ApiDeps) {
       const base = baseUrl(request);
       const body: Record<string, unknown> = {
         id: "v1",
-        links: [{ href: `${base}/v1/`, rel: "self" }],
+        links: [
+          { href: `${base}/v1/`, rel: "self" },
+          {
+            href: "https://docs.openstack.org//ironic/latest/contributor//webapi.html",
+            rel: "describedby",
+            type: "text/html",
+          },
+        ],
         media_types: { base: "application/json", type: "application/vnd.openstack.ironic.v1+json" },
         version: version(base),
       };
-      for (const resource of RESOURCES) {
+      for (const [resource, minor] of RESOURCES) {
+        if (request.apiMinor < minor) continue;
         body[resource] = [
           { href: `${base}/v1/${resource}/`, rel: "self" },
           { href: `${base}/${resource}/`, rel: "bookmark" },
@@ -43,6 +64,10 @@ export function rootPlugin(deps: ApiDeps) {
       }
       return body;
     });
+
+    // Anvil keeps no chassis; the collection exists (empty) so the link above is not a dead end.
+    app.get("/v1/chassis", async () => ({ chassis: [] }));
+    app.get("/v1/chassis/detail", async () => ({ chassis: [] }));
 
     const conductor = (base: string) => ({
       hostname: deps.config.name,

@@ -162,6 +162,23 @@ export const NODE_VIEW_FIELDS = new Set<string>([...NODE_RECORD_FIELDS, "conduct
 
 export const PORT_LIST_FIELDS = ["uuid", "address"];
 
+/** Port fields and the microversion that introduced them (absent: present since 1.1). */
+const PORT_FIELD_VERSIONS: Record<string, number> = {
+  internal_info: 18,
+  pxe_enabled: 19,
+  local_link_connection: 19,
+  portgroup_uuid: 24,
+  physical_network: 34,
+  is_smartnic: 53,
+  // Ironic added port names in 1.88, past the newest version Anvil speaks: never shown yet.
+  name: 88,
+};
+
+/** Whether a port field exists at the requested microversion. */
+export function portFieldVisible(field: string, minor: number): boolean {
+  return minor >= (PORT_FIELD_VERSIONS[field] ?? 1);
+}
+
 export function portView(
   port: PortRecord,
   ctx: ViewContext,
@@ -170,7 +187,7 @@ export function portView(
   const all: Record<string, unknown> = { ...port };
   const wanted = options.fields ?? (options.detail ? Object.keys(all) : PORT_LIST_FIELDS);
   const out: Record<string, unknown> = {};
-  for (const field of wanted) if (field in all) out[field] = all[field];
+  for (const field of wanted) if (field in all && portFieldVisible(field, ctx.minor)) out[field] = all[field];
   out.links = links(ctx, `ports/${port.uuid}`);
   return out;
 }
