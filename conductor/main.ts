@@ -18,6 +18,10 @@ const USAGE = `anvil-conductor [options]
   --image-root DIR          serve file:// images under DIR to agents (small setups)
   --fake-delay-ms MS        duration of each fake-hardware step (default 0)
   --power-sync-interval S   seconds between power-state syncs, 0 disables (default 60)
+  --api-max-body-bytes N    largest API request body (default 1 MiB)
+  --api-max-provision-body-bytes N  largest provision request body, config drive included (default 64 MiB)
+  --api-max-json-depth N    deepest JSON nesting in a body or stored field (default 32)
+  --api-max-field-bytes N   largest extra/properties/instance_info/driver_info (default 64 KiB)
   --demo                    enroll fake-hardware demo nodes and walk one from enroll to active
   --log-level LEVEL         pino level (default info)`;
 
@@ -42,6 +46,10 @@ async function main(): Promise<void> {
       "image-root": { type: "string" },
       "fake-delay-ms": { type: "string" },
       "power-sync-interval": { type: "string" },
+      "api-max-body-bytes": { type: "string" },
+      "api-max-provision-body-bytes": { type: "string" },
+      "api-max-json-depth": { type: "string" },
+      "api-max-field-bytes": { type: "string" },
       demo: { type: "boolean" },
       "log-level": { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -75,6 +83,14 @@ async function main(): Promise<void> {
     },
     powerSync: { intervalS: num(values["power-sync-interval"] ?? env("ANVIL_POWER_SYNC_INTERVAL")) },
     logLevel: values["log-level"] ?? env("ANVIL_LOG_LEVEL"),
+    api: {
+      maxBodyBytes: num(values["api-max-body-bytes"] ?? env("ANVIL_API_MAX_BODY_BYTES")),
+      maxProvisionBodyBytes: num(
+        values["api-max-provision-body-bytes"] ?? env("ANVIL_API_MAX_PROVISION_BODY_BYTES"),
+      ),
+      maxJsonDepth: num(values["api-max-json-depth"] ?? env("ANVIL_API_MAX_JSON_DEPTH")),
+      maxFieldBytes: num(values["api-max-field-bytes"] ?? env("ANVIL_API_MAX_FIELD_BYTES")),
+    },
   });
   if (!parsed.success) {
     console.error(
