@@ -95,12 +95,14 @@ describe("JSON Patch with Ironic's rules", () => {
     let tried = 0;
     fc.assert(
       fc.property(
-        fc.array(plain, { maxLength: 6 }),
-        hostile,
-        fc.nat(),
-        fc.constantFrom("add", "replace", "remove"),
-        fc.jsonValue(),
-        (segments, bad, at, op, value) => {
+        fc.record({
+          segments: fc.array(plain, { maxLength: 6 }),
+          bad: hostile,
+          at: fc.nat(),
+          op: fc.constantFrom("add", "replace", "remove"),
+          value: fc.jsonValue(),
+        }),
+        ({ segments, bad, at, op, value }) => {
           const path = [...segments];
           path.splice(at % (path.length + 1), 0, bad);
           const operation = { op, path: "/" + path.join("/"), value } as JsonPatch[number];
