@@ -103,7 +103,7 @@ describe("JSON Patch with Ironic's rules", () => {
           value: fc.jsonValue(),
         }),
         ({ segments, bad, at, op, value }) => {
-          const path = [...segments];
+          const path: string[] = [...segments];
           path.splice(at % (path.length + 1), 0, bad);
           const operation = { op, path: "/" + path.join("/"), value } as JsonPatch[number];
           tried++;
