@@ -6,6 +6,7 @@ import { badRequest, notFound } from "./errors.ts";
 import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
 import { ALLOCATION_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { AllocationListQuery, FieldsQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
+import { renderJson } from "./render.ts";
 import { allocationView } from "./views.ts";
 
 const AllocationPatch = z
@@ -38,7 +39,7 @@ export function allocationsPlugin(deps: ApiDeps) {
         .send(allocationView(allocation, viewContext(request, deps)));
     });
 
-    app.get("/v1/allocations", async (request) => {
+    app.get("/v1/allocations", async (request, reply) => {
       const query = parseQuery(AllocationListQuery, request.query);
       let nodeUuid: string | undefined;
       if (query.node !== undefined) {
@@ -60,7 +61,7 @@ export function allocationsPlugin(deps: ApiDeps) {
         url: `${baseUrl(request)}/v1/allocations`,
         query: request.query as Record<string, unknown>,
       });
-      return body;
+      await reply.type("application/json; charset=utf-8").send(renderJson(body, "allocations"));
     });
 
     app.get<{ Params: { ident: string } }>("/v1/allocations/:ident", async (request) => {

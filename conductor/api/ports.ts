@@ -8,6 +8,7 @@ import { badRequest, conflict, notFound } from "./errors.ts";
 import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
 import { PORT_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { FieldsQuery, PortListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
+import { renderJson } from "./render.ts";
 import { portView } from "./views.ts";
 
 const WRITABLE = new Set([
@@ -74,7 +75,7 @@ export function portsPlugin(deps: ApiDeps) {
         url: `${baseUrl(request)}/v1/${detail ? "ports/detail" : "ports"}`,
         query: request.query as Record<string, unknown>,
       });
-      await reply.send(body);
+      await reply.type("application/json; charset=utf-8").send(renderJson(body, "ports"));
     }
 
     app.get("/v1/ports", (request, reply) => list(request, reply, false));
