@@ -16,6 +16,18 @@ function isPlainContainer(value: unknown): value is Record<string, unknown> | un
   return proto === Object.prototype || proto === null;
 }
 
+/** The common case, an object of scalars (driver_info), masked in one loop; null when it nests. */
+function maskFlat(source: Record<string, unknown>): Record<string, unknown> | null {
+  const out: Record<string, unknown> = {};
+  for (const key in source) {
+    if (!Object.prototype.hasOwnProperty.call(source, key)) continue;
+    const item = source[key];
+    if ((typeof item === "object" && item !== null) || key === "__proto__") return null;
+    out[key] = item !== null && item !== undefined && isSecretKey(key) ? MASK : item;
+  }
+  return out;
+}
+
 /**
  * A copy of `value` with every secret-keyed value (at any depth, inside objects and arrays) replaced by
  * `******`; null values stay null so clients can tell "unset". Non-plain objects (errors, buffers) are kept
@@ -23,31 +35,40 @@ function isPlainContainer(value: unknown): value is Record<string, unknown> | un
  */
 export function maskSecrets<T>(value: T): T {
   if (!isPlainContainer(value)) return value;
-  const root: Record<string, unknown> | unknown[] = Array.isArray(value) ? [] : {};
-  const stack: [Record<string, unknown> | unknown[], Record<string, unknown> | unknown[]][] = [[value, root]];
+  if (!Array.isArray(value)) {
+    const flat = maskFlat(value);
+    if (flat !== null) return flat as T;
+  }
+  type Container = Record<string, unknown> | unknown[];
+  const copyOf = (item: Container): Container => (Array.isArray(item) ? [] : {});
+  const root = copyOf(value);
+  const stack: [Container, Container][] = [[value, root]];
+  // descends into a plain child, returning its (filled later) copy; scalars and foreign objects as they are
+  const visit = (item: unknown): unknown => {
+    if (!isPlainContainer(item)) return item;
+    const copy = copyOf(item);
+    stack.push([item, copy]);
+    return copy;
+  };
   while (stack.length > 0) {
-    const [source, target] = stack.pop() as [
-      Record<string, unknown> | unknown[],
-      Record<string, unknown> | unknown[],
-    ];
-    const entries: [string, unknown][] = Array.isArray(source)
-      ? source.map((item, index) => [String(index), item])
-      : Object.entries(source);
-    for (const [key, item] of entries) {
-      let out: unknown = item;
-      if (!Array.isArray(source) && isSecretKey(key) && item !== null && item !== undefined) out = MASK;
-      else if (isPlainContainer(item)) {
-        const copy: Record<string, unknown> | unknown[] = Array.isArray(item) ? [] : {};
-        stack.push([item, copy]);
-        out = copy;
-      }
-      // defineProperty: a "__proto__" key stays an own key of the copy instead of replacing its prototype
-      Object.defineProperty(target, key, {
-        value: out,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
+    const [source, target] = stack.pop() as [Container, Container];
+    if (Array.isArray(source)) {
+      for (let i = 0; i < source.length; i++) (target as unknown[])[i] = visit(source[i]);
+      continue;
+    }
+    const out = target as Record<string, unknown>;
+    for (const key of Object.keys(source)) {
+      const item = source[key];
+      const shown = isSecretKey(key) && item !== null && item !== undefined ? MASK : visit(item);
+      // a "__proto__" key must stay an own key of the copy instead of replacing its prototype
+      if (key === "__proto__") {
+        Object.defineProperty(out, key, {
+          value: shown,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      } else out[key] = shown;
     }
   }
   return root as T;
