@@ -81,7 +81,7 @@ function pageClause(
  */
 export const STATEMENT_CACHE_SIZE = 256;
 
-/** `LIMIT ?` with its parameter, or nothing (SQLite has no "no limit" value but -1). */
+/** `LIMIT ?` with its parameter (a value never enters the SQL text), or nothing. */
 function limitClause(limit: number | null): { sql: string; params: SqlValue[] } {
   return limit === null ? { sql: "", params: [] } : { sql: " LIMIT ?", params: [limit] };
 }
