@@ -83,6 +83,31 @@ export const ConductorConfig = z.object({
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /** auto: readable lines on a terminal, JSON lines when piped (journald, files, log shippers). */
   logFormat: z.enum(LOG_FORMATS).default("auto"),
+  /** Bounds on what one API request may carry and store (hostile clients must not exhaust the process). */
+  api: z
+    .object({
+      /** Largest request body, in bytes (Ironic's oslo.middleware default is 112 KiB; nodes with big `extra` need more). */
+      maxBodyBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(1024 * 1024),
+      /** Largest body of PUT .../states/provision, which may carry a config drive (Ironic accepts 64 MiB). */
+      maxProvisionBodyBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(64 * 1024 * 1024),
+      /** Deepest nesting of objects and arrays in a body or a stored JSON field. */
+      maxJsonDepth: z.number().int().min(2).default(32),
+      /** Largest serialised size of one free-form field (extra, properties, instance_info, driver_info, ...). */
+      maxFieldBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(64 * 1024),
+    })
+    .prefault({}),
 });
 export type ConductorConfig = z.infer<typeof ConductorConfig>;
 

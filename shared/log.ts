@@ -1,5 +1,6 @@
 import { pino } from "pino";
 import PinoPretty from "pino-pretty";
+import { maskSecrets } from "./secrets.ts";
 
 /** The logging surface modules depend on; pino satisfies it, tests may pass a recorder. */
 export interface Logger {
@@ -44,6 +45,8 @@ export function createLogger(
       level: options.level ?? "info",
       name: options.name,
       redact: { paths: REDACTED_PATHS, censor: "******" },
+      // secrets nested anywhere in a logged object (driver_info.redfish.password) are masked too
+      formatters: { log: (object) => maskSecrets(object) },
     },
     prettyWanted(options.format ?? "auto", destination)
       ? PinoPretty({

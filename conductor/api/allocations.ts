@@ -3,7 +3,10 @@ import { z } from "zod";
 import { AllocationCreateBody, ResourceName } from "../../shared/api.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { badRequest, notFound } from "./errors.ts";
+import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
+import { ALLOCATION_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { AllocationListQuery, FieldsQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
+import { renderJson } from "./render.ts";
 import { allocationView } from "./views.ts";
 
 const AllocationPatch = z
@@ -18,11 +21,17 @@ const AllocationPatch = z
   )
   .min(1);
 
+const PATCH_RULES: PatchRules = {
+  writable: new Set(["name", "extra", "owner"]),
+  objectFields: new Set(["extra"]),
+};
+
 /** Allocations: the reservation endpoint for compute services. */
 export function allocationsPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     app.post("/v1/allocations", async (request, reply) => {
       const body = AllocationCreateBody.parse(request.body);
+      checkStoredJson(body, ALLOCATION_JSON_FIELDS, deps.config.api);
       const allocation = await deps.allocations.create(body);
       await reply
         .code(201)
@@ -30,7 +39,7 @@ export function allocationsPlugin(deps: ApiDeps) {
         .send(allocationView(allocation, viewContext(request, deps)));
     });
 
-    app.get("/v1/allocations", async (request) => {
+    app.get("/v1/allocations", async (request, reply) => {
       const query = parseQuery(AllocationListQuery, request.query);
       let nodeUuid: string | undefined;
       if (query.node !== undefined) {
@@ -52,7 +61,7 @@ export function allocationsPlugin(deps: ApiDeps) {
         url: `${baseUrl(request)}/v1/allocations`,
         query: request.query as Record<string, unknown>,
       });
-      return body;
+      await reply.type("application/json; charset=utf-8").send(renderJson(body, "allocations"));
     });
 
     app.get<{ Params: { ident: string } }>("/v1/allocations/:ident", async (request) => {
@@ -66,22 +75,16 @@ export function allocationsPlugin(deps: ApiDeps) {
       const patch = AllocationPatch.parse(request.body);
       const allocation = await deps.store.getAllocation(request.params.ident);
       if (!allocation) throw notFound(`Allocation ${request.params.ident} could not be found.`);
+      const { doc, touched } = applyJsonPatch(allocation, patch, PATCH_RULES);
       const changes: { name?: string | null; owner?: string | null; extra?: Record<string, unknown> } = {};
-      for (const op of patch) {
-        const [, field, ...rest] = op.path.split("/");
-        if (field === "extra") {
-          const extra = { ...(changes.extra ?? allocation.extra) };
-          if (rest.length === 0)
-            changes.extra = op.op === "remove" ? {} : z.record(z.string(), z.unknown()).parse(op.value);
-          else if (op.op === "remove") delete extra[rest.join("/")];
-          else extra[rest.join("/")] = op.value;
-          if (rest.length) changes.extra = extra;
-        } else if (field === "name") {
-          changes.name = op.op === "remove" ? null : ResourceName.parse(op.value);
-        } else if (field === "owner") {
-          if (op.op !== "remove" && typeof op.value !== "string") throw badRequest("owner must be a string");
-          changes.owner = op.op === "remove" ? null : (op.value as string);
-        }
+      if (touched.has("extra")) {
+        changes.extra = doc.extra === null ? {} : z.record(z.string(), z.unknown()).parse(doc.extra);
+        checkStoredJson(changes, ALLOCATION_JSON_FIELDS, deps.config.api);
+      }
+      if (touched.has("name")) changes.name = doc.name === null ? null : ResourceName.parse(doc.name);
+      if (touched.has("owner")) {
+        if (doc.owner !== null && typeof doc.owner !== "string") throw badRequest("owner must be a string");
+        changes.owner = doc.owner;
       }
       const updated = await deps.store.updateAllocation(allocation.uuid, changes);
       return allocationView(updated, viewContext(request, deps));

@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { randomUUID } from "node:crypto";
+import { parseJsonBody } from "./body.ts";
 import { allocationsPlugin } from "./allocations.ts";
 import type { ApiDeps } from "./context.ts";
 import { driversPlugin } from "./drivers.ts";
@@ -13,14 +14,13 @@ import { portsPlugin } from "./ports.ts";
 import { rootPlugin } from "./root.ts";
 
 const VERSION_HEADER = "x-openstack-ironic-api-version";
-/** Configdrives travel inside provision requests: Ironic accepts up to 64 MiB. */
-const BODY_LIMIT = 64 * 1024 * 1024;
 
 /** The Ironic-compatible REST API as a fastify app (listen is the caller's business). */
 export function buildApi(deps: ApiDeps): FastifyInstance {
   const app = Fastify({
     logger: false,
-    bodyLimit: BODY_LIMIT,
+    // the provision endpoint, which carries config drives, raises this on its route
+    bodyLimit: deps.config.api.maxBodyBytes,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
     genReqId: () => `req-${randomUUID()}`,
   });
@@ -30,11 +30,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   // Clients send Content-Type: application/json on bodiless PUT/DELETE too: empty means no body.
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, text, done) => {
-    if (text === "") return done(null, undefined);
     try {
-      done(null, JSON.parse(text as string) as unknown);
+      done(null, parseJsonBody(text as string, { maxDepth: deps.config.api.maxJsonDepth }));
     } catch (error) {
-      done(new ApiError(400, `Malformed JSON in the request body: ${(error as Error).message}`), undefined);
+      done(error instanceof ApiError ? error : new ApiError(400, String(error)), undefined);
     }
   });
 
@@ -80,7 +79,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
         { err: error, request_id: request.id, url: request.url, method: request.method },
         "request failed",
       );
-    await reply.code(status).send(errorBody(message));
+    await reply.code(status).send(errorBody(message, status));
   });
   app.setNotFoundHandler(async (request, reply) => {
     await reply

@@ -1,5 +1,6 @@
 import { ZodError } from "zod";
-import { InvalidDriverInfo } from "../drivers/errors.ts";
+import { JsonLimitError } from "../../shared/json-shape.ts";
+import { DriverError, InvalidDriverInfo } from "../drivers/errors.ts";
 import { Duplicate, NodeLocked, NodeNotFound, NotFound } from "../db/store.ts";
 
 /** An error with the HTTP status the API answers with. */
@@ -17,9 +18,10 @@ export const badRequest = (message: string): ApiError => new ApiError(400, messa
 export const notFound = (message: string): ApiError => new ApiError(404, message);
 export const conflict = (message: string): ApiError => new ApiError(409, message);
 
-/** Ironic's envelope: the fault is JSON inside a JSON string. */
-export function errorBody(message: string): { error_message: string } {
-  return { error_message: JSON.stringify({ faultcode: "Client", faultstring: message, debuginfo: null }) };
+/** Ironic's envelope: the fault is JSON inside a JSON string; faultcode is "Server" for 5xx, as Ironic's. */
+export function errorBody(message: string, status = 400): { error_message: string } {
+  const faultcode = status >= 500 ? "Server" : "Client";
+  return { error_message: JSON.stringify({ faultcode, faultstring: message, debuginfo: null }) };
 }
 
 export function notAcceptableBody(description: string): { error_message: string } {
@@ -45,9 +47,18 @@ export function toHttpError(error: unknown): { status: number; message: string }
   if (error instanceof NodeLocked || error instanceof Duplicate)
     return { status: 409, message: error.message };
   if (error instanceof InvalidDriverInfo) return { status: 400, message: error.message };
+  if (error instanceof JsonLimitError) return { status: 400, message: error.message };
+  // Ironic's TemporaryFailure (503) for a BMC that did not answer, its IPMIFailure/DriverOperationError
+  // (500, faultcode Server, with the reason) for a BMC that answered with an error
+  if (error instanceof DriverError)
+    return { status: error.retryable ? 503 : 500, message: `Driver operation failed: ${error.message}` };
   if (typeof error === "object" && error !== null && "statusCode" in error) {
     // fastify's own errors: body parsing, content type, size
     const status = Number((error as { statusCode: unknown }).statusCode);
+    if (status === 413) {
+      // webob's HTTPRequestEntityTooLarge as oslo.middleware's sizelimit raises it, in Ironic's envelope
+      return { status, message: "Request is too large." };
+    }
     const message = error instanceof Error ? error.message : "Bad request";
     if (status >= 400 && status < 500) return { status, message };
   }

@@ -21,10 +21,13 @@ import { driverNodeOf } from "../drivers/driver-node.ts";
 import type { DriverNode } from "../drivers/interfaces.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
-import { applyJsonPatch } from "./json-patch.ts";
+import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
+import { type ApiLimits, NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { FieldsQuery, NodeListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
-import { MASK, NODE_VIEW_FIELDS, nodeView, portView, summaryIsEnough } from "./views.ts";
+import { renderJson } from "./render.ts";
+import { NODE_VIEW_FIELDS, nodeView, portView, summaryIsEnough } from "./views.ts";
 import { isUuid } from "../../shared/uuid.ts";
+import { restoreMaskedSecrets } from "../../shared/secrets.ts";
 
 /** Fields an operator may change with PATCH; the rest belong to the conductor. */
 const WRITABLE = new Set([
@@ -65,8 +68,10 @@ const WRITABLE = new Set([
   "vendor_interface",
 ]);
 
-/** Object fields a top-level `remove` resets to {} rather than null. */
+/** Object fields a top-level `remove` resets to {} rather than null; the only ones with patchable sub-keys. */
 const OBJECT_FIELDS = ["driver_info", "properties", "instance_info", "extra", "network_data"] as const;
+
+const PATCH_RULES: PatchRules = { writable: WRITABLE, objectFields: new Set(OBJECT_FIELDS) };
 
 const DELETABLE_STATES = new Set(["enroll", "manageable", "available", "adopt failed"]);
 
@@ -169,14 +174,29 @@ export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
   };
 }
 
-/** Applies a JSON Patch to a node and returns the fields that changed. Pure but for validation. */
-function patchNode(node: NodeRecord, patch: JsonPatch): Partial<NodeRecord> {
-  const patched = applyJsonPatch(node as unknown as Record<string, unknown>, patch, WRITABLE);
+/** Serialised form of a field for change detection; a value too deep to serialise counts as changed. */
+function fingerprint(value: unknown): string | symbol {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return Symbol("unserialisable");
+  }
+}
+
+/**
+ * Applies a JSON Patch to a node and returns the fields that changed. Pure but for validation.
+ * @throws ApiError(400), JsonLimitError when a touched field ends up over a limit
+ */
+function patchNode(node: NodeRecord, patch: JsonPatch, limits: ApiLimits): Partial<NodeRecord> {
+  const { doc: patched, touched } = applyJsonPatch(
+    node as unknown as Record<string, unknown>,
+    patch,
+    PATCH_RULES,
+  );
   for (const field of OBJECT_FIELDS) if (patched[field] === null) patched[field] = {};
-  // a client that read the masked password and sends it back must not overwrite the real one
-  const driverInfo = patched.driver_info as Record<string, unknown>;
-  for (const [key, value] of Object.entries(driverInfo)) {
-    if (value === MASK && node.driver_info[key] !== undefined) driverInfo[key] = node.driver_info[key];
+  // a client that read masked secrets and sends them back must not overwrite the real ones (any depth)
+  for (const field of ["driver_info", "instance_info"] as const) {
+    if (touched.has(field)) restoreMaskedSecrets(patched[field], node[field]);
   }
   for (const key of ["maintenance", "protected", "retired"] as const)
     if (patched[key] === null) patched[key] = false;
@@ -195,9 +215,15 @@ function patchNode(node: NodeRecord, patch: JsonPatch): Partial<NodeRecord> {
     if (!name.success) throw badRequest(`Invalid name: ${name.error.issues[0]?.message ?? ""}`);
     checkName(checked.data.name);
   }
+  // only what the patch touched is checked: a field stored before the limits existed may stay as it is
+  checkStoredJson(
+    checked.data,
+    NODE_JSON_FIELDS.filter((field) => touched.has(field)),
+    limits,
+  );
   const changes: Partial<NodeRecord> = {};
-  for (const key of Object.keys(checked.data) as (keyof NodeRecord)[]) {
-    if (JSON.stringify(checked.data[key]) !== JSON.stringify(node[key])) {
+  for (const key of touched as Set<keyof NodeRecord>) {
+    if (fingerprint(checked.data[key]) !== fingerprint(node[key])) {
       (changes as Record<string, unknown>)[key] = checked.data[key];
     }
   }
@@ -269,7 +295,7 @@ export function nodesPlugin(deps: ApiDeps) {
         url: `${baseUrl(request)}/v1/${detail ? "nodes/detail" : "nodes"}`,
         query: request.query as Record<string, unknown>,
       });
-      await reply.send(body);
+      await reply.type("application/json; charset=utf-8").send(renderJson(body, "nodes"));
     }
 
     app.get("/v1/nodes", (request, reply) => list(request, reply, false));
@@ -277,6 +303,7 @@ export function nodesPlugin(deps: ApiDeps) {
 
     app.post("/v1/nodes", async (request, reply) => {
       const body = NodeCreateBody.parse(request.body);
+      checkStoredJson(body, NODE_JSON_FIELDS, deps.config.api);
       checkName(body.name);
       const hw = hardware(deps, body.driver, body.conductor_group);
       const node = await deps.store.createNode(newNode(body, hw));
@@ -287,18 +314,19 @@ export function nodesPlugin(deps: ApiDeps) {
         .send(nodeView(node, viewContext(request, deps), { detail: true }));
     });
 
-    app.get<IdentParams>("/v1/nodes/:ident", async (request) => {
+    app.get<IdentParams>("/v1/nodes/:ident", async (request, reply) => {
       const { fields } = parseQuery(FieldsQuery, request.query);
       checkFields(fields);
       const node = await loadNode(deps, request.params.ident);
-      return nodeView(node, viewContext(request, deps), { fields, detail: true });
+      const view = nodeView(node, viewContext(request, deps), { fields, detail: true });
+      await reply.type("application/json; charset=utf-8").send(renderJson(view));
     });
 
-    app.patch<IdentParams>("/v1/nodes/:ident", async (request) => {
+    app.patch<IdentParams>("/v1/nodes/:ident", async (request, reply) => {
       const patch = JsonPatch.parse(request.body);
       const node = await loadNode(deps, request.params.ident);
       notLocked(node);
-      const changes = patchNode(node, patch);
+      const changes = patchNode(node, patch, deps.config.api);
       if (changes.driver !== undefined) {
         const hw = hardware(deps, changes.driver, node.conductor_group);
         Object.assign(changes, hw.interfaces);
@@ -314,7 +342,8 @@ export function nodesPlugin(deps: ApiDeps) {
         ? await deps.store.updateNode(node.uuid, changes, { ifReservedBy: null })
         : node;
       deps.events.publish({ type: "updated", node: node.uuid, fields: Object.keys(changes) });
-      return nodeView(updated, viewContext(request, deps), { detail: true });
+      const view = nodeView(updated, viewContext(request, deps), { detail: true });
+      await reply.type("application/json; charset=utf-8").send(renderJson(view));
     });
 
     app.delete<IdentParams>("/v1/nodes/:ident", async (request, reply) => {
@@ -359,7 +388,9 @@ export function nodesPlugin(deps: ApiDeps) {
       return states;
     });
 
-    app.put<IdentParams>("/v1/nodes/:ident/states/provision", async (request, reply) => {
+    // the one route with a larger body: a config drive travels inside it (Ironic accepts up to 64 MiB)
+    const provisionRoute = { bodyLimit: deps.config.api.maxProvisionBodyBytes };
+    app.put<IdentParams>("/v1/nodes/:ident/states/provision", provisionRoute, async (request, reply) => {
       const body = ProvisionBody.parse(request.body);
       const node = await loadNode(deps, request.params.ident);
       await deps.provisioner.provision(node, body);

@@ -5,8 +5,10 @@ import { PortRecord } from "../../shared/resources.ts";
 import { normalizeMac } from "../drivers/boot/mac.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { badRequest, conflict, notFound } from "./errors.ts";
-import { applyJsonPatch } from "./json-patch.ts";
+import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
+import { PORT_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { FieldsQuery, PortListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
+import { renderJson } from "./render.ts";
 import { portView } from "./views.ts";
 
 const WRITABLE = new Set([
@@ -20,6 +22,11 @@ const WRITABLE = new Set([
   "name",
   "portgroup_uuid",
 ]);
+
+const PATCH_RULES: PatchRules = {
+  writable: WRITABLE,
+  objectFields: new Set(["local_link_connection", "extra"]),
+};
 
 /** @throws InvalidMacAddress (a 400) */
 const mac = (address: string): string => normalizeMac(address);
@@ -68,7 +75,7 @@ export function portsPlugin(deps: ApiDeps) {
         url: `${baseUrl(request)}/v1/${detail ? "ports/detail" : "ports"}`,
         query: request.query as Record<string, unknown>,
       });
-      await reply.send(body);
+      await reply.type("application/json; charset=utf-8").send(renderJson(body, "ports"));
     }
 
     app.get("/v1/ports", (request, reply) => list(request, reply, false));
@@ -76,6 +83,7 @@ export function portsPlugin(deps: ApiDeps) {
 
     app.post("/v1/ports", async (request, reply) => {
       const body = PortCreateBody.parse(request.body);
+      checkStoredJson(body, PORT_JSON_FIELDS, deps.config.api);
       const address = mac(body.address);
       await checkNodeFree(deps, body.node_uuid);
       const port = await deps.store.createPort({
@@ -108,10 +116,19 @@ export function portsPlugin(deps: ApiDeps) {
     app.patch<{ Params: { uuid: string } }>("/v1/ports/:uuid", async (request) => {
       const patch = JsonPatch.parse(request.body);
       const port = await loadPort(deps, request.params.uuid);
-      const patched = applyJsonPatch(port as unknown as Record<string, unknown>, patch, WRITABLE);
+      const { doc: patched, touched } = applyJsonPatch(
+        port as unknown as Record<string, unknown>,
+        patch,
+        PATCH_RULES,
+      );
       for (const key of ["local_link_connection", "extra"]) if (patched[key] === null) patched[key] = {};
       if (typeof patched.pxe_enabled === "string") patched.pxe_enabled = patched.pxe_enabled === "true";
       const checked = PortRecord.parse(patched);
+      checkStoredJson(
+        checked,
+        PORT_JSON_FIELDS.filter((field) => touched.has(field)),
+        deps.config.api,
+      );
       checked.address = mac(checked.address);
       await checkNodeFree(deps, port.node_uuid);
       if (checked.node_uuid !== port.node_uuid) await checkNodeFree(deps, checked.node_uuid);

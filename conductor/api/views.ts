@@ -1,6 +1,9 @@
 import { NodeRecord as NodeRecordSchema } from "../../shared/resources.ts";
 import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
 import { NODE_SUMMARY_FIELDS, type NodeSummary } from "../db/store.ts";
+import { MASK, maskSecrets } from "../../shared/secrets.ts";
+
+export { MASK };
 
 const NODE_RECORD_FIELDS = Object.keys(NodeRecordSchema.shape);
 
@@ -11,17 +14,6 @@ export interface ViewContext {
   baseUrl: string;
   /** the name this conductor reports in the node's `conductor` field */
   conductorName: string;
-}
-
-export const MASK = "******";
-const SECRET_KEY = /password|secret|token|_key$/i;
-
-/** Masks secrets in a driver_info-like object (one level, as Ironic does). */
-export function maskSecrets(info: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(info))
-    out[key] = SECRET_KEY.test(key) && value != null ? MASK : value;
-  return out;
 }
 
 /** Node fields and the microversion that introduced them (absent: present since 1.1). */
@@ -87,7 +79,7 @@ function links(ctx: ViewContext, path: string): { href: string; rel: string }[] 
   ];
 }
 
-/** One field of a node in API form: secrets masked, the conductor's name filled in. */
+/** One field of a node in API form: secrets masked at any depth, the conductor's name filled in. */
 function nodeField(node: NodeSummary | NodeRecord, field: string, ctx: ViewContext): unknown {
   switch (field) {
     case "conductor":

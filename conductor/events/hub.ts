@@ -1,3 +1,5 @@
+import { maskSecrets } from "../../shared/secrets.ts";
+
 /** One change the event stream carries. */
 export interface ConductorEvent {
   type: string;
@@ -13,7 +15,8 @@ export class EventHub {
   private seq = 0;
 
   publish(event: ConductorEvent): void {
-    const stamped = { ...event, seq: ++this.seq, at: new Date().toISOString() };
+    // masked here, once: whatever carries events out (SSE, logs) never sees a secret
+    const stamped = { ...maskSecrets(event), seq: ++this.seq, at: new Date().toISOString() };
     for (const listener of this.listeners) listener(stamped);
   }
 

@@ -1,7 +1,9 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { gzipSync } from "node:zlib";
+import { setImmediate as nextTurn } from "node:timers/promises";
+import { promisify } from "node:util";
+import { gzip } from "node:zlib";
 import { exec } from "../../shared/system/exec.ts";
 
 import type { ConfigDriveContent } from "../../shared/api.ts";
@@ -59,7 +61,26 @@ export async function buildConfigDriveIso(
   }
 }
 
+const gzipAsync = promisify(gzip);
+
+/** Base64 is encoded this many input bytes at a time (a multiple of 3, so the pieces concatenate). */
+const BASE64_SLICE = 3 * 1024 * 1024;
+
+/**
+ * base64 of the gzipped bytes, without holding the event loop: gzip runs on libuv's thread pool and the
+ * encoding goes slice by slice, so other requests are served while a 40 MB config drive is packed.
+ */
+export async function gzipBase64(bytes: Buffer): Promise<string> {
+  const packed = await gzipAsync(bytes, { level: 9 });
+  const parts: string[] = [];
+  for (let offset = 0; offset < packed.length; offset += BASE64_SLICE) {
+    parts.push(packed.subarray(offset, offset + BASE64_SLICE).toString("base64"));
+    await nextTurn();
+  }
+  return parts.join("");
+}
+
 /** The config drive as Ironic stores and sends it: base64 of the gzipped ISO. @throws ConfigDriveError */
 export async function buildConfigDrive(content: ConfigDriveContent, signal?: AbortSignal): Promise<string> {
-  return gzipSync(await buildConfigDriveIso(content, signal), { level: 9 }).toString("base64");
+  return gzipBase64(await buildConfigDriveIso(content, signal));
 }

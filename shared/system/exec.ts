@@ -29,6 +29,21 @@ export class ExecTimeoutError extends Error {
   }
 }
 
+/**
+ * The child's whole environment, from an allowlist: PATH, LANG=C and the caller's own keys. A null-prototype
+ * object read with Object.keys, so nothing inherited (a polluted Object.prototype) can ever reach a child.
+ */
+export function childEnvironment(extra: Readonly<Record<string, string>> = {}): Record<string, string> {
+  const env = Object.create(null) as Record<string, string>;
+  env.PATH = process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin";
+  env.LANG = "C";
+  for (const key of Object.keys(extra)) {
+    const value = extra[key];
+    if (typeof value === "string") env[key] = value;
+  }
+  return env;
+}
+
 /** Observes every spawn (tests use it to prove secrets never reach argv). */
 export type SpawnObserver = (command: string, args: readonly string[]) => void;
 const observers = new Set<SpawnObserver>();
@@ -51,7 +66,7 @@ export function exec(
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
       cwd: options.cwd,
-      env: { PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C", ...options.env },
+      env: childEnvironment(options.env),
       stdio: ["pipe", "pipe", "pipe"],
     });
     const out: Buffer[] = [];

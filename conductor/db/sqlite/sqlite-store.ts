@@ -74,19 +74,43 @@ function pageClause(
   return { where, order, params, limit: page.limit ?? null };
 }
 
+/**
+ * How many prepared statements are kept. Values never reach SQL text (LIMIT too is a parameter), but the
+ * filter and sort combinations of list queries still make thousands of distinct texts: the cache keeps
+ * the most recently used ones.
+ */
+export const STATEMENT_CACHE_SIZE = 256;
+
+/** `LIMIT ?` with its parameter (a value never enters the SQL text), or nothing. */
+function limitClause(limit: number | null): { sql: string; params: SqlValue[] } {
+  return limit === null ? { sql: "", params: [] } : { sql: " LIMIT ?", params: [limit] };
+}
+
 /** The embedded store: one SQLite file (or ":memory:"), WAL mode, migrations on open. */
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
+  /** Least recently used first (a Map keeps insertion order; a hit re-inserts). */
   private readonly statements = new Map<string, Database.Statement>();
 
   /** Prepared statements are reused: preparing costs more than running most of them. */
   private stmt(sql: string): Database.Statement {
     let statement = this.statements.get(sql);
-    if (!statement) {
+    if (statement) {
+      this.statements.delete(sql);
+    } else {
       statement = this.db.prepare(sql);
-      this.statements.set(sql, statement);
+      if (this.statements.size >= STATEMENT_CACHE_SIZE) {
+        const oldest = this.statements.keys().next().value;
+        if (oldest !== undefined) this.statements.delete(oldest);
+      }
     }
+    this.statements.set(sql, statement);
     return statement;
+  }
+
+  /** How many prepared statements are cached now (bounded by STATEMENT_CACHE_SIZE); for tests. */
+  get statementCacheSize(): number {
+    return this.statements.size;
   }
 
   constructor(path: string) {
@@ -172,10 +196,9 @@ export class SqliteStore implements Store {
       where.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
     const paging = pageClause("nodes", page, NODE_SORT_KEYS);
     if (paging.where) where.push(paging.where);
-    const sql =
-      `SELECT ${select} FROM nodes${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}` +
-      (paging.limit === null ? "" : ` LIMIT ${paging.limit}`);
-    return this.stmt(sql).all(...params, ...paging.params);
+    const limit = limitClause(paging.limit);
+    const sql = `SELECT ${select} FROM nodes${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}${limit.sql}`;
+    return this.stmt(sql).all(...params, ...paging.params, ...limit.params);
   }
 
   async listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]> {
@@ -341,10 +364,9 @@ export class SqliteStore implements Store {
     }
     const paging = pageClause("ports", page, ["id", "uuid", "address"]);
     if (paging.where) where.push(paging.where);
-    const sql =
-      `SELECT doc FROM ports${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}` +
-      (paging.limit === null ? "" : ` LIMIT ${paging.limit}`);
-    return (this.stmt(sql).all(...params, ...paging.params) as Row[]).map(
+    const limit = limitClause(paging.limit);
+    const sql = `SELECT doc FROM ports${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}${limit.sql}`;
+    return (this.stmt(sql).all(...params, ...paging.params, ...limit.params) as Row[]).map(
       (r) => JSON.parse(r.doc) as PortRecord,
     );
   }
@@ -422,10 +444,9 @@ export class SqliteStore implements Store {
     }
     const paging = pageClause("allocations", page, ["id", "uuid", "name", "state"]);
     if (paging.where) where.push(paging.where);
-    const sql =
-      `SELECT doc FROM allocations${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}` +
-      (paging.limit === null ? "" : ` LIMIT ${paging.limit}`);
-    return (this.stmt(sql).all(...params, ...paging.params) as Row[]).map(
+    const limit = limitClause(paging.limit);
+    const sql = `SELECT doc FROM allocations${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}${limit.sql}`;
+    return (this.stmt(sql).all(...params, ...paging.params, ...limit.params) as Row[]).map(
       (r) => JSON.parse(r.doc) as AllocationRecord,
     );
   }

@@ -1,0 +1,95 @@
+/** Masking of secrets (BMC passwords, tokens, keys) wherever a document leaves the process: API, events, logs. */
+
+export const MASK = "******";
+
+/** Keys whose values are secrets, at any depth: *password*, *secret*, *token*, *_key (any case). */
+const SECRET_KEY = /password|passwd|secret|token|_key$|^key$|credential/i;
+
+export function isSecretKey(key: string): boolean {
+  return SECRET_KEY.test(key);
+}
+
+function isPlainContainer(value: unknown): value is Record<string, unknown> | unknown[] {
+  if (typeof value !== "object" || value === null) return false;
+  if (Array.isArray(value)) return true;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+/** The common case, an object of scalars (driver_info), masked in one loop; null when it nests. */
+function maskFlat(source: Record<string, unknown>): Record<string, unknown> | null {
+  const out: Record<string, unknown> = {};
+  for (const key in source) {
+    if (!Object.prototype.hasOwnProperty.call(source, key)) continue;
+    const item = source[key];
+    if ((typeof item === "object" && item !== null) || key === "__proto__") return null;
+    out[key] = item !== null && item !== undefined && isSecretKey(key) ? MASK : item;
+  }
+  return out;
+}
+
+/**
+ * A copy of `value` with every secret-keyed value (at any depth, inside objects and arrays) replaced by
+ * `******`; null values stay null so clients can tell "unset". Non-plain objects (errors, buffers) are kept
+ * as they are. Iterative: a hostile document's depth cannot overflow the stack.
+ */
+export function maskSecrets<T>(value: T): T {
+  if (!isPlainContainer(value)) return value;
+  if (!Array.isArray(value)) {
+    const flat = maskFlat(value);
+    if (flat !== null) return flat as T;
+  }
+  type Container = Record<string, unknown> | unknown[];
+  const copyOf = (item: Container): Container => (Array.isArray(item) ? [] : {});
+  const root = copyOf(value);
+  const stack: [Container, Container][] = [[value, root]];
+  // descends into a plain child, returning its (filled later) copy; scalars and foreign objects as they are
+  const visit = (item: unknown): unknown => {
+    if (!isPlainContainer(item)) return item;
+    const copy = copyOf(item);
+    stack.push([item, copy]);
+    return copy;
+  };
+  while (stack.length > 0) {
+    const [source, target] = stack.pop() as [Container, Container];
+    if (Array.isArray(source)) {
+      for (let i = 0; i < source.length; i++) (target as unknown[])[i] = visit(source[i]);
+      continue;
+    }
+    const out = target as Record<string, unknown>;
+    for (const key of Object.keys(source)) {
+      const item = source[key];
+      const shown = isSecretKey(key) && item !== null && item !== undefined ? MASK : visit(item);
+      // a "__proto__" key must stay an own key of the copy instead of replacing its prototype
+      if (key === "__proto__") {
+        Object.defineProperty(out, key, {
+          value: shown,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      } else out[key] = shown;
+    }
+  }
+  return root as T;
+}
+
+/**
+ * Puts back the real secrets a client echoed as `******` (it read a masked view and sent it back), at any
+ * depth: wherever `next` holds the mask and `previous` has a value at the same path. Mutates `next`.
+ */
+export function restoreMaskedSecrets(next: unknown, previous: unknown): void {
+  const stack: [unknown, unknown][] = [[next, previous]];
+  while (stack.length > 0) {
+    const [target, source] = stack.pop() as [unknown, unknown];
+    if (!isPlainContainer(target) || !isPlainContainer(source)) continue;
+    if (Array.isArray(target) !== Array.isArray(source)) continue;
+    for (const key of Object.keys(target)) {
+      if (!Object.prototype.hasOwnProperty.call(source, key)) continue;
+      const value = (target as Record<string, unknown>)[key];
+      const old = (source as Record<string, unknown>)[key];
+      if (value === MASK && old !== undefined) (target as Record<string, unknown>)[key] = old;
+      else stack.push([value, old]);
+    }
+  }
+}
