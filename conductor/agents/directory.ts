@@ -2,7 +2,10 @@
 export interface AgentDirectory {
   /** The node owning one of these MACs, among nodes in a state that expects an agent; null otherwise. */
   lookupByMacs(macs: string[]): Promise<{ uuid: string; fastTrack: boolean } | null>;
-  /** The token issued for the node's current boot (its sha256 digest, never the token), or null. */
+  /**
+   * The token issued for the node's current boot of the ramdisk (its sha256 digest, never the token), or
+   * null once the conductor cleared it. The boot id is kept for the log; it proves nothing.
+   */
   tokenRecord(uuid: string): Promise<{ digest: string; bootId: string } | null>;
   saveToken(uuid: string, record: { digest: string; bootId: string }): Promise<void>;
 }

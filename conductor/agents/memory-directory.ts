@@ -24,6 +24,11 @@ export class MemoryAgentDirectory implements AgentDirectory {
     return this.tokens.get(uuid) ?? null;
   }
 
+  /** What the conductor does when it boots the node into the ramdisk: the next hello gets a fresh token. */
+  clearToken(uuid: string): void {
+    this.tokens.delete(uuid);
+  }
+
   async saveToken(uuid: string, record: { digest: string; bootId: string }): Promise<void> {
     this.saveCount += 1;
     this.tokens.set(uuid, { ...record });

@@ -216,6 +216,9 @@ export class Provisioner {
     }
     this.spawn(task, async (t) => {
       try {
+        // As Ironic's power action: an operator's power off or reboot ends the ramdisk's boot, so the
+        // agent that comes up next may be issued a new token.
+        if (target !== "power on") await this.deps.store.setAgentToken(t.node.uuid, null);
         const dn = await t.driverNode();
         const soft = target.startsWith("soft");
         if (target === "rebooting" || target === "soft rebooting")
