@@ -18,6 +18,9 @@ const USAGE = `anvil-conductor [options]
   --image-root DIR          serve file:// images under DIR to agents (small setups)
   --fake-delay-ms MS        duration of each fake-hardware step (default 0)
   --power-sync-interval S   seconds between power-state syncs, 0 disables (default 60)
+  --agent-max-connections N             agent sockets in total (default 4096)
+  --agent-max-connections-per-source N  agent sockets from one address (default 64)
+  --events-max-subscribers N            event stream subscribers (default 256)
   --demo                    enroll fake-hardware demo nodes and walk one from enroll to active
   --log-level LEVEL         pino level (default info)`;
 
@@ -42,6 +45,9 @@ async function main(): Promise<void> {
       "image-root": { type: "string" },
       "fake-delay-ms": { type: "string" },
       "power-sync-interval": { type: "string" },
+      "agent-max-connections": { type: "string" },
+      "agent-max-connections-per-source": { type: "string" },
+      "events-max-subscribers": { type: "string" },
       demo: { type: "boolean" },
       "log-level": { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -69,7 +75,14 @@ async function main(): Promise<void> {
       deployRamdisk: values["deploy-ramdisk"] ?? env("ANVIL_DEPLOY_RAMDISK"),
     },
     // the demo's simulated machine keeps its agent between jobs, as fast track does on real hardware
-    agent: { fastTrack: values["fast-track"] ?? (demo ? true : undefined) },
+    agent: {
+      fastTrack: values["fast-track"] ?? (demo ? true : undefined),
+      maxConnections: num(values["agent-max-connections"] ?? env("ANVIL_AGENT_MAX_CONNECTIONS")),
+      maxConnectionsPerSource: num(
+        values["agent-max-connections-per-source"] ?? env("ANVIL_AGENT_MAX_CONNECTIONS_PER_SOURCE"),
+      ),
+    },
+    events: { maxSubscribers: num(values["events-max-subscribers"] ?? env("ANVIL_EVENTS_MAX_SUBSCRIBERS")) },
     images: {
       localRoot: values["image-root"] ?? env("ANVIL_IMAGE_ROOT") ?? (demo ? `${dataDir}/images` : undefined),
     },
