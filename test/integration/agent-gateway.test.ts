@@ -239,6 +239,14 @@ describe("agent gateway over a real WebSocket", () => {
       expect(gw.gateway.isConnected(NODE_A.uuid)).toBe(true);
     });
 
+    it("closes a session that sends a binary frame", async () => {
+      const { agent } = await admitted(NODE_A);
+      agent.socket.send(Buffer.from([0, 1, 2, 255]), { binary: true });
+      expect((await agent.next("error")).code).toBe("BAD_FRAME");
+      expect(await agent.closed()).toBe(1008);
+      await waitFor(() => !gw.gateway.isConnected(NODE_A.uuid), { what: "disconnect" });
+    });
+
     it("closes a session that sends an oversized frame", async () => {
       const { agent } = await admitted(NODE_A);
       agent.sendRaw(encodeFrame({ type: "heartbeat", ts: 1, busy: "x".repeat(MAX_FRAME) }));

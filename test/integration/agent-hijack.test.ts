@@ -158,7 +158,7 @@ describe("a fake agent with only the node's MAC", () => {
     expect((ports.body as { ports: Array<{ address: string }> }).ports.map((p) => p.address)).toEqual([MAC]);
   });
 
-  it("is refused in wait call-back once the real agent of this boot holds the token; a new boot needs the conductor", async () => {
+  it("is refused after wait call-back once the real agent of this boot holds the token; write_image runs on the real one", async () => {
     ctx = await startConductor();
     const { url } = ctx;
     const wsUrl = `${url.replace(/^http/, "ws")}/v1/agent`;
