@@ -1,6 +1,6 @@
 import type { ErrorCode } from "../../shared/errors.ts";
 import type { Hello } from "../../shared/protocol.ts";
-import type { AgentDirectory } from "./directory.ts";
+import type { AgentDirectory, AgentNode } from "./directory.ts";
 import type { KeyedMutex } from "./keyed-mutex.ts";
 import { issueToken, tokenMatches } from "./token.ts";
 
@@ -35,7 +35,7 @@ export async function authenticateHello(
 
 async function checkToken(
   directory: AgentDirectory,
-  { hello, node }: { hello: Hello; node: { uuid: string; fastTrack: boolean } },
+  { hello, node }: { hello: Hello; node: AgentNode },
 ): Promise<HandshakeOutcome> {
   const record = await directory.tokenRecord(node.uuid);
   if (record !== null) {
@@ -54,6 +54,14 @@ async function checkToken(
   if (hello.token !== undefined) {
     // The conductor cleared it (a new boot of the ramdisk): the agent drops it and dials without one.
     return { ok: false, code: "BAD_TOKEN", message: "no token is issued for this node; dial without one" };
+  }
+  if (node.retiredBootId === hello.boot_id) {
+    // The boot whose token the conductor ended, still up until the power cycle lands: not for the next boot.
+    return {
+      ok: false,
+      code: "TOKEN_REQUIRED",
+      message: "this boot's token was withdrawn; the node is being booted again",
+    };
   }
   const { token, digest } = issueToken();
   await directory.saveToken(node.uuid, { digest, bootId: hello.boot_id });

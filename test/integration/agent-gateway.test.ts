@@ -179,6 +179,11 @@ describe("agent gateway over a real WebSocket", () => {
       const stale = await connect();
       stale.hello({ macs: NODE_A.macs, bootId: "boot-1", token: first.token });
       expect((await stale.next("error")).code).toBe("BAD_TOKEN");
+      // the old boot's agent, told its token is void, dials without one: still not its token to take
+      const old = await connect();
+      old.hello({ macs: NODE_A.macs, bootId: "boot-1" });
+      expect((await old.next("error")).code).toBe("TOKEN_REQUIRED");
+      expect(directory.saveCount).toBe(1);
       const second = await admitted(NODE_A, "boot-2");
       expect(second.token).not.toBe(first.token);
       expect(directory.tokens.get(NODE_A.uuid)?.bootId).toBe("boot-2");
