@@ -40,11 +40,38 @@ export const ConductorConfig = z.object({
       /** How long the conductor waits for one agent command (write_image can take a while). */
       commandTimeoutS: z.number().positive().default(3600),
       heartbeatTimeoutS: z.number().positive().default(30),
+      /** Largest frame from a welcomed agent (inventories and results need room). */
       maxFrameBytes: z
         .number()
         .int()
         .positive()
         .default(4 * 1024 * 1024),
+      /** Bytes a connection may send before it is welcomed: a hello is under 4 KiB. */
+      maxBytesBeforeHello: z
+        .number()
+        .int()
+        .positive()
+        .default(64 * 1024),
+      /** A connection that has not said hello within this time is closed. */
+      helloTimeoutS: z.number().positive().default(10),
+      /** Agent connections in total and from one source address (refused at the upgrade with 503/429). */
+      maxConnections: z.number().int().positive().default(4096),
+      maxConnectionsPerSource: z.number().int().positive().default(64),
+      /** Frames per second a connection may send on average (bursts of ten times that pass). */
+      maxFramesPerSecond: z.number().positive().default(100),
+    })
+    .prefault({}),
+  /** The event stream (GET /v1/events). */
+  events: z
+    .object({
+      /** Concurrent subscribers; one more gets 503. */
+      maxSubscribers: z.number().int().positive().default(256),
+      /** Bytes queued for one subscriber that does not read; beyond it the subscriber is disconnected. */
+      maxBufferedBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(1024 * 1024),
     })
     .prefault({}),
   boot: z

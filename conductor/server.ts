@@ -52,6 +52,11 @@ export function createConductor(
     logger,
     maxFrameBytes: config.agent.maxFrameBytes,
     heartbeatTimeoutMs: config.agent.heartbeatTimeoutS * 1000,
+    helloTimeoutMs: config.agent.helloTimeoutS * 1000,
+    maxBytesBeforeHello: config.agent.maxBytesBeforeHello,
+    maxConnections: config.agent.maxConnections,
+    maxConnectionsPerSource: config.agent.maxConnectionsPerSource,
+    maxFramesPerSecond: config.agent.maxFramesPerSecond,
   });
   const provisioner = new Provisioner(
     {

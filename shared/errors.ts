@@ -15,6 +15,7 @@ export const ERROR_CATALOGUE = {
     message: "a token was already issued for this boot; hello must carry it",
   },
   REPLACED: { retryable: true, message: "another connection for this node took over" },
+  RATE_LIMITED: { retryable: true, message: "the connection sent more frames than the conductor reads" },
   BUSY: { retryable: true, message: "another mutating command is running" },
   UNKNOWN_COMMAND: { retryable: false, message: "command name is not known" },
   NOT_SUPPORTED: { retryable: false, message: "command is not supported by this agent or backend" },

@@ -26,9 +26,11 @@ export function storeDirectory(store: Store, options: { fastTrack: boolean }): A
         if (!port) continue;
         const node = await store.getNode(port.node_uuid);
         if (node && lookupAllowed(node, options.fastTrack)) {
+          const retired = node.driver_internal_info.agent_retired_boot_id;
           return {
             uuid: node.uuid,
             fastTrack: options.fastTrack && FAST_TRACK.includes(node.provision_state),
+            ...(typeof retired === "string" ? { retiredBootId: retired } : {}),
           };
         }
       }

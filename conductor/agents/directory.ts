@@ -1,8 +1,20 @@
+export interface AgentNode {
+  uuid: string;
+  fastTrack: boolean;
+  retiredBootId?: string;
+}
+
 /** What the agent gateway needs from the conductor's database (the core implements it over the Store). */
 export interface AgentDirectory {
-  /** The node owning one of these MACs, among nodes in a state that expects an agent; null otherwise. */
-  lookupByMacs(macs: string[]): Promise<{ uuid: string; fastTrack: boolean } | null>;
-  /** The token issued for the node's current boot (its sha256 digest, never the token), or null. */
+  /**
+   * The node owning one of these MACs, among nodes in a state that expects an agent; null otherwise.
+   * `retiredBootId`: the boot whose token the conductor ended (its agent may not be issued another).
+   */
+  lookupByMacs(macs: string[]): Promise<AgentNode | null>;
+  /**
+   * The token issued for the node's current boot of the ramdisk (its sha256 digest, never the token), or
+   * null once the conductor cleared it. The boot id is kept for the log; it proves nothing.
+   */
   tokenRecord(uuid: string): Promise<{ digest: string; bootId: string } | null>;
   saveToken(uuid: string, record: { digest: string; bootId: string }): Promise<void>;
 }

@@ -2,27 +2,39 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, Server } from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocket, WebSocketServer } from "ws";
+import { defaultConfig } from "../config.ts";
 import type { ErrorCode } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import { COMMAND_NAMES, encodeFrame, parseCommandArgs, parseFrame } from "../../shared/protocol.ts";
 import type { CommandName, Frame, Hello, OutgoingFrame, Progress } from "../../shared/protocol.ts";
 import { AgentCommandError } from "./command-error.ts";
 import type { AgentDirectory } from "./directory.ts";
+import { watchBytes } from "./byte-budget.ts";
+import { ConnectionCaps } from "./connection-caps.ts";
+import { FrameRate } from "./frame-rate.ts";
 import { authenticateHello } from "./handshake.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import { PendingCalls } from "./pending-calls.ts";
+import { answerUpgrade } from "./upgrade-answer.ts";
 
 export const AGENT_PATH = "/v1/agent";
 
 export interface AgentGatewayOptions {
   directory: AgentDirectory;
   logger: Logger;
-  /** Largest frame accepted from an agent (UTF-8 bytes). Default 1 MiB. */
+  /** Largest frame accepted from a welcomed agent (UTF-8 bytes). Default: the configuration's. */
   maxFrameBytes?: number;
   /** A session silent this long is dropped. Default 30 s; agents are told to beat three times as often. */
   heartbeatTimeoutMs?: number;
   /** A connection must say hello within this time. Default 10 s. */
   helloTimeoutMs?: number;
+  /** Raw bytes a connection may send before its welcome (the hello included). Default 64 KiB. */
+  maxBytesBeforeHello?: number;
+  /** Agent connections in total (503 beyond) and from one source address (429 beyond). */
+  maxConnections?: number;
+  maxConnectionsPerSource?: number;
+  /** Average frames per second per connection; bursts of ten times that pass. */
+  maxFramesPerSecond?: number;
 }
 
 export interface CallOptions {
@@ -36,7 +48,10 @@ export type ConnectedListener = (uuid: string, hello: Hello) => void;
 export type DisconnectedListener = (uuid: string) => void;
 
 export interface AgentGateway {
-  /** Handles WebSocket upgrades on the agent path of this server; other paths are left alone. */
+  /**
+   * Owns the server's WebSocket upgrades: the agent path becomes a session (within the connection caps);
+   * any other path, or a refused one, gets an HTTP answer and its socket is destroyed.
+   */
   attach(server: Server): void;
   /**
    * Runs a command on a node's agent.
@@ -51,35 +66,57 @@ export interface AgentGateway {
   isConnected(uuid: string): boolean;
   onConnected(listener: ConnectedListener): void;
   onDisconnected(listener: DisconnectedListener): void;
+  /** Counts for tests and the soak: open connections, and those not yet welcomed. */
+  stats(): { connections: number; unwelcomed: number };
   /** Closes every agent connection and rejects pending calls with GATEWAY_CLOSED. */
   close(): Promise<void>;
 }
 
 interface Connection {
   socket: WebSocket;
-  state: "new" | "authenticating" | "live";
+  /** "closing": refused; nothing it sends is looked at any more. */
+  state: "new" | "authenticating" | "live" | "closing";
   lastSeen: number;
   openedAt: number;
   uuid?: string;
   remote: string;
+  rate: FrameRate;
+  /** Stops counting raw bytes once the connection is welcomed. */
+  stopBudget: () => void;
 }
 
 /** Close codes: 1008 policy violation (refusals), 1009 message too big, 1001 going away. */
 const CLOSE_POLICY = 1008;
 const CLOSE_TOO_BIG = 1009;
 const CLOSE_GOING_AWAY = 1001;
+/** A refused peer that keeps sending is paused, and cut this long after its close frame. */
+const REFUSED_GRACE_MS = 1_000;
+/** How long a refused peer has to answer our close frame before its socket is destroyed (ws waits 30 s). */
+const CLOSE_TIMEOUT_MS = 5_000;
 
 /** Creates the conductor's agent endpoint: authenticates agents, keeps one session per node, runs commands. */
 export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
   const { directory } = options;
   const logger = options.logger.child({ component: "agent-gateway" });
-  const maxFrameBytes = options.maxFrameBytes ?? 1024 * 1024;
-  const heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? 30_000;
+  const defaults = defaultConfig().agent;
+  const maxFrameBytes = options.maxFrameBytes ?? defaults.maxFrameBytes;
+  const heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? defaults.heartbeatTimeoutS * 1000;
   const heartbeatIntervalMs = Math.max(100, Math.floor(heartbeatTimeoutMs / 3));
-  const helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
+  const helloTimeoutMs = options.helloTimeoutMs ?? defaults.helloTimeoutS * 1000;
+  const maxBytesBeforeHello = options.maxBytesBeforeHello ?? defaults.maxBytesBeforeHello;
+  const framesPerSecond = options.maxFramesPerSecond ?? defaults.maxFramesPerSecond;
+  const caps = new ConnectionCaps({
+    maxConnections: options.maxConnections ?? defaults.maxConnections,
+    maxConnectionsPerSource: options.maxConnectionsPerSource ?? defaults.maxConnectionsPerSource,
+  });
 
   // Twice the frame limit: frames in between get a FRAME_TOO_LARGE answer; ws cuts anything bigger unread.
-  const wss = new WebSocketServer({ noServer: true, maxPayload: maxFrameBytes * 2 });
+  // Before the welcome the raw byte budget (watchBytes) is the bound, far below this.
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: maxFrameBytes * 2,
+    perMessageDeflate: false,
+  });
   const connections = new Set<Connection>();
   const sessions = new Map<string, Connection>();
   const pending = new PendingCalls();
@@ -115,13 +152,34 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
     if (conn.socket.readyState === WebSocket.OPEN) conn.socket.send(encodeFrame(frame));
   }
 
-  function refuse(conn: Connection, error: { code: ErrorCode; message: string; close: number }): void {
+  /**
+   * An error frame and a close; nothing the peer sends afterwards is looked at. `hard` also stops reading
+   * (a peer over its byte or frame budget) and cuts the socket shortly after, whatever the peer does.
+   */
+  function refuse(
+    conn: Connection,
+    error: { code: ErrorCode; message: string; close: number; hard?: boolean },
+  ): void {
+    if (conn.state === "closing") return;
+    conn.state = "closing";
+    conn.stopBudget();
     logger.warn({ node: conn.uuid, remote: conn.remote, code: error.code }, "agent refused");
     send(conn, { type: "error", code: error.code, message: error.message });
     conn.socket.close(error.close, error.code);
+    if (error.hard) conn.socket.pause();
+    setTimeout(() => conn.socket.terminate(), error.hard ? REFUSED_GRACE_MS : CLOSE_TIMEOUT_MS).unref();
+    endSession(conn);
   }
 
-  wss.on("connection", (socket: WebSocket, req: IncomingMessage) => {
+  /** Forgets the node's session if this connection holds it (a refusal or a close). */
+  function endSession(conn: Connection): void {
+    if (conn.uuid === undefined || sessions.get(conn.uuid) !== conn) return;
+    sessions.delete(conn.uuid);
+    logger.info({ node: conn.uuid }, "agent disconnected");
+    for (const listener of disconnectedListeners) listener(conn.uuid);
+  }
+
+  function accept(socket: WebSocket, req: IncomingMessage): void {
     const now = Date.now();
     const conn: Connection = {
       socket,
@@ -129,10 +187,32 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       lastSeen: now,
       openedAt: now,
       remote: `${req.socket.remoteAddress ?? "?"}:${req.socket.remotePort ?? "?"}`,
+      rate: new FrameRate({ perSecond: framesPerSecond, burst: framesPerSecond * 10 }),
+      stopBudget: () => undefined,
     };
     connections.add(conn);
+    // ws buffers a whole message before "message": the budget counts the socket's bytes as they arrive.
+    conn.stopBudget = watchBytes(req.socket, {
+      limit: maxBytesBeforeHello,
+      onExceeded: (bytes) =>
+        refuse(conn, {
+          code: "FRAME_TOO_LARGE",
+          message: `${bytes} bytes before the welcome; at most ${maxBytesBeforeHello} are read`,
+          close: CLOSE_TOO_BIG,
+          hard: true,
+        }),
+    }).stop;
     socket.on("message", (data, isBinary) => {
+      if (conn.state === "closing") return;
       conn.lastSeen = Date.now();
+      if (!conn.rate.take()) {
+        return refuse(conn, {
+          code: "RATE_LIMITED",
+          message: `more than ${framesPerSecond} frames per second`,
+          close: CLOSE_POLICY,
+          hard: true,
+        });
+      }
       if (isBinary) {
         return refuse(conn, {
           code: "BAD_FRAME",
@@ -146,17 +226,15 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       logger.debug({ remote: conn.remote, err: error.message }, "agent socket error"),
     );
     socket.on("close", () => {
+      conn.stopBudget();
       connections.delete(conn);
-      if (conn.uuid !== undefined && sessions.get(conn.uuid) === conn) {
-        sessions.delete(conn.uuid);
-        logger.info({ node: conn.uuid }, "agent disconnected");
-        for (const listener of disconnectedListeners) listener(conn.uuid);
-      }
+      endSession(conn);
     });
-  });
+  }
 
   function onText(conn: Connection, text: string): void {
-    const parsed = parseFrame(text, maxFrameBytes);
+    const limit = conn.state === "live" ? maxFrameBytes : Math.min(maxFrameBytes, maxBytesBeforeHello);
+    const parsed = parseFrame(text, limit);
     if (!parsed.ok) {
       const { code, message } = parsed.error;
       if (code === "FRAME_TOO_LARGE") return refuse(conn, { code, message, close: CLOSE_TOO_BIG });
@@ -187,6 +265,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
         void admit(conn, frame);
         return;
       case "authenticating":
+      case "closing":
         return; // an agent waits for its welcome; anything sooner is noise
       case "live":
         return onSessionFrame(conn, frame);
@@ -209,13 +288,16 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
     }
     if (!outcome.ok)
       return refuse(conn, { code: outcome.code, message: outcome.message, close: CLOSE_POLICY });
-    if (conn.socket.readyState !== WebSocket.OPEN) return;
+    if (conn.socket.readyState !== WebSocket.OPEN || conn.state !== "authenticating") return;
     const uuid = outcome.uuid;
     conn.uuid = uuid;
     conn.state = "live";
+    conn.stopBudget();
     const previous = sessions.get(uuid);
     sessions.set(uuid, conn);
     if (previous) {
+      // Only a hello with the node's token gets here: the agent itself, redialled before we saw it go.
+      previous.state = "closing";
       send(previous, {
         type: "error",
         code: "REPLACED",
@@ -290,13 +372,20 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
 
   function attach(server: Server): void {
     const listener = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
-      const path = (req.url ?? "/").split("?")[0];
-      if (path !== AGENT_PATH) return;
-      if (closed) {
-        socket.destroy();
-        return;
+      const path = (req.url ?? "/").split("?")[0] ?? "/";
+      if (path !== AGENT_PATH) {
+        return answerUpgrade(socket, { status: 404, message: "No WebSocket endpoint at this path." });
       }
-      wss.handleUpgrade(req, socket, head, (ws) => wss.emit("connection", ws, req));
+      if (closed) return answerUpgrade(socket, { status: 503, message: "The conductor is stopping." });
+      const source = req.socket.remoteAddress ?? "?";
+      const slot = caps.tryOpen(source);
+      if (!slot.ok) {
+        logger.warn({ remote: source, status: slot.status }, "agent connection refused at the upgrade");
+        return answerUpgrade(socket, slot);
+      }
+      // The raw socket's close gives the slot back, whether or not the handshake succeeds.
+      socket.once("close", () => caps.close(source));
+      wss.handleUpgrade(req, socket, head, (ws) => accept(ws, req));
     };
     server.on("upgrade", listener);
     attached.push({ server, listener });
@@ -375,6 +464,10 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
     attach,
     call,
     isConnected: (uuid) => sessions.has(uuid),
+    stats: () => ({
+      connections: connections.size,
+      unwelcomed: [...connections].filter((conn) => conn.state !== "live").length,
+    }),
     onConnected: (listener) => void connectedListeners.push(listener),
     onDisconnected: (listener) => void disconnectedListeners.push(listener),
     close,

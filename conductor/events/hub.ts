@@ -9,7 +9,10 @@ export interface ConductorEvent {
 
 type Listener = (event: ConductorEvent & { seq: number; at: string }) => void;
 
-/** In-process fan-out of node events to SSE clients; slow clients are the stream's problem, not ours. */
+/**
+ * In-process fan-out of node events, synchronous and unbuffered: each listener must return at once and
+ * bound its own backlog (the SSE endpoint disconnects a subscriber that stops reading).
+ */
 export class EventHub {
   private readonly listeners = new Set<Listener>();
   private seq = 0;

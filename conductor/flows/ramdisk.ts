@@ -11,12 +11,27 @@ export function canFastTrack(task: Task): boolean {
 }
 
 /**
+ * Ends the agent token of the node's current boot (the conductor is about to boot it again, or an operator
+ * powers it off): the first hello of the next boot gets a new token. The old boot's id is kept, so its agent,
+ * still alive until the power cycle lands, cannot take the new boot's token by dialling without one.
+ */
+export async function retireAgentToken(task: Task): Promise<void> {
+  const { store } = task.deps;
+  const old = await store.getAgentToken(task.node.uuid);
+  if (old !== null) {
+    await task.update({
+      driver_internal_info: { ...task.node.driver_internal_info, agent_retired_boot_id: old.bootId },
+    });
+  }
+  await store.setAgentToken(task.node.uuid, null);
+}
+
+/**
  * Boots the node into the deploy ramdisk: boot files, one-time PXE, power cycle. The previous boot's agent
- * token is dropped so the new agent gets a fresh one.
+ * token is retired (the only other place is an operator's power action) so the new agent gets a fresh one.
  */
 export async function bootIntoRamdisk(task: Task): Promise<void> {
-  const { store } = task.deps;
-  await store.setAgentToken(task.node.uuid, null);
+  await retireAgentToken(task);
   const node = await task.driverNode();
   const conductor = agentUrl(task.deps.publicUrl());
   await task.hw.boot.prepareRamdisk(node, { agentParams: { "anvil.conductor": conductor } });

@@ -7,6 +7,7 @@ import { NodeLocked, NodeNotFound } from "../db/store.ts";
 import type { DriverRegistry, HardwareType } from "../drivers/hardware-type.ts";
 import type { Flow } from "../flows/flow.ts";
 import type { UrlSigner } from "../flows/image-request.ts";
+import { retireAgentToken } from "../flows/ramdisk.ts";
 import { flowFor } from "../flows/select.ts";
 import { TRANSIENT_STATES, WAIT_STATES, nextState, verbEvent } from "../states/machine.ts";
 import { Task, type TaskDeps } from "./task.ts";
@@ -216,6 +217,9 @@ export class Provisioner {
     }
     this.spawn(task, async (t) => {
       try {
+        // As Ironic's power action: an operator's power off or reboot ends the ramdisk's boot, so the
+        // agent that comes up next may be issued a new token.
+        if (target !== "power on") await retireAgentToken(t);
         const dn = await t.driverNode();
         const soft = target.startsWith("soft");
         if (target === "rebooting" || target === "soft rebooting")

@@ -51,6 +51,9 @@ async function gateway(): Promise<void> {
     directory,
     logger: silentLogger,
     heartbeatTimeoutMs: 3 * HEARTBEAT_INTERVAL_MS,
+    // every simulated agent dials from 127.0.0.1: one source holding the whole fleet
+    maxConnectionsPerSource: agents + 16,
+    maxConnections: agents + 16,
   });
   let connected = 0;
   let reconnects = 0;

@@ -1,75 +1,14 @@
-import { once } from "node:events";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { WebSocket } from "ws";
 import { AgentCommandError } from "../../conductor/agents/command-error.ts";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
-import { encodeFrame, parseFrame } from "../../shared/protocol.ts";
-import type { Frame, OutgoingFrame } from "../../shared/protocol.ts";
+import { encodeFrame } from "../../shared/protocol.ts";
 import { recordingLogger, startGatewayServer, waitFor } from "../helpers/agent.ts";
 import type { GatewayServer } from "../helpers/agent.ts";
+import { RawAgent } from "../helpers/raw-agent.ts";
 
 const MAX_FRAME = 16 * 1024;
 const NODE_A = { uuid: "11111111-1111-4111-8111-111111111111", macs: ["52:54:00:00:00:0a"] };
 const NODE_B = { uuid: "22222222-2222-4222-8222-222222222222", macs: ["52:54:00:00:00:0b"] };
-
-/** A hand-driven agent over a real WebSocket: the test sends raw text and reads every frame. */
-class RawAgent {
-  readonly frames: Frame[] = [];
-  closeCode: number | undefined;
-  private constructor(readonly socket: WebSocket) {
-    socket.on("message", (data) => {
-      const parsed = parseFrame(data.toString(), 1024 * 1024);
-      if (parsed.ok) this.frames.push(parsed.frame);
-    });
-    socket.on("close", (code) => {
-      this.closeCode = code;
-    });
-  }
-
-  static async connect(url: string): Promise<RawAgent> {
-    const socket = new WebSocket(url);
-    const agent = new RawAgent(socket);
-    await once(socket, "open");
-    return agent;
-  }
-
-  sendRaw(text: string): void {
-    this.socket.send(text);
-  }
-
-  send(frame: OutgoingFrame): void {
-    this.socket.send(encodeFrame(frame));
-  }
-
-  hello(options: { macs: string[]; bootId?: string; token?: string }): void {
-    this.send({
-      type: "hello",
-      agent_version: "test",
-      macs: options.macs,
-      bmc_address: null,
-      boot_id: options.bootId ?? "boot-1",
-      ...(options.token === undefined ? {} : { token: options.token }),
-    });
-  }
-
-  async next<T extends Frame["type"]>(type: T): Promise<Extract<Frame, { type: T }>> {
-    let found: Frame | undefined;
-    await waitFor(() => (found = this.frames.find((frame) => frame.type === type)) !== undefined, {
-      what: type,
-    });
-    this.frames.splice(this.frames.indexOf(found as Frame), 1);
-    return found as Extract<Frame, { type: T }>;
-  }
-
-  async closed(): Promise<number> {
-    await waitFor(() => this.closeCode !== undefined, { what: "close" });
-    return this.closeCode as number;
-  }
-
-  get open(): boolean {
-    return this.socket.readyState === WebSocket.OPEN;
-  }
-}
 
 describe("agent gateway liveness", () => {
   it("drops a session that stops heartbeating, and a connection that never says hello", async () => {
@@ -219,11 +158,43 @@ describe("agent gateway over a real WebSocket", () => {
       expect(directory.saveCount).toBe(2);
     });
 
-    it("issues a fresh token for a new boot", async () => {
+    it("a new boot id earns nothing while the token exists: refused, the live session untouched", async () => {
+      const live = await admitted(NODE_A, "boot-1");
+      const before = structuredClone(directory.tokens);
+      const impostor = await connect();
+      impostor.hello({ macs: NODE_A.macs, bootId: "boot-2" });
+      expect((await impostor.next("error")).code).toBe("TOKEN_REQUIRED");
+      expect(await impostor.closed()).toBe(1008);
+      expect(directory.tokens).toEqual(before);
+      expect(live.agent.open).toBe(true);
+      expect(live.agent.frames.filter((frame) => frame.type === "error")).toEqual([]);
+      expect(gw.gateway.isConnected(NODE_A.uuid)).toBe(true);
+    });
+
+    it("issues a fresh token once the conductor cleared the old one (it booted the node again)", async () => {
       const first = await admitted(NODE_A, "boot-1");
+      first.agent.socket.close();
+      await first.agent.closed();
+      directory.clearToken(NODE_A.uuid);
+      const stale = await connect();
+      stale.hello({ macs: NODE_A.macs, bootId: "boot-1", token: first.token });
+      expect((await stale.next("error")).code).toBe("BAD_TOKEN");
+      // the old boot's agent, told its token is void, dials without one: still not its token to take
+      const old = await connect();
+      old.hello({ macs: NODE_A.macs, bootId: "boot-1" });
+      expect((await old.next("error")).code).toBe("TOKEN_REQUIRED");
+      expect(directory.saveCount).toBe(1);
       const second = await admitted(NODE_A, "boot-2");
       expect(second.token).not.toBe(first.token);
       expect(directory.tokens.get(NODE_A.uuid)?.bootId).toBe("boot-2");
+    });
+
+    it("the token alone admits, whatever boot id comes with it", async () => {
+      const first = await admitted(NODE_A, "boot-1");
+      const again = await connect();
+      again.hello({ macs: NODE_A.macs, bootId: "boot-9", token: first.token });
+      expect((await again.next("welcome")).token).toBeUndefined();
+      expect(directory.saveCount).toBe(1);
     });
 
     it("two racing first hellos of one boot: exactly one gets a token", async () => {
@@ -271,6 +242,14 @@ describe("agent gateway over a real WebSocket", () => {
       await agent.next("heartbeat");
       expect(agent.open).toBe(true);
       expect(gw.gateway.isConnected(NODE_A.uuid)).toBe(true);
+    });
+
+    it("closes a session that sends a binary frame", async () => {
+      const { agent } = await admitted(NODE_A);
+      agent.socket.send(Buffer.from([0, 1, 2, 255]), { binary: true });
+      expect((await agent.next("error")).code).toBe("BAD_FRAME");
+      expect(await agent.closed()).toBe(1008);
+      await waitFor(() => !gw.gateway.isConnected(NODE_A.uuid), { what: "disconnect" });
     });
 
     it("closes a session that sends an oversized frame", async () => {
