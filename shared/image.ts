@@ -87,8 +87,25 @@ export const ImageSpecSchema = z
   });
 export type ImageSpec = z.infer<typeof ImageSpecSchema>;
 
+/**
+ * Bounds on what a hostile image may make the agent do. Every field has a safe default; the conductor sends
+ * none today, so these are for operators who must widen (or tighten) them per deploy.
+ */
+export const ImageLimitsSchema = z.object({
+  /** Bytes one gzip/zstd/xz stream may decompress to. Default: twice the target's size (no bound for a file). */
+  max_decompressed_bytes: z.number().int().positive().optional(),
+  /** qcow2 data held while it waits for the tables that map it (or compressed data for its end). Default 64 MiB. */
+  qcow2_max_buffered_bytes: z.number().int().positive().optional(),
+  /** qcow2 table state: the L1 copy and mappings announced ahead of their clusters. Default 128 MiB. */
+  qcow2_max_table_bytes: z.number().int().positive().optional(),
+  /** How many times more L1/refcount table than the virtual size needs is accepted. Default 4. */
+  qcow2_metadata_factor: z.number().min(1).max(64).optional(),
+});
+export type ImageLimits = z.infer<typeof ImageLimitsSchema>;
+
 export const WriteImageRequestSchema = z.object({
   image: ImageSpecSchema,
+  limits: ImageLimitsSchema.optional(),
   /**
    * Base64 of a gzipped (or plain) ISO 9660 config drive labelled config-2, as Ironic sends it, or an
    * HTTP(S) URL serving that base64 text (Ironic's way for large config drives).

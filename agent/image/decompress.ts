@@ -22,19 +22,41 @@ export function detectCompression(head: Buffer): Compression {
 
 /**
  * Decompresses a stream with bounded memory; output chunks must be treated as read-only (runs of zeros
- * may share one buffer).
- * @throws ImageError "image_format" on corrupt input
+ * may share one buffer). At most `maxBytes` come out: a small stream of zeros can expand to TiBs, and a
+ * qcow2 converter would read them all.
+ * @throws ImageError "image_format" on corrupt input, "image_limit" past maxBytes
  */
-export function decompress(source: AsyncIterable<Buffer>, compression: Compression): AsyncIterable<Buffer> {
+export function decompress(
+  source: AsyncIterable<Buffer>,
+  compression: Compression,
+  maxBytes = Number.MAX_SAFE_INTEGER,
+): AsyncIterable<Buffer> {
   switch (compression) {
     case "none":
       return source;
     case "gzip":
-      return gunzip(source);
+      return bounded(gunzip(source), { what: "gzip", maxBytes });
     case "zstd":
-      return unzstd(source);
+      return bounded(unzstd(source), { what: "zstd", maxBytes });
     case "xz":
-      return unxz(source);
+      return bounded(unxz(source), { what: "xz", maxBytes });
+  }
+}
+
+async function* bounded(
+  source: AsyncIterable<Buffer>,
+  limit: { what: string; maxBytes: number },
+): AsyncGenerator<Buffer> {
+  let total = 0;
+  for await (const chunk of source) {
+    total += chunk.length;
+    if (total > limit.maxBytes) {
+      throw new ImageError(
+        `the ${limit.what} stream decompresses to more than ${limit.maxBytes} bytes`,
+        "image_limit",
+      );
+    }
+    yield chunk;
   }
 }
 

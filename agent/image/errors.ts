@@ -21,6 +21,8 @@ export type ImageErrorCode =
   | "image_format"
   | "qcow2_unsupported"
   | "qcow2_out_of_order"
+  /** A bound on a hostile image: decompressed bytes, qcow2 tables out of proportion, a cluster's inflation. */
+  | "image_limit"
   | "target"
   | "configdrive";
 

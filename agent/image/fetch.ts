@@ -13,6 +13,8 @@ export interface FetchOptions {
   connectTimeoutMs?: number;
   /** Fail when no byte (or no response header) arrives for this long while we wait for one. Default 60 s. */
   stallTimeoutMs?: number;
+  /** A response's whole head (1xx included), and a chunked body's trailers, must arrive within this. Default 60 s. */
+  headersTimeoutMs?: number;
   /** How many dropped connections are resumed with a Range request. Default 5. */
   maxResumes?: number;
   /** How many 5xx answers or failed connects are retried. Default 4. */
@@ -27,6 +29,7 @@ export interface FetchOptions {
 const DEFAULTS = {
   connectTimeoutMs: 15_000,
   stallTimeoutMs: 60_000,
+  headersTimeoutMs: 60_000,
   maxResumes: 5,
   maxRetries: 4,
   retryDelayMs: 1_000,
@@ -161,9 +164,15 @@ export class ImageDownload implements AsyncIterable<Buffer> {
     for (let hops = 0; ; hops += 1) {
       const response = await this.request(url, headers);
       const location = response.headers.location;
-      if (REDIRECTS.has(response.status) && location !== undefined && hops < MAX_REDIRECTS) {
+      if (REDIRECTS.has(response.status) && location !== undefined) {
         this.close();
-        url = new URL(location, url);
+        if (hops >= MAX_REDIRECTS) {
+          throw new ImageError(
+            `${redactQuery(this.url)} redirected more than ${MAX_REDIRECTS} times`,
+            "http_status",
+          );
+        }
+        url = redirectTarget(url, location);
         continue;
       }
       this.accept(response, from, headers.range);
@@ -190,7 +199,8 @@ export class ImageDownload implements AsyncIterable<Buffer> {
   /** Checks status and Content-Range against what we asked for; learns the lengths and the ETag. */
   private accept(response: Http1Response, from: number, range: string | undefined): void {
     const { status, headers } = response;
-    if (status >= 300) throw new HttpStatusError(this.url, status);
+    // Only these carry the object's bytes: a 204, 203 or 226 would write something else (or nothing).
+    if (status !== 200 && status !== 206) throw new HttpStatusError(this.url, status);
     if (this.session.objectSize === null) {
       const etag = headers.etag;
       if (etag !== undefined && !etag.startsWith("W/")) this.session.etag = etag;
@@ -229,6 +239,33 @@ export async function* ownedChunks(source: AsyncIterable<Buffer>): AsyncGenerato
     pacer.allocated(chunk.length);
     yield Buffer.from(chunk);
   }
+}
+
+/**
+ * Resolves a Location against the URL that answered it, allowing only http→http(s) and https→https (a
+ * redirect may not downgrade TLS nor leave HTTP: file:, data:, ftp: and friends are refused), and no
+ * credentials in the URL. The fragment is dropped.
+ * @throws ImageError "http_protocol"
+ */
+export function redirectTarget(from: URL, location: string): URL {
+  let to: URL;
+  try {
+    to = new URL(location, from);
+  } catch {
+    throw new ImageError(`${redactQuery(from.href)} redirected to an invalid URL`, "http_protocol");
+  }
+  const allowed = from.protocol === "https:" ? ["https:"] : ["http:", "https:"];
+  if (!allowed.includes(to.protocol)) {
+    throw new ImageError(
+      `${redactQuery(from.href)} redirected from ${from.protocol} to ${to.protocol.slice(0, 20)}, which is refused`,
+      "http_protocol",
+    );
+  }
+  if (to.username !== "" || to.password !== "") {
+    throw new ImageError(`${redactQuery(from.href)} redirected to a URL with credentials`, "http_protocol");
+  }
+  to.hash = "";
+  return to;
 }
 
 /** Parses "bytes START-END/TOTAL", insisting START is what we asked for. */

@@ -16,8 +16,13 @@ export interface Http1Options {
   /** PEM certificate(s) trusted instead of the system's CAs (https only). */
   ca?: string;
   connectTimeoutMs: number;
-  /** Fail when no byte arrives for this long while we wait for one (headers or body). */
+  /** Fail when no byte arrives for this long while we wait for one (headers, body or trailers). */
   stallTimeoutMs: number;
+  /**
+   * The whole head of a response (with any 1xx before it), and a chunked body's trailers, must arrive
+   * within this, however the bytes trickle. Default: stallTimeoutMs.
+   */
+  headersTimeoutMs?: number;
   signal?: AbortSignal;
 }
 
@@ -40,7 +45,19 @@ export interface Http1Response {
 
 const SLOT_BYTES = 256 * 1024;
 const SLOTS = 4;
-const MAX_HEADER_BYTES = 64 * 1024;
+/** Bounds on what a server may make us parse before (or after) a body: all 1xx heads and the final one. */
+export const HTTP1_LIMITS = {
+  headerBytes: 64 * 1024,
+  headerLines: 128,
+  informational: 8,
+  trailerBytes: 16 * 1024,
+  trailerLines: 64,
+  chunkLineBytes: 4096,
+} as const;
+/** RFC 9110 field names are tokens; values may not hold CR, LF or NUL (they would be echoed in If-Range). */
+const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const FIELD_VALUE_FORBIDDEN = /[\r\n\0]/;
+const STATUS_LINE = /^HTTP\/1\.[01] ([1-5][0-9]{2})(?: [^\r\n]*)?$/;
 
 interface Piece {
   /** Ring slot index, or -1 for an overflow buffer. */
@@ -66,6 +83,8 @@ export class Http1Connection {
   private ended = false;
   private wake: (() => void) | undefined;
   private waitingSince: number | undefined;
+  /** A phase (headers, trailers) that must end by a time, whatever the bytes' pace. */
+  private deadline: { at: number; what: string } | undefined;
   private readonly watchdog: NodeJS.Timeout;
   private readonly onAbort: () => void;
 
@@ -106,9 +125,20 @@ export class Http1Connection {
     options.signal?.addEventListener("abort", this.onAbort, { once: true });
     // One watchdog per connection, not a timer per read: it counts only time spent waiting for the server,
     // never time the consumer (the disk) holds us back.
+    const headersTimeoutMs = options.headersTimeoutMs ?? options.stallTimeoutMs;
     this.watchdog = setInterval(
       () => {
         const since = this.waitingSince;
+        const deadline = this.deadline;
+        if (deadline !== undefined && Date.now() >= deadline.at) {
+          this.fail(
+            new ImageError(
+              `${redactQuery(origin.href)}: ${deadline.what} took longer than ${headersTimeoutMs} ms`,
+              "http_stall",
+              true,
+            ),
+          );
+        }
         if (since === undefined || Date.now() - since < options.stallTimeoutMs) return;
         this.fail(
           new ImageError(
@@ -118,7 +148,7 @@ export class Http1Connection {
           ),
         );
       },
-      Math.max(10, Math.min(1_000, options.stallTimeoutMs / 4)),
+      Math.max(10, Math.min(1_000, options.stallTimeoutMs / 4, headersTimeoutMs / 4)),
     );
     this.watchdog.unref();
   }
@@ -168,11 +198,26 @@ export class Http1Connection {
       lines.push(`${name}: ${value}`);
     }
     this.socket.write(`${lines.join("\r\n")}\r\n\r\n`, "latin1");
-    for (;;) {
-      const head = await this.readHead();
-      // 1xx (100 Continue, 103 Early Hints) precede the real answer.
-      if (head.status >= 200 || head.status < 100) return this.respond(head);
+    this.startPhase("the response's headers");
+    try {
+      const budget = { bytes: HTTP1_LIMITS.headerBytes, lines: HTTP1_LIMITS.headerLines };
+      for (let informational = 0; ; informational += 1) {
+        const head = await this.readHead(budget);
+        if (head.status >= 200) return this.respond(head);
+        // RFC 9110 15.2: 1xx answers precede the final one and may be ignored (100 Continue, 103 Early
+        // Hints, unknown ones), except 101: we never asked to switch protocols.
+        if (head.status === 101) throw this.protocolError("101 Switching Protocols to a plain GET");
+        if (informational >= HTTP1_LIMITS.informational) {
+          throw this.protocolError(`more than ${HTTP1_LIMITS.informational} 1xx answers before the response`);
+        }
+      }
+    } finally {
+      this.deadline = undefined;
     }
+  }
+
+  private startPhase(what: string): void {
+    this.deadline = { at: Date.now() + (this.options.headersTimeoutMs ?? this.options.stallTimeoutMs), what };
   }
 
   close(): void {
@@ -254,33 +299,46 @@ export class Http1Connection {
     this.release(piece);
   }
 
-  private async readHead(): Promise<{ status: number; headers: Record<string, string> }> {
+  /** One head (status line and fields), charged to `budget` (shared by every 1xx and the final head). */
+  private async readHead(budget: {
+    bytes: number;
+    lines: number;
+  }): Promise<{ status: number; headers: Record<string, string> }> {
     let text = "";
     for (;;) {
       const piece = await this.next();
       if (piece === null) throw this.dropped("the connection closed before a response");
       const before = text.length;
-      text += piece.data.toString("latin1");
+      text += piece.data.toString("latin1", 0, Math.min(piece.data.length, budget.bytes + 4 - before));
       const end = text.indexOf("\r\n\r\n");
       if (end < 0) {
-        if (text.length > MAX_HEADER_BYTES) throw this.protocolError("response headers are too large");
+        if (text.length > budget.bytes) throw this.protocolError("response headers are too large");
         this.consume(piece.data.length);
         continue;
       }
       this.consume(end + 4 - before);
-      return parseHead(text.slice(0, end), this);
+      budget.bytes -= end + 4;
+      const head = parseHead(text.slice(0, end), this);
+      budget.lines -= head.lines;
+      if (budget.lines < 0) throw this.protocolError("response headers have too many lines");
+      return head;
     }
   }
 
   private respond(head: { status: number; headers: Record<string, string> }): Http1Response {
     const { headers } = head;
     if ((headers.connection ?? "").toLowerCase().includes("close")) this.reusable = false;
-    const chunked = /(^|,)\s*chunked\s*$/i.test(headers["transfer-encoding"] ?? "");
+    const encoding = headers["transfer-encoding"];
+    // We asked for identity: a coding other than chunked would reach the disk still encoded.
+    if (encoding !== undefined && encoding.toLowerCase() !== "chunked") {
+      throw this.protocolError(`unsupported Transfer-Encoding "${encoding.slice(0, 40)}"`);
+    }
     const length = headers["content-length"];
     let framing: Framing;
-    if (chunked) framing = { kind: "chunked" };
-    else if (length !== undefined && /^\d+$/.test(length)) framing = { kind: "length", left: Number(length) };
-    else if (length !== undefined) throw this.protocolError(`bad Content-Length "${length}"`);
+    if (encoding !== undefined) framing = { kind: "chunked" };
+    else if (length !== undefined && /^\d{1,15}$/.test(length))
+      framing = { kind: "length", left: Number(length) };
+    else if (length !== undefined) throw this.protocolError(`bad Content-Length "${length.slice(0, 40)}"`);
     else if (head.status === 204 || head.status === 304) framing = { kind: "length", left: 0 };
     else {
       framing = { kind: "close" };
@@ -337,7 +395,7 @@ export class Http1Connection {
 
   private async *chunkedBody(): AsyncGenerator<Buffer, void, undefined> {
     for (;;) {
-      const size = parseChunkSize(await this.readLine(), this);
+      const size = parseChunkSize(await this.readLine(HTTP1_LIMITS.chunkLineBytes), this);
       if (size === 0) break;
       let left = size;
       while (left > 0) {
@@ -347,28 +405,40 @@ export class Http1Connection {
         yield this.take(piece, n);
         left -= n;
       }
-      if ((await this.readLine()) !== "") throw this.protocolError("a chunk does not end with CRLF");
+      if ((await this.readLine(2)) !== "") throw this.protocolError("a chunk does not end with CRLF");
     }
-    // Trailers, up to the empty line.
-    while ((await this.readLine()) !== "");
+    // Trailers, up to the empty line: bounded in size, in lines and in time (a phase like the headers).
+    this.startPhase("the body's trailers");
+    try {
+      let bytes = 0;
+      for (let lines = 0; ; lines += 1) {
+        const line = await this.readLine(HTTP1_LIMITS.trailerBytes - bytes);
+        if (line === "") break;
+        bytes += line.length + 2;
+        if (lines >= HTTP1_LIMITS.trailerLines) throw this.protocolError("the body's trailers are too long");
+      }
+    } finally {
+      this.deadline = undefined;
+    }
   }
 
-  /** One CRLF-terminated line (without the CRLF), consumed. */
-  private async readLine(): Promise<string> {
+  /** One CRLF-terminated line (without the CRLF) of at most `maxBytes`, consumed. */
+  private async readLine(maxBytes: number): Promise<string> {
     let line = "";
     for (;;) {
       const piece = await this.next();
       if (piece === null) throw this.dropped("the connection closed inside chunk framing");
       const at = piece.data.indexOf(10);
+      const take = at < 0 ? piece.data.length : at;
+      if (line.length + take > maxBytes + 1) throw this.protocolError("a chunk framing line is too long");
+      line += piece.data.toString("latin1", 0, take);
       if (at < 0) {
-        line += piece.data.toString("latin1");
-        if (line.length > 4096) throw this.protocolError("a chunk header is too long");
         this.consume(piece.data.length);
         continue;
       }
-      line += piece.data.toString("latin1", 0, at);
       this.consume(at + 1);
-      return line.replace(/\r$/, "");
+      if (!line.endsWith("\r")) throw this.protocolError("a chunk framing line does not end with CRLF");
+      return line.slice(0, -1);
     }
   }
 
@@ -386,19 +456,26 @@ export class Http1Connection {
 function parseHead(
   text: string,
   connection: Http1Connection,
-): { status: number; headers: Record<string, string> } {
+): { status: number; headers: Record<string, string>; lines: number } {
   const [statusLine = "", ...lines] = text.split("\r\n");
-  const match = /^HTTP\/1\.[01] (\d{3})(?: .*)?$/.exec(statusLine);
+  // Exactly three digits, 100-599: "099" or "2000" is not a status.
+  const match = STATUS_LINE.exec(statusLine);
   if (!match) throw connection.protocolError(`not an HTTP/1.x response: "${statusLine.slice(0, 80)}"`);
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const line of lines) {
     const colon = line.indexOf(":");
-    if (colon <= 0) throw connection.protocolError(`malformed header line "${line.slice(0, 80)}"`);
-    const name = line.slice(0, colon).trim().toLowerCase();
+    const name = line.slice(0, colon);
+    if (colon <= 0 || !FIELD_NAME.test(name)) {
+      // Also refuses obsolete line folding (a line starting with whitespace) and bare CR/LF inside a head.
+      throw connection.protocolError(`malformed header line "${line.slice(0, 80)}"`);
+    }
     const value = line.slice(colon + 1).trim();
-    headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
+    if (FIELD_VALUE_FORBIDDEN.test(value))
+      throw connection.protocolError(`header ${name} holds CR, LF or NUL`);
+    const key = name.toLowerCase();
+    headers[key] = headers[key] === undefined ? value : `${headers[key]}, ${value}`;
   }
-  return { status: Number(match[1]), headers };
+  return { status: Number(match[1]), headers, lines: lines.length + 1 };
 }
 
 function parseChunkSize(line: string, connection: Http1Connection): number {

@@ -4,6 +4,7 @@ import { WriteImageRequestSchema } from "../../shared/image.ts";
 import type {
   ChecksumValue,
   DiskFormat,
+  ImageLimits,
   ImageProgress,
   ImageSpec,
   PartitionInfo,
@@ -27,6 +28,7 @@ import { peek } from "./peek.ts";
 import { GcPacer } from "./gc-pacer.ts";
 import { mapFitsObject, mappedExtents } from "./mapped-image.ts";
 import { isQcow2, Qcow2Converter } from "./qcow2.ts";
+import type { Qcow2Limits } from "./qcow2.ts";
 import { ProgressMeter } from "./progress.ts";
 import { ImageWriter } from "./writer.ts";
 
@@ -39,7 +41,7 @@ export interface WriteImageOptions {
   logger?: Logger;
   /** HTTP timeouts and retry budgets (defaults suit real deployments). */
   fetch?: Omit<FetchOptions, "signal" | "logger">;
-  /** Bound on qcow2 data held while waiting for its L2 table. Default 64 MiB. */
+  /** Bound on qcow2 data held while waiting for its L2 table (the request's limits win). Default 64 MiB. */
   qcow2MaxBufferedBytes?: number;
   progressIntervalMs?: number;
 }
@@ -57,7 +59,7 @@ export async function writeImage(
   options: WriteImageOptions,
 ): Promise<WriteImageResult> {
   const started = Date.now();
-  const { image, configdrive } = WriteImageRequestSchema.parse(request);
+  const { image, configdrive, limits = {} } = WriteImageRequestSchema.parse(request);
   const { signal } = options;
   const log = (options.logger ?? silentLogger).child({
     image: redactQuery(image.url),
@@ -104,6 +106,7 @@ export async function writeImage(
   const session = new DownloadSession();
   const stream: StreamOptions = {
     ...options,
+    limits,
     fetchOptions,
     session,
     algo: expected?.algo ?? "sha256",
@@ -165,6 +168,7 @@ async function expectedChecksum(
 }
 
 interface StreamOptions extends WriteImageOptions {
+  limits: ImageLimits;
   fetchOptions: FetchOptions;
   session: DownloadSession;
   algo: ChecksumValue["algo"];
@@ -218,6 +222,23 @@ async function streamMapped(
   }
 }
 
+/** The request's limits, else the defaults: a decompressed stream may be twice the target (qcow2 metadata). */
+function maxDecompressed(options: StreamOptions): number | undefined {
+  const target = options.writer.limit;
+  return options.limits.max_decompressed_bytes ?? (target === undefined ? undefined : 2 * target);
+}
+
+function qcow2Limits(options: StreamOptions): Qcow2Limits {
+  const { limits } = options;
+  return {
+    maxBufferedBytes: limits.qcow2_max_buffered_bytes ?? options.qcow2MaxBufferedBytes,
+    maxTableBytes: limits.qcow2_max_table_bytes,
+    metadataFactor: limits.qcow2_metadata_factor,
+    // The virtual size must fit the target: known from the header, refused before a byte is written.
+    maxVirtualSize: options.writer.limit,
+  };
+}
+
 async function streamImage(image: ImageSpec, options: StreamOptions): Promise<Streamed> {
   const download = new ImageDownload(image.url, options.fetchOptions, { session: options.session });
   const tap = new HashingTap(options.algo);
@@ -239,7 +260,7 @@ async function streamImage(image: ImageSpec, options: StreamOptions): Promise<St
     const plain =
       compression === "none"
         ? compressedPeek.stream
-        : decompress(ownedChunks(compressedPeek.stream), compression);
+        : decompress(ownedChunks(compressedPeek.stream), compression, maxDecompressed(options));
     const formatPeek = await peek(plain, 4);
     const format: DiskFormat = image.disk_format ?? (isQcow2(formatPeek.head) ? "qcow2" : "raw");
     if (format === "qcow2" && !isQcow2(formatPeek.head)) {
@@ -247,7 +268,7 @@ async function streamImage(image: ImageSpec, options: StreamOptions): Promise<St
     }
     const qcow2 =
       format === "qcow2"
-        ? new Qcow2Converter({ maxBufferedBytes: options.qcow2MaxBufferedBytes })
+        ? new Qcow2Converter(qcow2Limits(options))
         : undefined;
     const extents: AsyncIterable<Extent> = qcow2
       ? qcow2.extents(compression === "none" ? ownedChunks(formatPeek.stream) : formatPeek.stream)

@@ -20,6 +20,8 @@ export interface WriterOptions {
 }
 
 const SCAN_GRAIN = 64 * 1024;
+/** Zeros written per call when filling gaps on a target that does not read zeros. */
+const ZERO_FILL_BYTES = 1024 * 1024;
 const ZERO_GRAIN = Buffer.alloc(SCAN_GRAIN);
 /** O_DIRECT wants memory, offsets and lengths aligned to the logical block size; 4 KiB suits every disk. */
 const DIRECT_ALIGN = 4096;
@@ -48,8 +50,13 @@ async function probeAlignment(
 
 /**
  * Writes extents to a target with large positional writes (one in flight while the next block fills), skips
- * all-zero blocks when the target already reads zeros, and at the end fills whatever was never written
- * with zeros (when it doesn't) and fsyncs.
+ * all-zero blocks when the target already reads zeros, fills whatever the image does not cover with zeros
+ * (when it doesn't) and fsyncs.
+ * Gaps are filled as the image passes them: a block that starts beyond the highest byte written so far
+ * (the frontier) first zero-fills the gap up to it. A block behind the frontier (qcow2 may map clusters in
+ * any order) lands on bytes already written or zeroed, so nothing tracks coverage: O(1) per write, whatever
+ * the order, at the cost of zeroing then rewriting what an out-of-order image fills in late (at most the
+ * image's size once).
  * Aligned blocks go through O_DIRECT when the target supports it (like dd oflag=direct): measured here,
  * 2 GiB took 1.3 s direct against 14 s through the page cache. Unaligned pieces (an image's tail) and
  * targets without O_DIRECT (tmpfs) use ordinary writes.
@@ -57,6 +64,10 @@ async function probeAlignment(
 export class ImageWriter {
   /** Bytes handed to write(2), i.e. not counting skipped zeros. */
   bytesWritten = 0;
+  /** Of those, zeros written into gaps (a target that does not read zeros). */
+  zeroFilledBytes = 0;
+  /** write(2) calls made. */
+  writeCalls = 0;
   private stage: Buffer;
   private spare: Buffer;
   private stageStart = 0;
@@ -67,8 +78,10 @@ export class ImageWriter {
   private readonly base: number;
   private readonly limit: number;
   private readonly blockSize: number;
-  /** Sorted, disjoint [start, end) ranges the image has covered (relative to base). */
-  private readonly covered: [number, number][] = [];
+  /** Everything below this (relative to base) is written or zero-filled. */
+  private frontier = 0;
+  /** Aligned zeros for gap filling, zeroed on first use. */
+  private zeros: Buffer | undefined;
 
   private constructor(
     private readonly handle: FileHandle,
@@ -82,12 +95,18 @@ export class ImageWriter {
     this.spare = options.memory.subarray(this.blockSize, 2 * this.blockSize);
   }
 
+  private zeroBlock(): Buffer {
+    this.zeros ??= this.options.memory.subarray(2 * this.blockSize).fill(0);
+    return this.zeros;
+  }
+
   /** @throws the open(2) error (ENOENT, EACCES…) */
   static async open(options: WriterOptions): Promise<ImageWriter> {
     const blockSize = options.blockSize ?? 4 * 1024 * 1024;
     const base = options.offset ?? 0;
     const handle = await open(options.path, "r+");
-    const raw = Buffer.allocUnsafeSlow(2 * blockSize + DIRECT_ALIGN);
+    const memoryBytes = 2 * blockSize + ZERO_FILL_BYTES;
+    const raw = Buffer.allocUnsafeSlow(memoryBytes + DIRECT_ALIGN);
     let direct: { handle: FileHandle; memory: Buffer } | undefined;
     if (
       base % DIRECT_ALIGN === 0 &&
@@ -99,10 +118,10 @@ export class ImageWriter {
       );
       const shift = directHandle ? await probeAlignment(directHandle, raw, base) : undefined;
       if (directHandle && shift !== undefined) {
-        direct = { handle: directHandle, memory: raw.subarray(shift, shift + 2 * blockSize) };
+        direct = { handle: directHandle, memory: raw.subarray(shift, shift + memoryBytes) };
       } else await directHandle?.close();
     }
-    const memory = direct?.memory ?? raw.subarray(0, 2 * blockSize);
+    const memory = direct?.memory ?? raw.subarray(0, memoryBytes);
     return new ImageWriter(handle, direct, { ...options, memory });
   }
 
@@ -142,7 +161,7 @@ export class ImageWriter {
       this.inflight = undefined;
       await this.syncing;
       const size = Math.min(imageSize, this.limit);
-      if (!this.options.readsZeroes) await this.fillGaps(size);
+      if (!this.options.readsZeroes) await this.fillZeros(this.frontier, size);
       // Skipped zeros at the end of the image must still exist in a file that stands in for a disk.
       const info = await this.handle.stat();
       if (info.isFile() && info.size < this.base + size) await this.handle.truncate(this.base + size);
@@ -167,9 +186,13 @@ export class ImageWriter {
     const block = this.stage;
     const start = this.stageStart;
     const length = this.stageLength;
-    this.cover(start, start + length);
     // Swap buffers so the next block fills while this one is written; at most one write in flight.
     await this.inflight;
+    if (!this.options.readsZeroes) {
+      // Zeros first, awaited: a later out-of-order block may land in this gap and must win.
+      if (start > this.frontier) await this.fillZeros(this.frontier, start);
+      this.frontier = Math.max(this.frontier, start + length);
+    }
     this.stage = this.spare;
     this.spare = block;
     this.stageLength = 0;
@@ -212,6 +235,7 @@ export class ImageWriter {
       this.unsynced += data.length - aligned;
     }
     this.bytesWritten += data.length;
+    this.writeCalls += aligned > 0 && aligned < data.length ? 2 : 1;
     if (this.unsynced >= (this.options.syncEvery ?? 64 * 1024 * 1024)) await this.syncInBackground();
   }
 
@@ -227,36 +251,13 @@ export class ImageWriter {
     this.syncing = sync;
   }
 
-  private cover(start: number, end: number): void {
-    const last = this.covered[this.covered.length - 1];
-    if (!last || start > last[1]) return void this.covered.push([start, end]);
-    if (start >= last[0]) return void (last[1] = Math.max(last[1], end));
-    this.covered.push([start, end]);
-    // Out of order (qcow2 can map clusters in any order): sort and merge.
-    this.covered.sort((a, b) => a[0] - b[0]);
-    const merged: [number, number][] = [];
-    for (const range of this.covered) {
-      const top = merged[merged.length - 1];
-      if (top && range[0] <= top[1]) top[1] = Math.max(top[1], range[1]);
-      else merged.push([range[0], range[1]]);
-    }
-    this.covered.splice(0, this.covered.length, ...merged);
-  }
-
-  /** Runs after the last flush settled: the (aligned) staging memory is free to hold zeros. */
-  private async fillGaps(size: number): Promise<void> {
-    const zeros = this.stage.fill(0);
-    let at = 0;
-    const gaps: [number, number][] = [];
-    for (const [start, end] of this.covered) {
-      if (start > at) gaps.push([at, Math.min(start, size)]);
-      at = Math.max(at, end);
-    }
-    if (at < size) gaps.push([at, size]);
-    for (const [start, end] of gaps) {
-      for (let p = start; p < end; p += zeros.length) {
-        await this.pwrite(zeros.subarray(0, Math.min(zeros.length, end - p)), p);
-      }
+  /** Writes zeros over [start, end) (relative to base); the caller has no write in flight there. */
+  private async fillZeros(start: number, end: number): Promise<void> {
+    const zeros = this.zeroBlock();
+    for (let p = start; p < end; p += zeros.length) {
+      const n = Math.min(zeros.length, end - p);
+      await this.pwrite(zeros.subarray(0, n), p);
+      this.zeroFilledBytes += n;
     }
   }
 }

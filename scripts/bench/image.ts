@@ -5,13 +5,20 @@
  *   (b) 4 GiB raw with 10% data (sparse)                  goal: >= 5x dd
  *       streamed whole, and with the bmaptool block map published beside it (only mapped ranges fetched)
  *   (c) the (b) image as qcow2, zstd and xz               goal: writer RSS <= 128 MB
- * Usage: node --import tsx scripts/bench/image.ts [--small]   (--small: 1/8 sizes, for a quick look)
+ *   (d) the HTTP client alone, end to end (socket → sha256 → writer → disk): Anvil's reader against undici,
+ *       same images, same server, same writer, runs interleaved. undici replaces the reader only if it is
+ *       within 5 % (the decision and the figures are in docs/images.md).
+ * Usage: node --import tsx scripts/bench/image.ts [--small] [--clients]
+ *   --small: 1/8 sizes, for a quick look; --clients: only (d)
  */
 import { randomBytes } from "node:crypto";
 import { mkdir, open, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { join, resolve } from "node:path";
+import { HashingTap } from "../../agent/image/checksum.ts";
+import { ImageDownload } from "../../agent/image/fetch.ts";
 import { writeImage } from "../../agent/image/write-image.ts";
+import { ImageWriter } from "../../agent/image/writer.ts";
 import type { WriteImageRequest, WriteImageResult } from "../../shared/image.ts";
 import { runOk } from "../../test/helpers/run.ts";
 import { startHttpImageServer } from "../../test/helpers/http-image-server.ts";
@@ -28,6 +35,83 @@ async function child(json: string): Promise<void> {
   const { request, target } = JSON.parse(json) as { request: WriteImageRequest; target: string };
   const result = await writeImage(request, { target });
   process.stdout.write(JSON.stringify({ result, maxRssKiB: process.resourceUsage().maxRSS }));
+}
+
+type Client = "reader" | "undici";
+
+/**
+ * undici's body as chunks, with the same timeouts the reader has. Imported only here and left out of the
+ * bundle (--external), so the writer's RSS figures do not carry undici's code.
+ */
+async function* undiciBody(url: string): AsyncGenerator<Buffer> {
+  const { Agent, request } = await import("undici");
+  const dispatcher = new Agent({ connectTimeout: 15_000, headersTimeout: 60_000, bodyTimeout: 60_000 });
+  try {
+    const { statusCode, body } = await request(url, {
+      dispatcher,
+      headers: { "accept-encoding": "identity" },
+    });
+    if (statusCode !== 200) throw new Error(`HTTP ${statusCode}`);
+    for await (const chunk of body) yield chunk as Buffer;
+  } finally {
+    await dispatcher.close();
+  }
+}
+
+/** Child mode: one raw image through `client` → sha256 → the writer; prints time, digest and peak RSS. */
+async function clientChild(json: string): Promise<void> {
+  const { client, url, target } = JSON.parse(json) as { client: Client; url: string; target: string };
+  const started = process.hrtime.bigint();
+  const tap = new HashingTap("sha256");
+  const writer = await ImageWriter.open({ path: target, readsZeroes: true });
+  const source = client === "undici" ? undiciBody(url) : new ImageDownload(url);
+  let offset = 0;
+  for await (const chunk of tap.pass(source)) {
+    await writer.write({ offset, data: chunk });
+    offset += chunk.length;
+  }
+  await writer.finish(offset);
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const maxRssKiB = process.resourceUsage().maxRSS;
+  process.stdout.write(JSON.stringify({ seconds, sha: tap.digest().value, maxRssKiB }));
+}
+
+async function runClient(
+  bundle: string,
+  options: { client: Client; url: string; target: string; sha: string },
+): Promise<Run> {
+  const { client, url, target, sha } = options;
+  await rm(target, { force: true });
+  await writeFile(target, "");
+  const out = await must("node", [bundle, "--client", JSON.stringify({ client, url, target })]);
+  const result = JSON.parse(out) as { seconds: number; sha: string; maxRssKiB: number };
+  if (result.sha !== sha) throw new Error(`${client}: sha256 ${result.sha}, expected ${sha}`);
+  return { seconds: result.seconds, rssMB: result.maxRssKiB / 1024 };
+}
+
+/** (d): reader and undici interleaved, `rounds` times each; best of each. */
+async function compareClients(
+  bundle: string,
+  images: { label: string; url: string; sha: string; bytes: number }[],
+  target: string,
+): Promise<void> {
+  const rounds = 3;
+  console.log(`(d) HTTP client, end to end (socket → sha256 → writer), best of ${rounds} interleaved runs`);
+  for (const image of images) {
+    const runs: Record<Client, Run | undefined> = { reader: undefined, undici: undefined };
+    for (let round = 0; round < rounds; round += 1) {
+      for (const client of ["reader", "undici"] as const) {
+        const run = await runClient(bundle, { client, url: image.url, target, sha: image.sha });
+        const best = runs[client];
+        if (!best || run.seconds < best.seconds) runs[client] = run;
+      }
+    }
+    const reader = runs.reader as Run;
+    const undici = runs.undici as Run;
+    report(`  ${image.label}: reader`, reader, { bytes: image.bytes });
+    report(`  ${image.label}: undici`, undici, { bytes: image.bytes });
+    console.log(`  ${image.label}: undici/reader throughput ${(reader.seconds / undici.seconds).toFixed(3)}`);
+  }
 }
 
 interface Run {
@@ -58,6 +142,7 @@ async function bundleSelf(dir: string): Promise<string> {
     "--format=esm",
     "--target=node20",
     `--outfile=${out}`,
+    "--external:undici",
     "--log-level=warning",
     "--banner:js=import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
   ]);
@@ -138,11 +223,14 @@ async function main(): Promise<void> {
     const sparseSize = (4 * GiB) / scale;
     const sparse = join(dir, "sparse.raw");
     await makeSparseImage(sparse, sparseSize, 0.1);
-    await must("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", sparse, join(dir, "sparse.qcow2")]);
-    await must("zstd", ["-q", "-f", "-1", "-T2", sparse, "-o", join(dir, "sparse.raw.zst")]);
-    await must("xz", ["-k", "-f", "-0", "-T2", sparse]);
-    // The block map an operator publishes beside a raw image, made by the real tool.
-    await must("bmaptool", ["create", sparse, "-o", join(dir, "sparse.bmap")]);
+    const clientsOnly = process.argv.includes("--clients");
+    if (!clientsOnly) {
+      await must("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", sparse, join(dir, "sparse.qcow2")]);
+      await must("zstd", ["-q", "-f", "-1", "-T2", sparse, "-o", join(dir, "sparse.raw.zst")]);
+      await must("xz", ["-k", "-f", "-0", "-T2", sparse]);
+      // The block map an operator publishes beside a raw image, made by the real tool.
+      await must("bmaptool", ["create", sparse, "-o", join(dir, "sparse.bmap")]);
+    }
     const sparseSha = (await must("sha256sum", [sparse])).split(" ")[0] ?? "";
     for (const f of ["sparse.raw", "sparse.bmap", "sparse.qcow2", "sparse.raw.zst", "sparse.raw.xz"]) {
       server.serve(`/${f}`, join(dir, f));
@@ -161,6 +249,17 @@ async function main(): Promise<void> {
     console.log(
       `node ${process.version}, ${small ? "small (1/8) sizes" : "full sizes"}; best of 2 runs each`,
     );
+    if (clientsOnly) {
+      await compareClients(
+        bundle,
+        [
+          { label: "dense raw", url: url("dense.raw"), sha: denseSha, bytes: denseSize },
+          { label: "sparse raw", url: url("sparse.raw"), sha: sparseSha, bytes: sparseSize },
+        ],
+        target,
+      );
+      return;
+    }
     console.log(
       `writer process idle RSS (bundle loaded, nothing written): ${(idle.maxRssKiB / 1024).toFixed(0)} MB`,
     );
@@ -187,6 +286,14 @@ async function main(): Promise<void> {
       const run = await best(2, () => runWriter(bundle, req(f), target));
       report(`  writeImage ${f} (${(size / MiB).toFixed(0)} MiB)`, run, { bytes: sparseSize, baseline: ddB });
     }
+    await compareClients(
+      bundle,
+      [
+        { label: "dense raw", url: url("dense.raw"), sha: denseSha, bytes: denseSize },
+        { label: "sparse raw", url: url("sparse.raw"), sha: sparseSha, bytes: sparseSize },
+      ],
+      target,
+    );
   } finally {
     await server.close();
     await rm(dir, { recursive: true, force: true });
@@ -194,6 +301,7 @@ async function main(): Promise<void> {
 }
 
 if (process.argv[2] === "--child") await child(process.argv[3] ?? "{}");
+else if (process.argv[2] === "--client") await clientChild(process.argv[3] ?? "{}");
 else if (process.argv[2] === "--idle")
   process.stdout.write(JSON.stringify({ maxRssKiB: process.resourceUsage().maxRSS }));
 else await main();

@@ -10,6 +10,7 @@ import { api, startConductor, waitForState } from "../helpers/conductor.ts";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
 import { readRange, sha256, sparseCopyWithBlockMap } from "../helpers/disk.ts";
+import { qcow2Bomb } from "../helpers/qcow2.ts";
 import { runOk } from "../helpers/run.ts";
 import { enrollSimulatedNode } from "../helpers/simulated-node.ts";
 
@@ -220,6 +221,40 @@ describe("deploy through the agent", () => {
       expect(String(node.last_error)).toMatch(/sha256 mismatch/);
       expect(node.power_state).toBe("power off");
       expect(node.reservation).toBeNull();
+    } finally {
+      await ctx.stop();
+    }
+  });
+
+  it("a hostile qcow2 (a compressed cluster that inflates past its cluster) ends in deploy failed with a clear last_error; the agent survives", async () => {
+    const ctx = await startConductor({ agent: { fastTrack: true } });
+    try {
+      const { uuid, disk, boot } = await setup(ctx, "bomb");
+      await writeFile(join(dir, "bomb.qcow2"), qcow2Bomb(512)); // 32 MiB from a few hundred bytes
+      images.serve("/bomb.qcow2", join(dir, "bomb.qcow2"));
+      await api(`${ctx.url}/v1/nodes/bomb`, {
+        method: "PATCH",
+        body: [
+          { op: "add", path: "/instance_info/image_source", value: `${images.url}/bomb.qcow2` },
+          { op: "add", path: "/automated_clean", value: false },
+        ],
+      });
+      await provision(ctx.url, "bomb", { target: "manage" });
+      await waitForState(ctx.url, "bomb", "manageable");
+      await provision(ctx.url, "bomb", { target: "provide" });
+      await waitForState(ctx.url, "bomb", "available");
+      await provision(ctx.url, "bomb", { target: "active" });
+      await waitForState(ctx.url, "bomb", "wait call-back");
+      const agent = boot();
+      const node = await waitForState(ctx.url, "bomb", "deploy failed");
+      expect(String(node.last_error)).toMatch(
+        /compressed cluster for guest offset 65536 inflates past one cluster/,
+      );
+      expect(node.power_state).toBe("power off");
+      // Nothing of the image reached the disk, and the agent process is alive and still connected.
+      expect((await readRange(disk, 0, 4 * MiB)).equals(Buffer.alloc(4 * MiB))).toBe(true);
+      expect(ctx.conductor.gateway.isConnected(uuid)).toBe(true);
+      expect((await agent.stop()).code).toBe(0);
     } finally {
       await ctx.stop();
     }

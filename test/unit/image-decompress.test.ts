@@ -60,3 +60,21 @@ describe("decompress", () => {
     await expect(collect(decompress(pieces(packed), "gzip"))).rejects.toMatchObject({ code: "image_format" });
   });
 });
+
+describe("decompression bombs", () => {
+  for (const tool of ["gzip", "zstd", "xz"] as const) {
+    it(`${tool}: a stream that expands past maxBytes stops with image_limit, having produced at most that`, async () => {
+      const bomb =
+        tool === "gzip"
+          ? gzipSync(Buffer.alloc(64 * 1024 * 1024))
+          : await compressWith(tool, Buffer.alloc(64 * 1024 * 1024));
+      expect(bomb.length).toBeLessThan(1024 * 1024);
+      let produced = 0;
+      const drain = async (): Promise<void> => {
+        for await (const chunk of decompress(pieces(bomb), tool, 8 * 1024 * 1024)) produced += chunk.length;
+      };
+      await expect(drain()).rejects.toMatchObject({ code: "image_limit" });
+      expect(produced).toBeLessThanOrEqual(8 * 1024 * 1024);
+    });
+  }
+});
