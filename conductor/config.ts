@@ -24,6 +24,8 @@ export const ConductorConfig = z.object({
       serviceWaitS: z.number().positive().default(1800),
     })
     .prefault({}),
+  /** On stop (SIGTERM), how long running work may take to finish before it is cancelled and handed back. */
+  stopGraceS: z.number().min(0).default(30),
   /** How often to look for timed-out wait states. */
   timeoutCheckIntervalS: z.number().positive().default(10),
   powerSync: z

@@ -144,6 +144,18 @@ export function createConductor(
     },
     async stop() {
       for (const timer of timers) clearInterval(timer);
+      // Work in flight (a deploy writing its last bytes) gets a grace period to finish; what is still
+      // running after it is cancelled and handed back: locks released, the next start's recovery fails or
+      // resumes it.
+      const finished = await Promise.race([
+        provisioner.settle().then(() => true),
+        new Promise<false>((resolve) => setTimeout(resolve, config.stopGraceS * 1000, false).unref()),
+      ]);
+      if (!finished)
+        logger.warn(
+          { grace_s: config.stopGraceS },
+          "work still running after the grace period: cancelling it",
+        );
       provisioner.abortAll("conductor stopping");
       await provisioner.settle();
       await gateway.close();

@@ -21,6 +21,7 @@ export async function startConductor(
     dataDir: dir,
     databasePath: join(dir, "anvil.sqlite"),
     powerSync: { intervalS: 0 },
+    stopGraceS: 0,
     ...overrides,
   });
   const conductor = createConductor(config, {
