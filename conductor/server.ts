@@ -16,6 +16,7 @@ import { bootFilesPlugin } from "./drivers/boot/http-plugin.ts";
 import type { DriverRegistry } from "./drivers/hardware-type.ts";
 import { defaultDrivers, httpBootRoot } from "./drivers/registry.ts";
 import { EventHub } from "./events/hub.ts";
+import { createMetrics } from "./metrics/metrics.ts";
 import type { UrlSigner } from "./flows/image-request.ts";
 import { Provisioner } from "./tasks/provisioner.ts";
 import { createUrlSigner } from "./images/url-signer.ts";
@@ -45,8 +46,17 @@ export function createConductor(
   const store = options.store ?? new SqliteStore(config.databasePath);
   let listeningUrl: string | undefined;
   const publicUrl = (): string => publicUrlOf(config, listeningUrl);
-  const drivers = options.drivers ?? defaultDrivers(config);
+  const metrics = createMetrics();
+  const drivers =
+    options.drivers ??
+    defaultDrivers(config, {
+      ipmitool: {
+        onCall: (call) =>
+          metrics.observeBmcCall({ command: call.command, outcome: call.outcome }, call.seconds),
+      },
+    });
   const events = new EventHub();
+  events.subscribe((event) => metrics.onEvent(event));
   const gateway = createAgentGateway({
     directory: storeDirectory(store, { fastTrack: config.agent.fastTrack }),
     logger,
@@ -81,6 +91,7 @@ export function createConductor(
     logger,
     events,
     startedAt,
+    metrics,
   });
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
   if (config.images.localRoot) {
@@ -130,13 +141,20 @@ export function createConductor(
       every(config.timeoutCheckIntervalS, () => provisioner.failTimedOut(), "timeout check");
       every(
         config.powerSync.intervalS,
-        () =>
-          runPowerSyncPass(storePowerSyncPort(store, drivers), {
+        async () => {
+          const began = performance.now();
+          const report = await runPowerSyncPass(storePowerSyncPort(store, drivers), {
             concurrency: config.powerSync.concurrency,
             forcePowerStateDuringSync: config.powerSync.force,
             maxFailures: config.powerSync.maxFailures,
             logger,
-          }),
+          });
+          metrics.observePowerSync({
+            seconds: (performance.now() - began) / 1000,
+            failed: report.outcomes.failed + report.outcomes.error,
+            checked: report.checked,
+          });
+        },
         "power sync",
       );
       logger.info({ url, name: config.name }, "conductor listening");

@@ -7,7 +7,7 @@ import { driversPlugin } from "./drivers.ts";
 import { ApiError, errorBody, notAcceptableBody, toHttpError } from "./errors.ts";
 import { eventsPlugin } from "./events.ts";
 import { lookupPlugin } from "./lookup.ts";
-import { metricsPlugin, type RequestStats } from "./metrics.ts";
+import { metricsPlugin } from "./metrics.ts";
 import { MAX_VERSION_STRING, MIN_VERSION_STRING, parseVersionHeader } from "./microversion.ts";
 import { nodesPlugin } from "./nodes.ts";
 import { portsPlugin } from "./ports.ts";
@@ -54,9 +54,13 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     reply.header("X-OpenStack-Ironic-API-Version", `1.${parsed.minor}`);
   });
 
-  const stats: RequestStats = { requests: 0 };
   app.addHook("onResponse", async (request, reply) => {
-    stats.requests++;
+    // the route pattern, not the URL, so node names and uuids don't explode the label set
+    const route = request.routeOptions.url ?? "unmatched";
+    deps.metrics.observeRequest(
+      { method: request.method, route, status: reply.statusCode },
+      reply.elapsedTime / 1000,
+    );
     // One line per request, carrying the id the client got in OpenStack-Request-Id, so an error a user
     // reports can be found in the log; refused requests are worth an operator's eye, the rest is debug.
     const line = {
@@ -70,7 +74,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     if (reply.statusCode >= 400) deps.logger.info(line, "request refused");
     else deps.logger.debug(line, "request");
   });
-  void app.register(metricsPlugin(deps, stats));
+  void app.register(metricsPlugin(deps, deps.metrics));
 
   app.setErrorHandler(async (error, request, reply) => {
     const { status, message } = toHttpError(error);

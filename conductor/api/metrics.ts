@@ -1,32 +1,19 @@
 import type { FastifyInstance } from "fastify";
+import type { ConductorMetrics } from "../metrics/metrics.ts";
 import type { ApiDeps } from "./context.ts";
 
-/** Counts kept by the app's root hooks (plugin hooks would only see their own routes). */
-export interface RequestStats {
-  requests: number;
-}
-
-/** GET /metrics: Prometheus text format. */
-export function metricsPlugin(deps: ApiDeps, stats: RequestStats) {
+/** GET /metrics: Prometheus text format; node gauges are counted by the store at scrape time. */
+export function metricsPlugin(deps: ApiDeps, metrics: ConductorMetrics) {
   return async (app: FastifyInstance): Promise<void> => {
     app.get("/metrics", async (_request, reply) => {
-      const lines: string[] = ["# HELP anvil_nodes Nodes by provision state.", "# TYPE anvil_nodes gauge"];
-      for (const [state, count] of Object.entries(await deps.store.countNodesByState())) {
-        lines.push(`anvil_nodes{provision_state="${state}"} ${count}`);
-      }
-      const memory = process.memoryUsage();
-      lines.push(
-        "# HELP anvil_http_requests_total HTTP requests answered.",
-        "# TYPE anvil_http_requests_total counter",
-        `anvil_http_requests_total ${stats.requests}`,
-        "# HELP anvil_event_subscribers Event stream clients.",
-        "# TYPE anvil_event_subscribers gauge",
-        `anvil_event_subscribers ${deps.events.subscribers}`,
-        "# HELP process_resident_memory_bytes Resident memory.",
-        "# TYPE process_resident_memory_bytes gauge",
-        `process_resident_memory_bytes ${memory.rss}`,
-      );
-      await reply.type("text/plain; version=0.0.4").send(lines.join("\n") + "\n");
+      const [byState, byPower, byFault] = await Promise.all([
+        deps.store.countNodesBy("provision_state"),
+        deps.store.countNodesBy("power_state"),
+        deps.store.countNodesBy("fault"),
+      ]);
+      delete byFault.none;
+      metrics.setNodeCounts({ byState, byPower, byFault });
+      await reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
     });
   };
 }

@@ -83,6 +83,8 @@ export interface Store {
   listNodeSummaries(filter: NodeFilter, page: Page): Promise<NodeSummary[]>;
   /** How many nodes are in each provision state (absent states have none). */
   countNodesByState(): Promise<Record<string, number>>;
+  /** Node counts grouped by one indexed column (null values counted under "none"), for metrics. */
+  countNodesBy(column: "provision_state" | "power_state" | "fault"): Promise<Record<string, number>>;
   /**
    * Applies a partial update. With `ifReservedBy`, the update only happens while the node's reservation equals it
    * (a lost lock must not write). @throws NodeNotFound, NodeLocked, DuplicateName

@@ -4,7 +4,7 @@ import { FakeBoot } from "./boot/fake.ts";
 import { IpxeBoot } from "./boot/ipxe.ts";
 import { PxeBoot } from "./boot/pxe.ts";
 import { driverRegistry, type DriverRegistry, type HardwareType } from "./hardware-type.ts";
-import { Ipmitool } from "./ipmi/ipmitool.ts";
+import { Ipmitool, type IpmitoolOptions } from "./ipmi/ipmitool.ts";
 import { FakeManagement } from "./management/fake.ts";
 import { IpmitoolManagement } from "./management/ipmitool.ts";
 import { FakePower } from "./power/fake.ts";
@@ -47,8 +47,8 @@ export function fakeHardware(config: ConductorConfig): HardwareType {
 }
 
 /** The real thing: ipmitool power and boot device, iPXE (or PXE) boot, the agent for everything in band. */
-export function ipmiHardware(config: ConductorConfig): HardwareType {
-  const ipmitool = new Ipmitool();
+export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolOptions = {}): HardwareType {
+  const ipmitool = new Ipmitool(ipmitoolOptions);
   const defaults = { kernel: config.boot.deployKernel, ramdisk: config.boot.deployRamdisk };
   const kernelArgs = ["console=tty0", "console=ttyS0,115200n8"];
   return {
@@ -88,6 +88,10 @@ export function ipmiHardware(config: ConductorConfig): HardwareType {
   };
 }
 
-export function defaultDrivers(config: ConductorConfig): DriverRegistry {
-  return driverRegistry([fakeHardware(config), ipmiHardware(config)]);
+/** The hardware types a conductor offers; `ipmitool` options reach the BMC runner (metrics hooks). */
+export function defaultDrivers(
+  config: ConductorConfig,
+  options: { ipmitool?: IpmitoolOptions } = {},
+): DriverRegistry {
+  return driverRegistry([fakeHardware(config), ipmiHardware(config, options.ipmitool)]);
 }

@@ -225,6 +225,14 @@ export class SqliteStore implements Store {
     return Object.fromEntries(rows.map((r) => [r.provision_state, r.n]));
   }
 
+  async countNodesBy(column: "provision_state" | "power_state" | "fault"): Promise<Record<string, number>> {
+    // the column comes from a closed union, never from a request
+    const rows = this.stmt(
+      `SELECT COALESCE(${column}, 'none') AS value, COUNT(*) AS n FROM nodes GROUP BY ${column}`,
+    ).all() as { value: string; n: number }[];
+    return Object.fromEntries(rows.map((r) => [r.value, r.n]));
+  }
+
   async updateNode(
     uuid: string,
     patch: Partial<NodeRecord>,

@@ -38,6 +38,8 @@ export interface IpmitoolOptions {
   logger?: Logger;
   /** The ipmitool binary (tests and benchmarks may wrap it). */
   binary?: string;
+  /** Told of every finished call (after its retries): metrics. `outcome` is "ok" or the failure kind. */
+  onCall?: (call: { command: string; outcome: string; seconds: number }) => void;
 }
 
 interface BmcSlot {
@@ -129,6 +131,7 @@ export class Ipmitool {
   private readonly sessionRetries: number;
   private readonly logger: Logger;
   private readonly binary: string;
+  private readonly onCall: NonNullable<IpmitoolOptions["onCall"]>;
 
   constructor(options: IpmitoolOptions = {}) {
     this.minIntervalMs = options.minIntervalMs ?? 100;
@@ -139,6 +142,7 @@ export class Ipmitool {
     this.sessionRetries = Math.max(1, options.sessionRetries ?? 2);
     this.logger = options.logger ?? silentLogger;
     this.binary = options.binary ?? "ipmitool";
+    this.onCall = options.onCall ?? (() => undefined);
   }
 
   /**
@@ -152,11 +156,20 @@ export class Ipmitool {
   ): Promise<string> {
     const bmc = bmcKey(info);
     const what = `ipmitool ${command.join(" ")} to ${bmc}`;
+    // the verb without its arguments (chassis power status → "chassis power"): a bounded label set
+    const verb = command.slice(0, 2).join(" ");
+    const began = performance.now();
+    const report = (outcome: string) =>
+      this.onCall({ command: verb, outcome, seconds: (performance.now() - began) / 1000 });
     for (let attempt = 0; ; attempt++) {
       const outcome = await this.inSlot(bmc, options.signal, () => this.once(info, command, options.signal));
-      if (outcome.ok) return outcome.stdout;
+      if (outcome.ok) {
+        report("ok");
+        return outcome.stdout;
+      }
       const error = new IpmiCommandError(`${what} failed: ${outcome.detail}`, outcome.kind);
       if (!error.retryable || attempt >= this.retries) {
+        report(error.kind);
         this.logger.warn(
           { bmc, command: command.join(" "), kind: error.kind, attempts: attempt + 1 },
           error.message,
