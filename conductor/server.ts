@@ -17,6 +17,7 @@ import type { DriverRegistry } from "./drivers/hardware-type.ts";
 import { defaultDrivers, httpBootRoot } from "./drivers/registry.ts";
 import { EventHub } from "./events/hub.ts";
 import { createMetrics } from "./metrics/metrics.ts";
+import { uiPlugin } from "./ui/ui-plugin.ts";
 import type { UrlSigner } from "./flows/image-request.ts";
 import { Provisioner } from "./tasks/provisioner.ts";
 import { createUrlSigner } from "./images/url-signer.ts";
@@ -93,6 +94,7 @@ export function createConductor(
     startedAt,
     metrics,
   });
+  void app.register(uiPlugin({ store }));
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
   if (config.images.localRoot) {
     mkdirSync(config.images.localRoot, { recursive: true });

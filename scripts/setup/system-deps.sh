@@ -12,6 +12,8 @@ packages=(
   mdadm nvme-cli hdparm dmidecode syslinux syslinux-common syslinux-efi ovmf
   # Image tests (a self-signed HTTPS image server, bmaptool's block maps) and the image bench's curl | dd baseline.
   openssl curl bmap-tools
+  # The dashboard's browser tests drive Debian's Chromium (nothing is downloaded at test time).
+  chromium
 )
 missing=()
 for p in "${packages[@]}"; do
