@@ -72,8 +72,8 @@ function useLive(): Live {
                 [event.node]: { ...current.patches[event.node], ...patch },
               };
               if (event.type === "provision" && !String(event.provision_state).startsWith("deploy")) {
-                const { [event.node]: _done, ...rest } = current.progress;
-                next.progress = rest;
+                next.progress = { ...current.progress };
+                delete next.progress[event.node];
               }
             }
             return next;

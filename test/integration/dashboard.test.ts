@@ -93,30 +93,22 @@ describe("the web dashboard in headless Chromium", () => {
     await page.waitForSelector('[data-testid="fleet"] tbody tr');
     expect(await rows().count()).toBe(100);
     await page.selectOption('[data-testid="page-size"]', "1000");
-    await page.waitForFunction(
-      () => document.querySelectorAll('[data-testid="fleet"] tbody tr').length === 1000,
-    );
+    await expect.poll(() => rows().count(), { timeout: 30_000 }).toBe(1000);
     await expect.poll(() => page.locator('[data-testid="counts"]').innerText()).toContain("990 enroll");
     expect(await page.locator('[data-testid="counts"]').innerText()).toContain("10 manageable");
     // search narrows the rows shown
     await page.fill('[data-testid="search"]', "fleet-09");
-    await page.waitForFunction(
-      () => document.querySelectorAll('[data-testid="fleet"] tbody tr').length === 100,
-    );
+    await expect.poll(() => rows().count(), { timeout: 30_000 }).toBe(100);
     await page.fill('[data-testid="search"]', "");
     // the state filter asks the API for just those nodes
     await page.selectOption('[data-testid="state-filter"]', "manageable");
-    await page.waitForFunction(
-      () => document.querySelectorAll('[data-testid="fleet"] tbody tr').length === 10,
-    );
+    await expect.poll(() => rows().count(), { timeout: 30_000 }).toBe(10);
     const states = await page.locator('[data-testid="fleet"] tbody td.state').allInnerTexts();
     expect(new Set(states)).toEqual(new Set(["manageable"]));
     if (SHOTS) {
       await page.selectOption('[data-testid="state-filter"]', "");
       await page.selectOption('[data-testid="page-size"]', "100");
-      await page.waitForFunction(
-        () => document.querySelectorAll('[data-testid="fleet"] tbody tr').length === 100,
-      );
+      await expect.poll(() => rows().count(), { timeout: 30_000 }).toBe(100);
       mkdirSync(SHOTS, { recursive: true });
       await page.screenshot({ path: join(SHOTS, "dashboard-fleet.png") });
     }
@@ -142,7 +134,7 @@ describe("the web dashboard in headless Chromium", () => {
     await page.goto(`${ctx.url}/ui/#/node/${node.uuid}`);
     await page.waitForSelector('[data-testid="node-state"]');
     // a marker that a reload would wipe
-    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 42));
+    await page.evaluate("window.anvilMarker = 42");
     return node;
   }
 
@@ -179,7 +171,7 @@ describe("the web dashboard in headless Chromium", () => {
     await expect
       .poll(() => page.locator('[data-testid="node-state"]').innerText(), { timeout: 60_000 })
       .toBe("active");
-    expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(42);
+    expect(await page.evaluate("window.anvilMarker")).toBe(42);
     if (SHOTS) await page.screenshot({ path: join(SHOTS, "dashboard-node.png"), fullPage: true });
   }, 180_000);
 
