@@ -9,6 +9,20 @@ const EventsQuery = z.object({ node: z.string().max(255).optional() }).strict();
 const KEEPALIVE_MS = 15_000;
 
 /**
+ * One SSE frame per event, whatever the number of subscribers: the hub hands every listener the same
+ * object, so it is serialised once (100 dashboards cost one JSON.stringify per event, not 100).
+ */
+const frames = new WeakMap<object, string>();
+function frameOf(event: { seq: number; type: string }): string {
+  let frame = frames.get(event);
+  if (frame === undefined) {
+    frame = `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+    frames.set(event, frame);
+  }
+  return frame;
+}
+
+/**
  * GET /v1/events: server-sent events with provision, power and progress changes (beyond Ironic).
  * At most `events.maxSubscribers` at once (503 beyond). A subscriber that stops reading is disconnected
  * once `events.maxBufferedBytes` wait for it, so one stalled client costs a bounded amount of memory and
@@ -53,7 +67,7 @@ export function eventsPlugin(deps: ApiDeps) {
       res.write(": anvil event stream\n\n");
       const unsubscribe = deps.events.subscribe((event) => {
         if (nodeUuid && event.node !== nodeUuid) return;
-        write(`id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+        write(frameOf(event));
       });
       const keepalive = setInterval(() => write(": keepalive\n\n"), KEEPALIVE_MS);
       res.on("close", () => {
