@@ -57,7 +57,7 @@ export function createConductor(
       },
     });
   const events = new EventHub();
-  events.subscribe((event) => metrics.onEvent(event));
+  events.observe((event) => metrics.onEvent(event));
   const gateway = createAgentGateway({
     directory: storeDirectory(store, { fastTrack: config.agent.fastTrack }),
     logger,

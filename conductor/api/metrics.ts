@@ -13,6 +13,7 @@ export function metricsPlugin(deps: ApiDeps, metrics: ConductorMetrics) {
       ]);
       delete byFault.none;
       metrics.setNodeCounts({ byState, byPower, byFault });
+      metrics.setEventSubscribers(deps.events.subscribers);
       await reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
     });
   };

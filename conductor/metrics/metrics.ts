@@ -14,6 +14,8 @@ export interface ConductorMetrics {
   observeBmcCall(labels: { command: string; outcome: string }, seconds: number): void;
   observePowerSync(report: { seconds: number; failed: number; checked: number }): void;
   /** Sets the node gauges from counts the store computes (called at scrape time). */
+  /** Event stream clients connected now (set at scrape time). */
+  setEventSubscribers(count: number): void;
   setNodeCounts(counts: {
     byState: Record<string, number>;
     byPower: Record<string, number>;
@@ -74,6 +76,11 @@ export function createMetrics(): ConductorMetrics {
   const agentSessions = new Gauge({
     name: "anvil_agent_sessions",
     help: "Agents connected to this conductor.",
+    registers: [registry],
+  });
+  const eventSubscribers = new Gauge({
+    name: "anvil_event_subscribers",
+    help: "Event stream (/v1/events) clients: the CLI's --wait, dashboards.",
     registers: [registry],
   });
   const imageBytes = new Counter({
@@ -189,6 +196,9 @@ export function createMetrics(): ConductorMetrics {
       powerSyncSeconds.observe(report.seconds);
       powerSyncFailures.inc(report.failed);
       powerSyncChecked.inc(report.checked);
+    },
+    setEventSubscribers(count) {
+      eventSubscribers.set(count);
     },
     setNodeCounts(counts) {
       nodes.reset();
