@@ -51,9 +51,9 @@ export const NodeCreateBody = z
     lessee: z.string().max(255).nullable().optional(),
     automated_clean: Booleanish.nullable().optional(),
     protected: Booleanish.optional(),
-    protected_reason: z.string().nullable().optional(),
+    protected_reason: z.string().max(255).nullable().optional(),
     retired: Booleanish.optional(),
-    retired_reason: z.string().nullable().optional(),
+    retired_reason: z.string().max(255).nullable().optional(),
     network_data: JsonObject.optional(),
     boot_mode: z.enum(["uefi", "bios"]).nullable().optional(),
     shard: z.string().max(255).nullable().optional(),
@@ -154,10 +154,15 @@ export const JsonPatch = z
     z
       .object({
         op: z.enum(["add", "replace", "remove"]),
-        path: z.string().regex(/^\/[^\s]*$/, "A JSON Patch path starts with /"),
+        path: z
+          .string()
+          .max(1024)
+          .regex(/^\/[^\s]*$/, "A JSON Patch path starts with /"),
         value: z.unknown().optional(),
       })
       .strict(),
   )
-  .min(1);
+  .min(1)
+  // the stock CLI sends one operation per changed key; a bound keeps one request's work bounded
+  .max(256);
 export type JsonPatch = z.infer<typeof JsonPatch>;
