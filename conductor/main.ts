@@ -19,7 +19,9 @@ const USAGE = `anvil-conductor [options]
   --fake-delay-ms MS        duration of each fake-hardware step (default 0)
   --power-sync-interval S   seconds between power-state syncs, 0 disables (default 60)
   --demo                    enroll fake-hardware demo nodes and walk one from enroll to active
-  --log-level LEVEL         pino level (default info)`;
+  --log-level LEVEL         pino level (default info)
+  --auth-strategy S         noauth | http_basic (default: noauth, allowed on loopback only)
+  --http-basic-auth-user-file FILE  htpasswd file (bcrypt); roles.yaml beside it gives roles and projects`;
 
 function env(name: string): string | undefined {
   const value = process.env[name];
@@ -44,6 +46,8 @@ async function main(): Promise<void> {
       "power-sync-interval": { type: "string" },
       demo: { type: "boolean" },
       "log-level": { type: "string" },
+      "auth-strategy": { type: "string" },
+      "http-basic-auth-user-file": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -75,6 +79,11 @@ async function main(): Promise<void> {
     },
     powerSync: { intervalS: num(values["power-sync-interval"] ?? env("ANVIL_POWER_SYNC_INTERVAL")) },
     logLevel: values["log-level"] ?? env("ANVIL_LOG_LEVEL"),
+    auth: {
+      auth_strategy: values["auth-strategy"] ?? env("ANVIL_AUTH_STRATEGY"),
+      http_basic_auth_user_file:
+        values["http-basic-auth-user-file"] ?? env("ANVIL_HTTP_BASIC_AUTH_USER_FILE"),
+    },
   });
   if (!parsed.success) {
     console.error(

@@ -3,6 +3,7 @@ import { dirname } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "../shared/log.ts";
 import { AllocationService } from "./allocations/service.ts";
+import { resolveAuth } from "./auth/strategy.ts";
 import { storeDirectory } from "./agents/directory-store.ts";
 import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
 import { buildApi } from "./api/app.ts";
@@ -40,6 +41,7 @@ export function createConductor(
   options: { logger: Logger; drivers?: DriverRegistry; store?: Store; sign?: UrlSigner },
 ): Conductor {
   const { logger } = options;
+  const auth = resolveAuth(config, logger);
   if (config.databasePath !== ":memory:") mkdirSync(dirname(config.databasePath), { recursive: true });
   mkdirSync(httpBootRoot(config), { recursive: true });
   const store = options.store ?? new SqliteStore(config.databasePath);
@@ -76,6 +78,7 @@ export function createConductor(
     logger,
     events,
     startedAt,
+    auth,
   });
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
   if (config.images.localRoot) {

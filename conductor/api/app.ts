@@ -1,5 +1,7 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { randomUUID } from "node:crypto";
+import { noAuth } from "../auth/authenticator.ts";
+import { registerAuth } from "../auth/fastify-auth.ts";
 import { allocationsPlugin } from "./allocations.ts";
 import type { ApiDeps } from "./context.ts";
 import { driversPlugin } from "./drivers.ts";
@@ -38,6 +40,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     }
   });
 
+  // before anything else, as Ironic's auth middleware wraps its app
+  registerAuth(app, deps.auth ?? { authenticator: noAuth });
   app.decorateRequest("apiMinor", 1);
   app.addHook("onRequest", async (request, reply) => {
     reply.header("X-OpenStack-Ironic-API-Minimum-Version", MIN_VERSION_STRING);

@@ -6,6 +6,7 @@ import type { Provisioner } from "../tasks/provisioner.ts";
 import type { ConductorConfig } from "../config.ts";
 import type { EventHub } from "../events/hub.ts";
 import type { AllocationService } from "../allocations/service.ts";
+import type { ConductorAuth } from "../auth/strategy.ts";
 import { MIN_VERSION } from "./microversion.ts";
 import type { ViewContext } from "./views.ts";
 
@@ -19,6 +20,8 @@ export interface ApiDeps {
   logger: Logger;
   events: EventHub;
   startedAt: Date;
+  /** Authentication; absent means noauth. */
+  auth?: ConductorAuth;
 }
 
 declare module "fastify" {

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { ApiDeps } from "./context.ts";
 import { parseQuery } from "./query.ts";
+import { authorize } from "../auth/policy.ts";
 
 const EventsQuery = z.object({ node: z.string().max(255).optional() }).strict();
 
@@ -10,6 +11,7 @@ export function eventsPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     app.get("/v1/events", async (request, reply) => {
       const query = parseQuery(EventsQuery, request.query);
+      authorize("anvil:events:get", request.identity);
       let nodeUuid: string | undefined;
       if (query.node) nodeUuid = (await deps.store.getNode(query.node))?.uuid ?? query.node;
       reply.hijack();

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import type { ApiDeps } from "./context.ts";
+import { authorize } from "../auth/policy.ts";
 
 /** Counts kept by the app's root hooks (plugin hooks would only see their own routes). */
 export interface RequestStats {
@@ -9,7 +10,8 @@ export interface RequestStats {
 /** GET /metrics: Prometheus text format. */
 export function metricsPlugin(deps: ApiDeps, stats: RequestStats) {
   return async (app: FastifyInstance): Promise<void> => {
-    app.get("/metrics", async (_request, reply) => {
+    app.get("/metrics", async (request, reply) => {
+      authorize("anvil:metrics:get", request.identity);
       const lines: string[] = ["# HELP anvil_nodes Nodes by provision state.", "# TYPE anvil_nodes gauge"];
       for (const [state, count] of Object.entries(await deps.store.countNodesByState())) {
         lines.push(`anvil_nodes{provision_state="${state}"} ${count}`);

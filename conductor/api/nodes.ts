@@ -25,6 +25,14 @@ import { applyJsonPatch } from "./json-patch.ts";
 import { FieldsQuery, NodeListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 import { MASK, NODE_VIEW_FIELDS, nodeView, portView, summaryIsEnough } from "./views.ts";
 import { isUuid } from "../../shared/uuid.ts";
+import {
+  checkNodePolicies,
+  checkNodeRule,
+  listScope,
+  patchRules,
+  redactNodeView,
+} from "../auth/node-access.ts";
+import { PolicyForbidden, allowed, authorize, type PolicyName } from "../auth/policy.ts";
 
 /** Fields an operator may change with PATCH; the rest belong to the conductor. */
 const WRITABLE = new Set([
@@ -232,6 +240,13 @@ function validationReport(hw: HardwareType, node: DriverNode): Record<string, un
 /** Nodes: CRUD, states, power, validate, boot device, traits, maintenance, inventory. */
 export function nodesPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
+    /** The node a request names, if the caller passes every rule (Ironic's 403 vs 404). */
+    const nodeFor = (request: FastifyRequest<IdentParams>, ...rules: PolicyName[]): Promise<NodeRecord> =>
+      checkNodePolicies((ident) => deps.store.getNode(ident), request.identity, {
+        ident: request.params.ident,
+        rules,
+      });
+
     async function list(request: FastifyRequest, reply: FastifyReply, detail: boolean): Promise<void> {
       const query = parseQuery(NodeListQuery, request.query);
       checkFields(query.fields);
@@ -242,7 +257,9 @@ export function nodesPlugin(deps: ApiDeps) {
       }
       const limit = effectiveLimit(query.limit);
       const showDetail = detail || query.detail === true;
+      const scope = listScope("node", request.identity, query.owner);
       const filter = {
+        ...scope,
         provision_state: query.provision_state,
         maintenance: query.maintenance,
         associated: query.associated,
@@ -264,7 +281,9 @@ export function nodesPlugin(deps: ApiDeps) {
       const body = collection({
         key: "nodes",
         items: nodes,
-        views: nodes.map((n) => nodeView(n, ctx, { fields: query.fields, detail: showDetail })),
+        views: nodes.map((n) =>
+          redactNodeView(nodeView(n, ctx, { fields: query.fields, detail: showDetail }), request.identity, n),
+        ),
         limit,
         url: `${baseUrl(request)}/v1/${detail ? "nodes/detail" : "nodes"}`,
         query: request.query as Record<string, unknown>,
@@ -277,6 +296,14 @@ export function nodesPlugin(deps: ApiDeps) {
 
     app.post("/v1/nodes", async (request, reply) => {
       const body = NodeCreateBody.parse(request.body);
+      if (!allowed("baremetal:node:create", request.identity)) {
+        // a project admin may enroll nodes its project owns (Ironic's self_owned_node)
+        authorize("baremetal:node:create:self_owned_node", request.identity);
+        const project = request.identity.project;
+        if (project === null || (body.owner && body.owner !== project))
+          throw new PolicyForbidden("baremetal:node:create");
+        body.owner = project;
+      }
       checkName(body.name);
       const hw = hardware(deps, body.driver, body.conductor_group);
       const node = await deps.store.createNode(newNode(body, hw));
@@ -290,13 +317,17 @@ export function nodesPlugin(deps: ApiDeps) {
     app.get<IdentParams>("/v1/nodes/:ident", async (request) => {
       const { fields } = parseQuery(FieldsQuery, request.query);
       checkFields(fields);
-      const node = await loadNode(deps, request.params.ident);
-      return nodeView(node, viewContext(request, deps), { fields, detail: true });
+      const node = await nodeFor(request, "baremetal:node:get");
+      return redactNodeView(
+        nodeView(node, viewContext(request, deps), { fields, detail: true }),
+        request.identity,
+        node,
+      );
     });
 
     app.patch<IdentParams>("/v1/nodes/:ident", async (request) => {
       const patch = JsonPatch.parse(request.body);
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, ...patchRules(patch));
       notLocked(node);
       const changes = patchNode(node, patch);
       if (changes.driver !== undefined) {
@@ -314,11 +345,20 @@ export function nodesPlugin(deps: ApiDeps) {
         ? await deps.store.updateNode(node.uuid, changes, { ifReservedBy: null })
         : node;
       deps.events.publish({ type: "updated", node: node.uuid, fields: Object.keys(changes) });
-      return nodeView(updated, viewContext(request, deps), { detail: true });
+      return redactNodeView(
+        nodeView(updated, viewContext(request, deps), { detail: true }),
+        request.identity,
+        updated,
+      );
     });
 
     app.delete<IdentParams>("/v1/nodes/:ident", async (request, reply) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:get").then((n) => {
+        // Ironic: system admins delete any node, a project admin the nodes its project owns
+        if (!allowed("baremetal:node:delete", request.identity))
+          checkNodeRule("baremetal:node:delete:self_owned_node", request.identity, n);
+        return n;
+      });
       if (node.instance_uuid)
         throw conflict(`Node ${node.uuid} is associated with instance ${node.instance_uuid}.`);
       notLocked(node);
@@ -342,7 +382,7 @@ export function nodesPlugin(deps: ApiDeps) {
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/states", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:get_states");
       const states: Record<string, unknown> = {
         console_enabled: node.console_enabled,
         last_error: node.last_error,
@@ -361,7 +401,7 @@ export function nodesPlugin(deps: ApiDeps) {
 
     app.put<IdentParams>("/v1/nodes/:ident/states/provision", async (request, reply) => {
       const body = ProvisionBody.parse(request.body);
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:set_provision_state");
       await deps.provisioner.provision(node, body);
       await reply
         .code(202)
@@ -371,7 +411,7 @@ export function nodesPlugin(deps: ApiDeps) {
 
     app.put<IdentParams>("/v1/nodes/:ident/states/power", async (request, reply) => {
       const body = PowerBody.parse(request.body);
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:set_power_state");
       hardware(deps, node.driver);
       await deps.provisioner.power(node, body.target);
       await reply
@@ -381,25 +421,25 @@ export function nodesPlugin(deps: ApiDeps) {
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/validate", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:validate");
       const hw = hardware(deps, node.driver);
       return validationReport(hw, await driverNodeOf(deps.store, node));
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/management/boot_device", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:get_boot_device");
       const hw = hardware(deps, node.driver);
       return hw.management.getBootDevice(await driverNodeOf(deps.store, node));
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/management/boot_device/supported", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:get_boot_device");
       return { supported_boot_devices: hardware(deps, node.driver).management.supportedBootDevices() };
     });
 
     app.put<IdentParams>("/v1/nodes/:ident/management/boot_device", async (request, reply) => {
       const body = BootDeviceBody.parse(request.body);
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:set_boot_device");
       notLocked(node);
       const hw = hardware(deps, node.driver);
       if (!hw.management.supportedBootDevices().includes(body.boot_device)) {
@@ -413,19 +453,23 @@ export function nodesPlugin(deps: ApiDeps) {
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/traits", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:traits:list");
       return { traits: node.traits };
     });
 
-    async function setTraits(ident: string, change: (traits: string[]) => string[]): Promise<void> {
-      const node = await loadNode(deps, ident);
+    async function setTraits(
+      request: FastifyRequest<IdentParams>,
+      rule: PolicyName,
+      change: (traits: string[]) => string[],
+    ): Promise<void> {
+      const node = await nodeFor(request, rule);
       notLocked(node);
       await deps.store.updateNode(node.uuid, { traits: change(node.traits) }, { ifReservedBy: null });
     }
 
     app.put<IdentParams>("/v1/nodes/:ident/traits", async (request, reply) => {
       const body = TraitsBody.parse(request.body);
-      await setTraits(request.params.ident, () => [...new Set(body.traits)]);
+      await setTraits(request, "baremetal:node:traits:set", () => [...new Set(body.traits)]);
       await reply.code(204).send();
     });
 
@@ -433,7 +477,7 @@ export function nodesPlugin(deps: ApiDeps) {
       "/v1/nodes/:ident/traits/:trait",
       async (request, reply) => {
         const trait = Trait.parse(request.params.trait);
-        await setTraits(request.params.ident, (traits) =>
+        await setTraits(request, "baremetal:node:traits:set", (traits) =>
           traits.includes(trait) ? traits : [...traits, trait],
         );
         await reply.code(204).send();
@@ -441,24 +485,33 @@ export function nodesPlugin(deps: ApiDeps) {
     );
 
     app.delete<IdentParams>("/v1/nodes/:ident/traits", async (request, reply) => {
-      await setTraits(request.params.ident, () => []);
+      await setTraits(request, "baremetal:node:traits:delete", () => []);
       await reply.code(204).send();
     });
 
     app.delete<{ Params: { ident: string; trait: string } }>(
       "/v1/nodes/:ident/traits/:trait",
       async (request, reply) => {
-        const node = await loadNode(deps, request.params.ident);
+        const node = await nodeFor(request, "baremetal:node:traits:delete");
         if (!node.traits.includes(request.params.trait)) {
           throw notFound(`Node ${node.uuid} doesn't have a trait ${request.params.trait}`);
         }
-        await setTraits(node.uuid, (traits) => traits.filter((t) => t !== request.params.trait));
+        await setTraits(request, "baremetal:node:traits:delete", (traits) =>
+          traits.filter((t) => t !== request.params.trait),
+        );
         await reply.code(204).send();
       },
     );
 
-    async function setMaintenance(ident: string, on: boolean, reason: string | null): Promise<void> {
-      const node = await loadNode(deps, ident);
+    async function setMaintenance(
+      request: FastifyRequest<IdentParams>,
+      on: boolean,
+      reason: string | null,
+    ): Promise<void> {
+      const node = await nodeFor(
+        request,
+        on ? "baremetal:node:set_maintenance" : "baremetal:node:clear_maintenance",
+      );
       await deps.store.updateNode(node.uuid, {
         maintenance: on,
         maintenance_reason: on ? reason : null,
@@ -469,17 +522,17 @@ export function nodesPlugin(deps: ApiDeps) {
 
     app.put<IdentParams>("/v1/nodes/:ident/maintenance", async (request, reply) => {
       const body = MaintenanceBody.parse(request.body ?? null);
-      await setMaintenance(request.params.ident, true, body?.reason ?? null);
+      await setMaintenance(request, true, body?.reason ?? null);
       await reply.code(202).send();
     });
 
     app.delete<IdentParams>("/v1/nodes/:ident/maintenance", async (request, reply) => {
-      await setMaintenance(request.params.ident, false, null);
+      await setMaintenance(request, false, null);
       await reply.code(202).send();
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/inventory", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:inventory:get");
       const inventory = await deps.store.getInventory(node.uuid);
       if (inventory === null) throw notFound(`Inventory for node ${node.uuid} could not be found.`);
       return inventory;
@@ -487,7 +540,7 @@ export function nodesPlugin(deps: ApiDeps) {
 
     async function nodePorts(request: FastifyRequest<IdentParams>, detail: boolean) {
       const { fields } = parseQuery(z.object({ fields: FieldsQuery.shape.fields }).loose(), request.query);
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:port:get");
       const ports = await deps.store.listPorts({ node_uuid: node.uuid }, {});
       const ctx = viewContext(request, deps);
       return { ports: ports.map((p) => portView(p, ctx, { fields, detail })) };

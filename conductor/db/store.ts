@@ -57,17 +57,22 @@ export interface NodeFilter {
   retired?: boolean;
   /** only nodes reserved by this conductor */
   reservation?: string;
+  /** only nodes this project owns or leases (a project user's view) */
+  project?: string;
 }
 
 export interface PortFilter {
   node_uuid?: string;
   address?: string;
+  /** only ports of nodes this project owns or leases */
+  project?: string;
 }
 
 export interface AllocationFilter {
   node_uuid?: string;
   resource_class?: string;
   state?: string;
+  owner?: string;
 }
 
 /** What makes a node a candidate for an allocation; evaluated inside the claim's transaction. */

@@ -168,6 +168,10 @@ export class SqliteStore implements Store {
     eq("owner", filter.owner);
     eq("lessee", filter.lessee);
     eq("reservation", filter.reservation);
+    if (filter.project !== undefined) {
+      where.push("(owner = ? OR lessee = ?)");
+      params.push(filter.project, filter.project);
+    }
     if (filter.associated !== undefined)
       where.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
     const paging = pageClause("nodes", page, NODE_SORT_KEYS);
@@ -339,6 +343,10 @@ export class SqliteStore implements Store {
       where.push("address = ?");
       params.push(filter.address);
     }
+    if (filter.project !== undefined) {
+      where.push("node_uuid IN (SELECT uuid FROM nodes WHERE owner = ? OR lessee = ?)");
+      params.push(filter.project, filter.project);
+    }
     const paging = pageClause("ports", page, ["id", "uuid", "address"]);
     if (paging.where) where.push(paging.where);
     const sql =
@@ -419,6 +427,10 @@ export class SqliteStore implements Store {
       if (value === undefined) continue;
       where.push(`${key} = ?`);
       params.push(value);
+    }
+    if (filter.owner !== undefined) {
+      where.push("json_extract(doc, '$.owner') = ?");
+      params.push(filter.owner);
     }
     const paging = pageClause("allocations", page, ["id", "uuid", "name", "state"]);
     if (paging.where) where.push(paging.where);
