@@ -4,6 +4,7 @@ import type { FastifyInstance } from "fastify";
 import type { Logger } from "../shared/log.ts";
 import { AllocationService } from "./allocations/service.ts";
 import { resolveAuth } from "./auth/strategy.ts";
+import { HistoryRecorder } from "./history/recorder.ts";
 import { storeDirectory } from "./agents/directory-store.ts";
 import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
 import { buildApi } from "./api/app.ts";
@@ -49,6 +50,8 @@ export function createConductor(
   const publicUrl = (): string => publicUrlOf(config, listeningUrl);
   const drivers = options.drivers ?? defaultDrivers(config);
   const events = new EventHub();
+  const history = new HistoryRecorder({ store, logger, conductor: config.name });
+  events.subscribe((event) => void history.onEvent(event));
   const gateway = createAgentGateway({
     directory: storeDirectory(store, { fastTrack: config.agent.fastTrack }),
     logger,
@@ -79,6 +82,7 @@ export function createConductor(
     events,
     startedAt,
     auth,
+    history,
   });
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
   if (config.images.localRoot) {

@@ -7,6 +7,7 @@ import type { ConductorConfig } from "../config.ts";
 import type { EventHub } from "../events/hub.ts";
 import type { AllocationService } from "../allocations/service.ts";
 import type { ConductorAuth } from "../auth/strategy.ts";
+import type { HistoryRecorder } from "../history/recorder.ts";
 import { MIN_VERSION } from "./microversion.ts";
 import type { ViewContext } from "./views.ts";
 
@@ -22,6 +23,8 @@ export interface ApiDeps {
   startedAt: Date;
   /** Authentication; absent means noauth. */
   auth?: ConductorAuth;
+  /** Node history; absent means none is kept. */
+  history?: HistoryRecorder;
 }
 
 declare module "fastify" {

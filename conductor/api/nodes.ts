@@ -33,6 +33,7 @@ import {
   redactNodeView,
 } from "../auth/node-access.ts";
 import { PolicyForbidden, allowed, authorize, type PolicyName } from "../auth/policy.ts";
+import { nodeHistory } from "./history.ts";
 
 /** Fields an operator may change with PATCH; the rest belong to the conductor. */
 const WRITABLE = new Set([
@@ -246,6 +247,8 @@ export function nodesPlugin(deps: ApiDeps) {
         ident: request.params.ident,
         rules,
       });
+
+    nodeHistory(app, deps);
 
     async function list(request: FastifyRequest, reply: FastifyReply, detail: boolean): Promise<void> {
       const query = parseQuery(NodeListQuery, request.query);

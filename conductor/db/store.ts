@@ -1,3 +1,4 @@
+import type { NodeHistoryRecord } from "../../shared/history.ts";
 import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
 
 export const NODE_SORT_KEYS = [
@@ -131,6 +132,12 @@ export interface Store {
     allocationUuid: string,
     options: { resourceClass: string | null; pick: CandidatePicker },
   ): Promise<NodeRecord | null>;
+
+  /** Appends to a node's history (deleted with the node). */
+  addNodeHistory(entry: NodeHistoryRecord): Promise<void>;
+  /** A node's history, oldest first (created_at, then insertion); `marker`: the last uuid of the previous page. */
+  listNodeHistory(nodeUuid: string, page: { limit?: number; marker?: string }): Promise<NodeHistoryRecord[]>;
+  getNodeHistory(nodeUuid: string, eventUuid: string): Promise<NodeHistoryRecord | null>;
 
   close(): Promise<void>;
 }

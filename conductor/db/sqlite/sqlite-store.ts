@@ -16,6 +16,7 @@ import {
   type Store,
 } from "../store.ts";
 import { MIGRATIONS } from "./migrations.ts";
+import type { NodeHistoryRecord } from "../../../shared/history.ts";
 import { isUuid } from "../../../shared/uuid.ts";
 
 type Row = { doc: string };
@@ -490,6 +491,42 @@ export class SqliteStore implements Store {
       return updated;
     });
     return claim.immediate();
+  }
+
+  async addNodeHistory(entry: NodeHistoryRecord): Promise<void> {
+    this.stmt("INSERT INTO node_history (uuid, node_uuid, created_at, doc) VALUES (?, ?, ?, ?)").run(
+      entry.uuid,
+      entry.node_uuid,
+      entry.created_at,
+      JSON.stringify(entry),
+    );
+  }
+
+  async listNodeHistory(
+    nodeUuid: string,
+    page: { limit?: number; marker?: string },
+  ): Promise<NodeHistoryRecord[]> {
+    const params: SqlValue[] = [nodeUuid];
+    let sql = "SELECT doc FROM node_history WHERE node_uuid = ?";
+    if (page.marker !== undefined) {
+      sql +=
+        " AND (created_at, id) > (SELECT created_at, id FROM node_history WHERE uuid = ? UNION ALL SELECT '', -1 LIMIT 1)";
+      params.push(page.marker);
+    }
+    sql += " ORDER BY created_at, id";
+    if (page.limit !== undefined) {
+      sql += " LIMIT ?";
+      params.push(page.limit);
+    }
+    return (this.stmt(sql).all(...params) as Row[]).map((r) => JSON.parse(r.doc) as NodeHistoryRecord);
+  }
+
+  async getNodeHistory(nodeUuid: string, eventUuid: string): Promise<NodeHistoryRecord | null> {
+    const row = this.stmt("SELECT doc FROM node_history WHERE node_uuid = ? AND uuid = ?").get(
+      nodeUuid,
+      eventUuid,
+    ) as Row | undefined;
+    return row ? (JSON.parse(row.doc) as NodeHistoryRecord) : null;
   }
 
   async close(): Promise<void> {
