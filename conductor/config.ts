@@ -97,6 +97,18 @@ export const ConductorConfig = z.object({
       failedLoginWindowS: z.number().positive().default(300),
     })
     .prefault({}),
+  /** HTTPS for the API and WSS for agents; off unless cert and key are given. */
+  tls: z
+    .object({
+      /** PEM server certificate (the chain after it, if any). */
+      cert: z.string().optional(),
+      key: z.string().optional(),
+      /** PEM CA certificate that signed `cert`: agents pin it (else they pin `cert` itself). */
+      ca: z.string().optional(),
+      /** PEM CA bundle agents trust for https:// image URLs (instance_info.image_ca_cert overrides). */
+      imageCa: z.string().optional(),
+    })
+    .prefault({}),
   logLevel: z.string().default("info"),
 });
 export type ConductorConfig = z.infer<typeof ConductorConfig>;

@@ -21,7 +21,9 @@ const USAGE = `anvil-conductor [options]
   --demo                    enroll fake-hardware demo nodes and walk one from enroll to active
   --log-level LEVEL         pino level (default info)
   --auth-strategy S         noauth | http_basic (default: noauth, allowed on loopback only)
-  --http-basic-auth-user-file FILE  htpasswd file (bcrypt); roles.yaml beside it gives roles and projects`;
+  --http-basic-auth-user-file FILE  htpasswd file (bcrypt); roles.yaml beside it gives roles and projects
+  --tls-cert FILE --tls-key FILE    serve HTTPS and WSS (anvil tls make-lab-ca makes a lab CA and certificate)
+  --tls-ca FILE             the CA that signed --tls-cert: the ramdisk pins its fingerprint`;
 
 function env(name: string): string | undefined {
   const value = process.env[name];
@@ -48,6 +50,9 @@ async function main(): Promise<void> {
       "log-level": { type: "string" },
       "auth-strategy": { type: "string" },
       "http-basic-auth-user-file": { type: "string" },
+      "tls-cert": { type: "string" },
+      "tls-key": { type: "string" },
+      "tls-ca": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -83,6 +88,11 @@ async function main(): Promise<void> {
       auth_strategy: values["auth-strategy"] ?? env("ANVIL_AUTH_STRATEGY"),
       http_basic_auth_user_file:
         values["http-basic-auth-user-file"] ?? env("ANVIL_HTTP_BASIC_AUTH_USER_FILE"),
+    },
+    tls: {
+      cert: values["tls-cert"] ?? env("ANVIL_TLS_CERT"),
+      key: values["tls-key"] ?? env("ANVIL_TLS_KEY"),
+      ca: values["tls-ca"] ?? env("ANVIL_TLS_CA"),
     },
   });
   if (!parsed.success) {

@@ -5,6 +5,7 @@ import type { Logger } from "../shared/log.ts";
 import { AllocationService } from "./allocations/service.ts";
 import { resolveAuth } from "./auth/strategy.ts";
 import { HistoryRecorder } from "./history/recorder.ts";
+import { loadTlsMaterial } from "./tls/material.ts";
 import { storeDirectory } from "./agents/directory-store.ts";
 import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
 import { buildApi } from "./api/app.ts";
@@ -43,6 +44,7 @@ export function createConductor(
 ): Conductor {
   const { logger } = options;
   const auth = resolveAuth(config, logger);
+  const tls = loadTlsMaterial(config.tls);
   if (config.databasePath !== ":memory:") mkdirSync(dirname(config.databasePath), { recursive: true });
   mkdirSync(httpBootRoot(config), { recursive: true });
   const store = options.store ?? new SqliteStore(config.databasePath);
@@ -61,6 +63,7 @@ export function createConductor(
   const provisioner = new Provisioner(
     {
       store,
+      caFingerprint: tls?.pin,
       holder: config.name,
       logger,
       agents: gateway,
@@ -83,6 +86,7 @@ export function createConductor(
     startedAt,
     auth,
     history,
+    tls: tls ?? undefined,
   });
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
   if (config.images.localRoot) {

@@ -21,6 +21,8 @@ const BODY_LIMIT = 64 * 1024 * 1024;
 /** The Ironic-compatible REST API as a fastify app (listen is the caller's business). */
 export function buildApi(deps: ApiDeps): FastifyInstance {
   const app = Fastify({
+    // NOTE: with https fastify types the instance for https.Server; the API only uses what both share
+    ...((deps.tls ? { https: { cert: deps.tls.cert, key: deps.tls.key } } : {}) as object),
     logger: false,
     bodyLimit: BODY_LIMIT,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },

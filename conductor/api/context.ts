@@ -25,6 +25,8 @@ export interface ApiDeps {
   auth?: ConductorAuth;
   /** Node history; absent means none is kept. */
   history?: HistoryRecorder;
+  /** Serve HTTPS (and so WSS) with this key and certificate. */
+  tls?: { cert: string; key: string };
 }
 
 declare module "fastify" {

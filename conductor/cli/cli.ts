@@ -3,6 +3,7 @@ import { AnvilClient, authorizationFromEnv } from "./client.ts";
 import { commandHelp, type Command } from "./command.ts";
 import { allocationCommands } from "./commands/allocation.ts";
 import { tokenCommands } from "./commands/token.ts";
+import { tlsCommands } from "./commands/tls.ts";
 import { nodeCommands } from "./commands/node.ts";
 import { portCommands } from "./commands/port.ts";
 import { CliError, UsageError } from "./errors.ts";
@@ -15,6 +16,7 @@ export const COMMANDS: readonly Command[] = [
   ...portCommands,
   ...allocationCommands,
   ...tokenCommands,
+  ...tlsCommands,
 ];
 
 interface Globals {
