@@ -88,6 +88,7 @@ async function main(): Promise<void> {
       auth_strategy: values["auth-strategy"] ?? env("ANVIL_AUTH_STRATEGY"),
       http_basic_auth_user_file:
         values["http-basic-auth-user-file"] ?? env("ANVIL_HTTP_BASIC_AUTH_USER_FILE"),
+      credentialCacheTtlS: num(env("ANVIL_AUTH_CACHE_TTL_S")),
     },
     tls: {
       cert: values["tls-cert"] ?? env("ANVIL_TLS_CERT"),

@@ -1,4 +1,4 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "../shared/log.ts";
@@ -64,6 +64,7 @@ export function createConductor(
     {
       store,
       caFingerprint: tls?.pin,
+      imageCa: config.tls.imageCa === undefined ? undefined : readFileSync(config.tls.imageCa, "utf8"),
       holder: config.name,
       logger,
       agents: gateway,
