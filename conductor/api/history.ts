@@ -132,11 +132,14 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
     const what = describe(route, request.method, request);
     const seen = arrived.get(request);
     if (!what) {
-      if (request.method === "DELETE" && route === "/v1/nodes/:ident")
+      if (request.method === "DELETE" && route === "/v1/nodes/:ident") {
+        // its history went with it: this line is the record
         deps.logger.info(
           { node: seen?.node, user: request.identity?.user, request_id: request.id },
           "node deleted",
         );
+        if (seen?.node) history.forget(seen.node);
+      }
       return;
     }
     const node =
