@@ -3,7 +3,7 @@ import { parseArgs } from "node:util";
 import { createLogger } from "../shared/log.ts";
 import type { Logger } from "../shared/log.ts";
 import { InventorySchema } from "../shared/inventory.ts";
-import { parseKernelCmdline } from "./cmdline.ts";
+import { caFingerprintOf, parseKernelCmdline } from "./cmdline.ts";
 import { COMMANDS } from "./commands/registry.ts";
 import type { HardwareBackend } from "./hardware/backend.ts";
 import { LinuxBackend } from "./hardware/linux/linux-backend.ts";
@@ -14,7 +14,8 @@ const USAGE = `usage:
   anvil-agent inspect [--backend linux|simulated] [--inventory FILE]
   anvil-agent [service] [--conductor ws://HOST:PORT/v1/agent] [--backend linux|simulated] [--inventory FILE]
                         [--events FILE] [--token-file FILE] [--log-level info]
-The conductor URL defaults to the kernel parameter anvil.conductor=.
+The conductor URL defaults to the kernel parameter anvil.conductor=, the certificate pin (--ca-fingerprint,
+SHA-256 of the conductor's CA or certificate) to anvil.ca_fingerprint=; with a pin, wss:// trusts nothing else.
 --token-file keeps the agent token across agent restarts within one boot; put it on a tmpfs (e.g. /run)
 so that a reboot forgets it, as the conductor expects.`;
 
@@ -27,6 +28,7 @@ const OPTIONS = {
   conductor: { type: "string" },
   events: { type: "string" },
   "token-file": { type: "string" },
+  "ca-fingerprint": { type: "string" },
   "log-level": { type: "string", default: "info" },
   version: { type: "boolean", default: false },
   help: { type: "boolean", short: "h", default: false },
@@ -63,6 +65,11 @@ async function main(): Promise<number> {
         url: values.conductor ?? cmdline.get("anvil.conductor"),
         level: values["log-level"],
         tokenFile: values["token-file"],
+        pinnedFingerprint: caFingerprintOf(
+          values["ca-fingerprint"] === undefined
+            ? cmdline
+            : new Map([["anvil.ca_fingerprint", values["ca-fingerprint"]]]),
+        ),
       });
     default:
       return usage(2);
@@ -91,6 +98,7 @@ async function runService(options: {
   url: string | undefined;
   level: string;
   tokenFile: string | undefined;
+  pinnedFingerprint: string | undefined;
 }): Promise<number> {
   if (options.url === undefined || options.url === "") {
     process.stderr.write("no conductor URL: pass --conductor or boot with anvil.conductor=ws://…\n");
@@ -103,6 +111,7 @@ async function runService(options: {
     commands: COMMANDS,
     logger,
     agentVersion: AGENT_VERSION,
+    pinnedFingerprint: options.pinnedFingerprint,
     ...(await tokenPersistence(options.tokenFile, logger)),
   });
   logger.info(

@@ -36,6 +36,9 @@ const FLAG_ALIASES: Record<string, string> = {
   "deploy-kernel": "boot.deployKernel",
   "deploy-ramdisk": "boot.deployRamdisk",
   "power-sync-interval": "powerSync.intervalS",
+  // Ironic's option names
+  "auth-strategy": "auth.auth_strategy",
+  "http-basic-auth-user-file": "auth.http_basic_auth_user_file",
 };
 const ENV_ALIASES: Record<string, string> = {
   ANVIL_DB: "databasePath",
@@ -43,6 +46,9 @@ const ENV_ALIASES: Record<string, string> = {
   ANVIL_DEPLOY_KERNEL: "boot.deployKernel",
   ANVIL_DEPLOY_RAMDISK: "boot.deployRamdisk",
   ANVIL_POWER_SYNC_INTERVAL: "powerSync.intervalS",
+  ANVIL_AUTH_STRATEGY: "auth.auth_strategy",
+  ANVIL_HTTP_BASIC_AUTH_USER_FILE: "auth.http_basic_auth_user_file",
+  ANVIL_AUTH_CACHE_TTL_S: "auth.credentialCacheTtlS",
 };
 /** Flags that are commands to main, not settings. */
 const CONTROL_FLAGS = {

@@ -137,6 +137,36 @@ export const ConductorConfig = z.object({
         .default(64 * 1024),
     })
     .prefault({}),
+  /** Who may call the API (Ironic's option names for the first two). */
+  auth: z
+    .object({
+      /** noauth | http_basic; unset means noauth, allowed only while listening on loopback. */
+      auth_strategy: z.enum(["noauth", "http_basic"]).optional(),
+      /** Apache htpasswd file with bcrypt entries (http_basic). */
+      http_basic_auth_user_file: z.string().optional(),
+      /** Roles and projects of the users (YAML); default: roles.yaml beside the htpasswd file, if present. */
+      rolesFile: z.string().optional(),
+      /** Lifetime (and upper bound) of bearer tokens issued by POST /v1/auth/tokens. */
+      tokenTtlS: z.number().int().positive().default(3600),
+      /** How long a verified user+password is trusted without another bcrypt (0: never cached). */
+      credentialCacheTtlS: z.number().min(0).default(60),
+      /** Failed logins per user name before 429s, within the window (a source address gets five times as many). */
+      maxFailedLogins: z.number().int().positive().default(10),
+      failedLoginWindowS: z.number().positive().default(300),
+    })
+    .prefault({}),
+  /** HTTPS for the API and WSS for agents; off unless cert and key are given. */
+  tls: z
+    .object({
+      /** PEM server certificate (the chain after it, if any). */
+      cert: z.string().optional(),
+      key: z.string().optional(),
+      /** PEM CA certificate that signed `cert`: agents pin it (else they pin `cert` itself). */
+      ca: z.string().optional(),
+      /** PEM CA bundle agents trust for https:// image URLs (instance_info.image_ca_cert overrides). */
+      imageCa: z.string().optional(),
+    })
+    .prefault({}),
 });
 export type ConductorConfig = z.infer<typeof ConductorConfig>;
 

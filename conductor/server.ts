@@ -1,8 +1,11 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "../shared/log.ts";
 import { AllocationService } from "./allocations/service.ts";
+import { resolveAuth } from "./auth/strategy.ts";
+import { HistoryRecorder } from "./history/recorder.ts";
+import { loadTlsMaterial } from "./tls/material.ts";
 import { storeDirectory } from "./agents/directory-store.ts";
 import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
 import { buildApi } from "./api/app.ts";
@@ -42,6 +45,8 @@ export function createConductor(
   options: { logger: Logger; drivers?: DriverRegistry; store?: Store; sign?: UrlSigner },
 ): Conductor {
   const { logger } = options;
+  const auth = resolveAuth(config, logger);
+  const tls = loadTlsMaterial(config.tls);
   if (config.databasePath !== ":memory:") mkdirSync(dirname(config.databasePath), { recursive: true });
   mkdirSync(httpBootRoot(config), { recursive: true });
   const store = options.store ?? new SqliteStore(config.databasePath);
@@ -58,6 +63,8 @@ export function createConductor(
     });
   const events = new EventHub();
   events.observe((event) => metrics.onEvent(event));
+  const history = new HistoryRecorder({ store, logger, conductor: config.name });
+  events.observe((event) => void history.onEvent(event));
   const gateway = createAgentGateway({
     directory: storeDirectory(store, { fastTrack: config.agent.fastTrack }),
     logger,
@@ -72,6 +79,8 @@ export function createConductor(
   const provisioner = new Provisioner(
     {
       store,
+      caFingerprint: tls?.pin,
+      imageCa: config.tls.imageCa === undefined ? undefined : readFileSync(config.tls.imageCa, "utf8"),
       holder: config.name,
       logger,
       agents: gateway,
@@ -93,6 +102,9 @@ export function createConductor(
     events,
     startedAt,
     metrics,
+    auth,
+    history,
+    tls: tls ?? undefined,
   });
   void app.register(uiPlugin({ store }));
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });

@@ -80,6 +80,12 @@ export const ImageSpecSchema = z
     block_map: z.url({ protocol: /^https?$/ }).optional(),
     image_type: ImageTypeSchema,
     partition: PartitionLayoutSchema.optional(),
+    /** PEM CA certificate(s) trusted, instead of the system's, for https:// image, checksum and block map URLs. */
+    ca: z
+      .string()
+      .min(1)
+      .max(256 * 1024)
+      .optional(),
   })
   .refine((s) => s.image_type !== "partition" || s.partition !== undefined, {
     message: "a partition image needs a partition layout",

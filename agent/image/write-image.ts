@@ -65,7 +65,12 @@ export async function writeImage(
     image: redactQuery(image.url),
     target: options.target,
   });
-  const fetchOptions: FetchOptions = { ...options.fetch, signal, logger: log };
+  const fetchOptions: FetchOptions = {
+    ...options.fetch,
+    ...(image.ca === undefined ? {} : { ca: image.ca }),
+    signal,
+    logger: log,
+  };
   // Fetch and decode early: a bad config drive must fail before the disk is touched.
   const iso =
     configdrive === undefined

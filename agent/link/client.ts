@@ -7,6 +7,7 @@ import type { HardwareBackend } from "../hardware/backend.ts";
 import { backoffDelay, jittered, sleep } from "./backoff.ts";
 import type { BackoffOptions } from "./backoff.ts";
 import { CommandDispatcher } from "./dispatcher.ts";
+import { pinnedTlsConnect } from "./tls-pin.ts";
 import type { CommandTable } from "../commands/command.ts";
 
 export interface AgentLinkOptions {
@@ -25,6 +26,8 @@ export interface AgentLinkOptions {
   initialToken?: string;
   /** Told about each newly issued token, and about a rejected one (undefined), so main can keep it. */
   onTokenChange?: (token: string | undefined) => void;
+  /** wss://: trust only a chain holding this SHA-256 (anvil.ca_fingerprint), not the system CAs. */
+  pinnedFingerprint?: string;
 }
 
 /** Missed heartbeats before the agent gives up on a silent link and redials. */
@@ -99,6 +102,9 @@ export class AgentLink {
       const socket = new WebSocket(this.options.url, {
         handshakeTimeout: 10_000,
         maxPayload: this.options.maxFrameBytes ?? 16 * 1024 * 1024,
+        ...(this.options.pinnedFingerprint
+          ? { createConnection: pinnedTlsConnect(this.options.pinnedFingerprint) }
+          : {}),
       });
       this.socket = socket;
 

@@ -40,9 +40,15 @@ export class AllocationService {
       candidateNodes: allocation.candidate_nodes,
       spec: allocation.spec,
     };
+    // Ironic: an allocation with an owner only picks nodes that project owns or leases
+    const owner = allocation.owner;
     const node = await this.store.claimNode(allocation.uuid, {
       resourceClass: allocation.resource_class,
-      pick: (candidates) => pickNode(candidates, request),
+      pick: (candidates) =>
+        pickNode(
+          owner === null ? candidates : candidates.filter((n) => n.owner === owner || n.lessee === owner),
+          request,
+        ),
     });
     if (!node) {
       const what = allocation.resource_class

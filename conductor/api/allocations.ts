@@ -8,6 +8,8 @@ import { ALLOCATION_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { AllocationListQuery, FieldsQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
 import { allocationView } from "./views.ts";
+import { checkAllocationPolicy, listScope } from "../auth/node-access.ts";
+import { PolicyForbidden, allowed, authorize } from "../auth/policy.ts";
 
 const AllocationPatch = z
   .array(
@@ -31,6 +33,14 @@ export function allocationsPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     app.post("/v1/allocations", async (request, reply) => {
       const body = AllocationCreateBody.parse(request.body);
+      authorize("baremetal:allocation:create", request.identity);
+      if (!allowed("baremetal:allocation:create_restricted", request.identity)) {
+        // a project allocates for itself, and so only picks nodes it owns or leases
+        const project = request.identity.project;
+        if (project === null || (body.owner && body.owner !== project))
+          throw new PolicyForbidden("baremetal:allocation:create_restricted");
+        body.owner = project;
+      }
       checkStoredJson(body, ALLOCATION_JSON_FIELDS, deps.config.api);
       const allocation = await deps.allocations.create(body);
       await reply
@@ -41,6 +51,7 @@ export function allocationsPlugin(deps: ApiDeps) {
 
     app.get("/v1/allocations", async (request, reply) => {
       const query = parseQuery(AllocationListQuery, request.query);
+      const scope = listScope("allocation", request.identity, query.owner);
       let nodeUuid: string | undefined;
       if (query.node !== undefined) {
         const node = await deps.store.getNode(query.node);
@@ -49,7 +60,12 @@ export function allocationsPlugin(deps: ApiDeps) {
       }
       const limit = effectiveLimit(query.limit);
       const allocations = await deps.store.listAllocations(
-        { node_uuid: nodeUuid, resource_class: query.resource_class, state: query.state },
+        {
+          node_uuid: nodeUuid,
+          resource_class: query.resource_class,
+          state: query.state,
+          owner: scope.project ?? query.owner,
+        },
         { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir },
       );
       const ctx = viewContext(request, deps);
@@ -66,15 +82,19 @@ export function allocationsPlugin(deps: ApiDeps) {
 
     app.get<{ Params: { ident: string } }>("/v1/allocations/:ident", async (request) => {
       const { fields } = parseQuery(FieldsQuery, request.query);
-      const allocation = await deps.store.getAllocation(request.params.ident);
-      if (!allocation) throw notFound(`Allocation ${request.params.ident} could not be found.`);
+      const allocation = checkAllocationPolicy("baremetal:allocation:get", request.identity, {
+        ident: request.params.ident,
+        allocation: await deps.store.getAllocation(request.params.ident),
+      });
       return allocationView(allocation, viewContext(request, deps), { fields });
     });
 
     app.patch<{ Params: { ident: string } }>("/v1/allocations/:ident", async (request) => {
       const patch = AllocationPatch.parse(request.body);
-      const allocation = await deps.store.getAllocation(request.params.ident);
-      if (!allocation) throw notFound(`Allocation ${request.params.ident} could not be found.`);
+      const allocation = checkAllocationPolicy("baremetal:allocation:update", request.identity, {
+        ident: request.params.ident,
+        allocation: await deps.store.getAllocation(request.params.ident),
+      });
       const { doc, touched } = applyJsonPatch(allocation, patch, PATCH_RULES);
       const changes: { name?: string | null; owner?: string | null; extra?: Record<string, unknown> } = {};
       if (touched.has("extra")) {
@@ -91,6 +111,10 @@ export function allocationsPlugin(deps: ApiDeps) {
     });
 
     app.delete<{ Params: { ident: string } }>("/v1/allocations/:ident", async (request, reply) => {
+      checkAllocationPolicy("baremetal:allocation:delete", request.identity, {
+        ident: request.params.ident,
+        allocation: await deps.store.getAllocation(request.params.ident),
+      });
       await deps.allocations.delete(request.params.ident);
       await reply.code(204).send();
     });

@@ -1,6 +1,8 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { randomUUID } from "node:crypto";
 import { parseJsonBody } from "./body.ts";
+import { noAuth } from "../auth/authenticator.ts";
+import { registerAuth } from "../auth/fastify-auth.ts";
 import { allocationsPlugin } from "./allocations.ts";
 import type { ApiDeps } from "./context.ts";
 import { driversPlugin } from "./drivers.ts";
@@ -18,6 +20,8 @@ const VERSION_HEADER = "x-openstack-ironic-api-version";
 /** The Ironic-compatible REST API as a fastify app (listen is the caller's business). */
 export function buildApi(deps: ApiDeps): FastifyInstance {
   const app = Fastify({
+    // NOTE: with https fastify types the instance for https.Server; the API only uses what both share
+    ...((deps.tls ? { https: { cert: deps.tls.cert, key: deps.tls.key } } : {}) as object),
     logger: false,
     // the provision endpoint, which carries config drives, raises this on its route
     bodyLimit: deps.config.api.maxBodyBytes,
@@ -37,6 +41,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     }
   });
 
+  // before anything else, as Ironic's auth middleware wraps its app
+  registerAuth(app, deps.auth ?? { authenticator: noAuth });
   app.decorateRequest("apiMinor", 1);
   app.addHook("onRequest", async (request, reply) => {
     reply.header("OpenStack-Request-Id", request.id);

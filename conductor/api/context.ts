@@ -7,6 +7,8 @@ import type { ConductorConfig } from "../config.ts";
 import type { EventHub } from "../events/hub.ts";
 import type { AllocationService } from "../allocations/service.ts";
 import type { ConductorMetrics } from "../metrics/metrics.ts";
+import type { ConductorAuth } from "../auth/strategy.ts";
+import type { HistoryRecorder } from "../history/recorder.ts";
 import { MIN_VERSION } from "./microversion.ts";
 import type { ViewContext } from "./views.ts";
 
@@ -21,6 +23,12 @@ export interface ApiDeps {
   events: EventHub;
   startedAt: Date;
   metrics: ConductorMetrics;
+  /** Authentication; absent means noauth. */
+  auth?: ConductorAuth;
+  /** Node history; absent means none is kept. */
+  history?: HistoryRecorder;
+  /** Serve HTTPS (and so WSS) with this key and certificate. */
+  tls?: { cert: string; key: string };
 }
 
 declare module "fastify" {

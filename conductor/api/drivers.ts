@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import type { HardwareType } from "../drivers/hardware-type.ts";
 import { type ApiDeps, baseUrl } from "./context.ts";
 import { notFound } from "./errors.ts";
+import { authorize } from "../auth/policy.ts";
 
 /** Drivers (hardware types) this conductor can run. */
 export function driversPlugin(deps: ApiDeps) {
@@ -35,14 +36,17 @@ export function driversPlugin(deps: ApiDeps) {
     };
 
     app.get<{ Querystring: { detail?: string } }>("/v1/drivers", async (request) => {
+      authorize("baremetal:driver:get", request.identity);
       const detail = request.query.detail === "true" || request.query.detail === "True";
       return { drivers: deps.drivers.list().map((hw) => view(hw, baseUrl(request), detail)) };
     });
-    app.get<{ Params: { name: string } }>("/v1/drivers/:name", async (request) =>
-      view(find(request.params.name), baseUrl(request), true),
-    );
-    app.get<{ Params: { name: string } }>("/v1/drivers/:name/properties", async (request) => ({
-      ...find(request.params.name).properties,
-    }));
+    app.get<{ Params: { name: string } }>("/v1/drivers/:name", async (request) => {
+      authorize("baremetal:driver:get", request.identity);
+      return view(find(request.params.name), baseUrl(request), true);
+    });
+    app.get<{ Params: { name: string } }>("/v1/drivers/:name/properties", async (request) => {
+      authorize("baremetal:driver:get_properties", request.identity);
+      return { ...find(request.params.name).properties };
+    });
   };
 }

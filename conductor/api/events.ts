@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { ApiDeps } from "./context.ts";
 import { ApiError } from "./errors.ts";
 import { parseQuery } from "./query.ts";
+import { authorize } from "../auth/policy.ts";
 
 const EventsQuery = z.object({ node: z.string().max(255).optional() }).strict();
 
@@ -34,6 +35,7 @@ export function eventsPlugin(deps: ApiDeps) {
     let subscribers = 0;
     app.get("/v1/events", async (request, reply) => {
       const query = parseQuery(EventsQuery, request.query);
+      authorize("anvil:events:get", request.identity);
       if (subscribers >= maxSubscribers) {
         void reply.header("Retry-After", "5");
         throw new ApiError(

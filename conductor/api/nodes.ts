@@ -28,6 +28,15 @@ import { renderJson } from "./render.ts";
 import { NODE_VIEW_FIELDS, nodeView, portView, summaryIsEnough } from "./views.ts";
 import { isUuid } from "../../shared/uuid.ts";
 import { restoreMaskedSecrets } from "../../shared/secrets.ts";
+import {
+  checkNodePolicies,
+  checkNodeRule,
+  listScope,
+  patchRules,
+  redactNodeView,
+} from "../auth/node-access.ts";
+import { PolicyForbidden, allowed, authorize, type PolicyName } from "../auth/policy.ts";
+import { nodeHistory } from "./history.ts";
 
 /** Fields an operator may change with PATCH; the rest belong to the conductor. */
 const WRITABLE = new Set([
@@ -258,6 +267,15 @@ function validationReport(hw: HardwareType, node: DriverNode): Record<string, un
 /** Nodes: CRUD, states, power, validate, boot device, traits, maintenance, inventory. */
 export function nodesPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
+    /** The node a request names, if the caller passes every rule (Ironic's 403 vs 404). */
+    const nodeFor = (request: FastifyRequest<IdentParams>, ...rules: PolicyName[]): Promise<NodeRecord> =>
+      checkNodePolicies((ident) => deps.store.getNode(ident), request.identity, {
+        ident: request.params.ident,
+        rules,
+      });
+
+    nodeHistory(app, deps);
+
     async function list(request: FastifyRequest, reply: FastifyReply, detail: boolean): Promise<void> {
       const query = parseQuery(NodeListQuery, request.query);
       checkFields(query.fields);
@@ -268,7 +286,9 @@ export function nodesPlugin(deps: ApiDeps) {
       }
       const limit = effectiveLimit(query.limit);
       const showDetail = detail || query.detail === true;
+      const scope = listScope("node", request.identity, query.owner);
       const filter = {
+        ...scope,
         provision_state: query.provision_state,
         maintenance: query.maintenance,
         associated: query.associated,
@@ -290,7 +310,9 @@ export function nodesPlugin(deps: ApiDeps) {
       const body = collection({
         key: "nodes",
         items: nodes,
-        views: nodes.map((n) => nodeView(n, ctx, { fields: query.fields, detail: showDetail })),
+        views: nodes.map((n) =>
+          redactNodeView(nodeView(n, ctx, { fields: query.fields, detail: showDetail }), request.identity, n),
+        ),
         limit,
         url: `${baseUrl(request)}/v1/${detail ? "nodes/detail" : "nodes"}`,
         query: request.query as Record<string, unknown>,
@@ -303,6 +325,14 @@ export function nodesPlugin(deps: ApiDeps) {
 
     app.post("/v1/nodes", async (request, reply) => {
       const body = NodeCreateBody.parse(request.body);
+      if (!allowed("baremetal:node:create", request.identity)) {
+        // a project admin may enroll nodes its project owns (Ironic's self_owned_node)
+        authorize("baremetal:node:create:self_owned_node", request.identity);
+        const project = request.identity.project;
+        if (project === null || (body.owner && body.owner !== project))
+          throw new PolicyForbidden("baremetal:node:create");
+        body.owner = project;
+      }
       checkStoredJson(body, NODE_JSON_FIELDS, deps.config.api);
       checkName(body.name);
       const hw = hardware(deps, body.driver, body.conductor_group);
@@ -317,14 +347,18 @@ export function nodesPlugin(deps: ApiDeps) {
     app.get<IdentParams>("/v1/nodes/:ident", async (request, reply) => {
       const { fields } = parseQuery(FieldsQuery, request.query);
       checkFields(fields);
-      const node = await loadNode(deps, request.params.ident);
-      const view = nodeView(node, viewContext(request, deps), { fields, detail: true });
+      const node = await nodeFor(request, "baremetal:node:get");
+      const view = redactNodeView(
+        nodeView(node, viewContext(request, deps), { fields, detail: true }),
+        request.identity,
+        node,
+      );
       await reply.type("application/json; charset=utf-8").send(renderJson(view));
     });
 
     app.patch<IdentParams>("/v1/nodes/:ident", async (request, reply) => {
       const patch = JsonPatch.parse(request.body);
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, ...patchRules(patch));
       notLocked(node);
       const changes = patchNode(node, patch, deps.config.api);
       if (changes.driver !== undefined) {
@@ -342,12 +376,21 @@ export function nodesPlugin(deps: ApiDeps) {
         ? await deps.store.updateNode(node.uuid, changes, { ifReservedBy: null })
         : node;
       deps.events.publish({ type: "updated", node: node.uuid, fields: Object.keys(changes) });
-      const view = nodeView(updated, viewContext(request, deps), { detail: true });
+      const view = redactNodeView(
+        nodeView(updated, viewContext(request, deps), { detail: true }),
+        request.identity,
+        updated,
+      );
       await reply.type("application/json; charset=utf-8").send(renderJson(view));
     });
 
     app.delete<IdentParams>("/v1/nodes/:ident", async (request, reply) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:get").then((n) => {
+        // Ironic: system admins delete any node, a project admin the nodes its project owns
+        if (!allowed("baremetal:node:delete", request.identity))
+          checkNodeRule("baremetal:node:delete:self_owned_node", request.identity, n);
+        return n;
+      });
       if (node.instance_uuid)
         throw conflict(`Node ${node.uuid} is associated with instance ${node.instance_uuid}.`);
       notLocked(node);
@@ -371,7 +414,7 @@ export function nodesPlugin(deps: ApiDeps) {
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/states", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:get_states");
       const states: Record<string, unknown> = {
         console_enabled: node.console_enabled,
         last_error: node.last_error,
@@ -392,7 +435,7 @@ export function nodesPlugin(deps: ApiDeps) {
     const provisionRoute = { bodyLimit: deps.config.api.maxProvisionBodyBytes };
     app.put<IdentParams>("/v1/nodes/:ident/states/provision", provisionRoute, async (request, reply) => {
       const body = ProvisionBody.parse(request.body);
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:set_provision_state");
       await deps.provisioner.provision(node, body);
       await reply
         .code(202)
@@ -402,7 +445,7 @@ export function nodesPlugin(deps: ApiDeps) {
 
     app.put<IdentParams>("/v1/nodes/:ident/states/power", async (request, reply) => {
       const body = PowerBody.parse(request.body);
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:set_power_state");
       hardware(deps, node.driver);
       await deps.provisioner.power(node, body.target);
       await reply
@@ -412,25 +455,25 @@ export function nodesPlugin(deps: ApiDeps) {
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/validate", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:validate");
       const hw = hardware(deps, node.driver);
       return validationReport(hw, await driverNodeOf(deps.store, node));
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/management/boot_device", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:get_boot_device");
       const hw = hardware(deps, node.driver);
       return hw.management.getBootDevice(await driverNodeOf(deps.store, node));
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/management/boot_device/supported", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:get_boot_device");
       return { supported_boot_devices: hardware(deps, node.driver).management.supportedBootDevices() };
     });
 
     app.put<IdentParams>("/v1/nodes/:ident/management/boot_device", async (request, reply) => {
       const body = BootDeviceBody.parse(request.body);
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:set_boot_device");
       notLocked(node);
       const hw = hardware(deps, node.driver);
       if (!hw.management.supportedBootDevices().includes(body.boot_device)) {
@@ -444,19 +487,23 @@ export function nodesPlugin(deps: ApiDeps) {
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/traits", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:traits:list");
       return { traits: node.traits };
     });
 
-    async function setTraits(ident: string, change: (traits: string[]) => string[]): Promise<void> {
-      const node = await loadNode(deps, ident);
+    async function setTraits(
+      request: FastifyRequest<IdentParams>,
+      rule: PolicyName,
+      change: (traits: string[]) => string[],
+    ): Promise<void> {
+      const node = await nodeFor(request, rule);
       notLocked(node);
       await deps.store.updateNode(node.uuid, { traits: change(node.traits) }, { ifReservedBy: null });
     }
 
     app.put<IdentParams>("/v1/nodes/:ident/traits", async (request, reply) => {
       const body = TraitsBody.parse(request.body);
-      await setTraits(request.params.ident, () => [...new Set(body.traits)]);
+      await setTraits(request, "baremetal:node:traits:set", () => [...new Set(body.traits)]);
       await reply.code(204).send();
     });
 
@@ -464,7 +511,7 @@ export function nodesPlugin(deps: ApiDeps) {
       "/v1/nodes/:ident/traits/:trait",
       async (request, reply) => {
         const trait = Trait.parse(request.params.trait);
-        await setTraits(request.params.ident, (traits) =>
+        await setTraits(request, "baremetal:node:traits:set", (traits) =>
           traits.includes(trait) ? traits : [...traits, trait],
         );
         await reply.code(204).send();
@@ -472,24 +519,33 @@ export function nodesPlugin(deps: ApiDeps) {
     );
 
     app.delete<IdentParams>("/v1/nodes/:ident/traits", async (request, reply) => {
-      await setTraits(request.params.ident, () => []);
+      await setTraits(request, "baremetal:node:traits:delete", () => []);
       await reply.code(204).send();
     });
 
     app.delete<{ Params: { ident: string; trait: string } }>(
       "/v1/nodes/:ident/traits/:trait",
       async (request, reply) => {
-        const node = await loadNode(deps, request.params.ident);
+        const node = await nodeFor(request, "baremetal:node:traits:delete");
         if (!node.traits.includes(request.params.trait)) {
           throw notFound(`Node ${node.uuid} doesn't have a trait ${request.params.trait}`);
         }
-        await setTraits(node.uuid, (traits) => traits.filter((t) => t !== request.params.trait));
+        await setTraits(request, "baremetal:node:traits:delete", (traits) =>
+          traits.filter((t) => t !== request.params.trait),
+        );
         await reply.code(204).send();
       },
     );
 
-    async function setMaintenance(ident: string, on: boolean, reason: string | null): Promise<void> {
-      const node = await loadNode(deps, ident);
+    async function setMaintenance(
+      request: FastifyRequest<IdentParams>,
+      on: boolean,
+      reason: string | null,
+    ): Promise<void> {
+      const node = await nodeFor(
+        request,
+        on ? "baremetal:node:set_maintenance" : "baremetal:node:clear_maintenance",
+      );
       await deps.store.updateNode(node.uuid, {
         maintenance: on,
         maintenance_reason: on ? reason : null,
@@ -500,17 +556,17 @@ export function nodesPlugin(deps: ApiDeps) {
 
     app.put<IdentParams>("/v1/nodes/:ident/maintenance", async (request, reply) => {
       const body = MaintenanceBody.parse(request.body ?? null);
-      await setMaintenance(request.params.ident, true, body?.reason ?? null);
+      await setMaintenance(request, true, body?.reason ?? null);
       await reply.code(202).send();
     });
 
     app.delete<IdentParams>("/v1/nodes/:ident/maintenance", async (request, reply) => {
-      await setMaintenance(request.params.ident, false, null);
+      await setMaintenance(request, false, null);
       await reply.code(202).send();
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/inventory", async (request) => {
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:node:inventory:get");
       const inventory = await deps.store.getInventory(node.uuid);
       if (inventory === null) throw notFound(`Inventory for node ${node.uuid} could not be found.`);
       return inventory;
@@ -518,7 +574,7 @@ export function nodesPlugin(deps: ApiDeps) {
 
     async function nodePorts(request: FastifyRequest<IdentParams>, detail: boolean) {
       const { fields } = parseQuery(z.object({ fields: FieldsQuery.shape.fields }).loose(), request.query);
-      const node = await loadNode(deps, request.params.ident);
+      const node = await nodeFor(request, "baremetal:port:get");
       const ports = await deps.store.listPorts({ node_uuid: node.uuid }, {});
       const ctx = viewContext(request, deps);
       return { ports: ports.map((p) => portView(p, ctx, { fields, detail })) };

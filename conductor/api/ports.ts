@@ -10,6 +10,9 @@ import { PORT_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { FieldsQuery, PortListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
 import { portView } from "./views.ts";
+import type { Identity } from "../auth/identity.ts";
+import { canSeeNode, checkNodeRule, listScope } from "../auth/node-access.ts";
+import { authorize, type PolicyName } from "../auth/policy.ts";
 
 const WRITABLE = new Set([
   "address",
@@ -31,9 +34,23 @@ const PATCH_RULES: PatchRules = {
 /** @throws InvalidMacAddress (a 400) */
 const mac = (address: string): string => normalizeMac(address);
 
-async function loadPort(deps: ApiDeps, uuid: string): Promise<PortRecord> {
+/**
+ * The port, if the caller passes `rule` on its node (Ironic's check_port_policy_and_retrieve): a missing
+ * port is 404 for system users and 403 for project users, a port on a node they cannot see is 404.
+ */
+async function loadPort(
+  deps: ApiDeps,
+  uuid: string,
+  access: { who: Identity; rule: PolicyName },
+): Promise<PortRecord> {
   const port = await deps.store.getPort(uuid);
-  if (!port) throw notFound(`Port ${uuid} could not be found.`);
+  if (!port) {
+    authorize(access.rule, access.who);
+    throw notFound(`Port ${uuid} could not be found.`);
+  }
+  const node = (await deps.store.getNode(port.node_uuid)) ?? { owner: null, lessee: null };
+  if (!canSeeNode(access.who, node)) throw notFound(`Port ${uuid} could not be found.`);
+  checkNodeRule(access.rule, access.who, node);
   return port;
 }
 
@@ -53,6 +70,7 @@ export function portsPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     async function list(request: FastifyRequest, reply: FastifyReply, detail: boolean): Promise<void> {
       const query = parseQuery(PortListQuery, request.query);
+      const scope = listScope("port", request.identity);
       let nodeUuid = query.node_uuid;
       if (query.node !== undefined) {
         const node = await deps.store.getNode(query.node);
@@ -61,7 +79,11 @@ export function portsPlugin(deps: ApiDeps) {
       }
       const limit = effectiveLimit(query.limit);
       const ports = await deps.store.listPorts(
-        { node_uuid: nodeUuid, address: query.address === undefined ? undefined : mac(query.address) },
+        {
+          ...scope,
+          node_uuid: nodeUuid,
+          address: query.address === undefined ? undefined : mac(query.address),
+        },
         { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir },
       );
       const ctx = viewContext(request, deps);
@@ -85,6 +107,9 @@ export function portsPlugin(deps: ApiDeps) {
       const body = PortCreateBody.parse(request.body);
       checkStoredJson(body, PORT_JSON_FIELDS, deps.config.api);
       const address = mac(body.address);
+      const target = await deps.store.getNode(body.node_uuid);
+      if (target) checkNodeRule("baremetal:port:create", request.identity, target);
+      else authorize("baremetal:port:create", request.identity);
       await checkNodeFree(deps, body.node_uuid);
       const port = await deps.store.createPort({
         uuid: body.uuid ?? randomUUID(),
@@ -109,13 +134,19 @@ export function portsPlugin(deps: ApiDeps) {
 
     app.get<{ Params: { uuid: string } }>("/v1/ports/:uuid", async (request) => {
       const { fields } = parseQuery(FieldsQuery, request.query);
-      const port = await loadPort(deps, request.params.uuid);
+      const port = await loadPort(deps, request.params.uuid, {
+        who: request.identity,
+        rule: "baremetal:port:get",
+      });
       return portView(port, viewContext(request, deps), { fields, detail: true });
     });
 
     app.patch<{ Params: { uuid: string } }>("/v1/ports/:uuid", async (request) => {
       const patch = JsonPatch.parse(request.body);
-      const port = await loadPort(deps, request.params.uuid);
+      const port = await loadPort(deps, request.params.uuid, {
+        who: request.identity,
+        rule: "baremetal:port:update",
+      });
       const { doc: patched, touched } = applyJsonPatch(
         port as unknown as Record<string, unknown>,
         patch,
@@ -137,7 +168,10 @@ export function portsPlugin(deps: ApiDeps) {
     });
 
     app.delete<{ Params: { uuid: string } }>("/v1/ports/:uuid", async (request, reply) => {
-      const port = await loadPort(deps, request.params.uuid);
+      const port = await loadPort(deps, request.params.uuid, {
+        who: request.identity,
+        rule: "baremetal:port:delete",
+      });
       await checkNodeFree(deps, port.node_uuid);
       await deps.store.deletePort(port.uuid);
       await reply.code(204).send();

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { type ApiDeps, baseUrl } from "./context.ts";
 import { MAX_VERSION_STRING, MIN_VERSION_STRING } from "./microversion.ts";
 import { notFound } from "./errors.ts";
+import { authorize } from "../auth/policy.ts";
 
 /**
  * The resources the /v1 root links to, each with the microversion that introduced it: a client sees only
@@ -82,8 +83,12 @@ export function rootPlugin(deps: ApiDeps) {
       ],
     });
 
-    app.get("/v1/conductors", async (request) => ({ conductors: [conductor(baseUrl(request))] }));
+    app.get("/v1/conductors", async (request) => {
+      authorize("baremetal:conductor:get", request.identity);
+      return { conductors: [conductor(baseUrl(request))] };
+    });
     app.get<{ Params: { hostname: string } }>("/v1/conductors/:hostname", async (request) => {
+      authorize("baremetal:conductor:get", request.identity);
       if (request.params.hostname !== deps.config.name) {
         throw notFound(`Conductor ${request.params.hostname} could not be found.`);
       }

@@ -1,7 +1,9 @@
 import { parseCommandArgs } from "./args.ts";
-import { AnvilClient } from "./client.ts";
+import { AnvilClient, authorizationFromEnv } from "./client.ts";
 import { commandHelp, type Command } from "./command.ts";
 import { allocationCommands } from "./commands/allocation.ts";
+import { tokenCommands } from "./commands/token.ts";
+import { tlsCommands } from "./commands/tls.ts";
 import { nodeCommands } from "./commands/node.ts";
 import { portCommands } from "./commands/port.ts";
 import { CliError, UsageError } from "./errors.ts";
@@ -9,7 +11,13 @@ import { println, type Sink } from "./output.ts";
 
 export const DEFAULT_URL = "http://127.0.0.1:6385";
 
-export const COMMANDS: readonly Command[] = [...nodeCommands, ...portCommands, ...allocationCommands];
+export const COMMANDS: readonly Command[] = [
+  ...nodeCommands,
+  ...portCommands,
+  ...allocationCommands,
+  ...tokenCommands,
+  ...tlsCommands,
+];
 
 interface Globals {
   url?: string;
@@ -59,6 +67,7 @@ export function overview(group?: string): string {
     ...commands.map((c) => `  ${c.words.join(" ").padEnd(width)}  ${c.summary}`),
     "",
     `--url defaults to $ANVIL_URL, else ${DEFAULT_URL}. --json prints the API's JSON.`,
+    "Credentials: $ANVIL_TOKEN (anvil token issue), else $OS_USERNAME/$OS_PASSWORD (http_basic).",
   ].join("\n");
 }
 
@@ -93,7 +102,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     const url = globals.url ?? io.env.ANVIL_URL ?? DEFAULT_URL;
     await command.run(
       {
-        client: new AnvilClient({ url }),
+        client: new AnvilClient({ url, authorization: authorizationFromEnv(io.env) }),
         output: { stdout: io.stdout, stderr: io.stderr, json: globals.json },
         env: io.env,
       },

@@ -8,12 +8,17 @@ const Fault = z.looseObject({
   description: z.string().optional(),
   title: z.string().optional(),
 });
+/** The body of a refusal by the conductor's authentication (Ironic's basic-auth middleware shape). */
+const AuthError = z.object({ error: z.object({ message: z.string() }) });
 const Page = z.looseObject({ next: z.string().optional() });
 
 /** The readable message of an error answer: Ironic's double-encoded faultstring when there is one. */
 export function faultMessage(status: number, text: string): string {
   try {
-    const envelope = Envelope.safeParse(JSON.parse(text));
+    const json = JSON.parse(text) as unknown;
+    const auth = AuthError.safeParse(json);
+    if (auth.success) return auth.data.error.message;
+    const envelope = Envelope.safeParse(json);
     if (envelope.success) {
       const fault = Fault.safeParse(JSON.parse(envelope.data.error_message));
       const message = fault.success
@@ -32,16 +37,31 @@ export interface ClientOptions {
   url: string;
   /** X-OpenStack-Ironic-API-Version; "latest" unless told. */
   apiVersion?: string;
+  /** The Authorization header: "Bearer <token>" or "Basic <base64>" (see authorizationFromEnv). */
+  authorization?: string;
+}
+
+/**
+ * Credentials from the environment: $ANVIL_TOKEN (a bearer token from `anvil token issue`), else
+ * $OS_USERNAME and $OS_PASSWORD (http_basic, the names the stock client reads), else none (noauth).
+ */
+export function authorizationFromEnv(env: Record<string, string | undefined>): string | undefined {
+  if (env.ANVIL_TOKEN) return `Bearer ${env.ANVIL_TOKEN}`;
+  if (env.OS_USERNAME && env.OS_PASSWORD !== undefined)
+    return `Basic ${Buffer.from(`${env.OS_USERNAME}:${env.OS_PASSWORD}`).toString("base64")}`;
+  return undefined;
 }
 
 /** The Ironic v1 API over fetch; every error answer becomes an ApiFault carrying its faultstring. */
 export class AnvilClient {
   private readonly base: string;
   private readonly apiVersion: string;
+  private readonly authorization: string | undefined;
 
   constructor(options: ClientOptions) {
     this.base = options.url.replace(/\/+$/, "");
     this.apiVersion = options.apiVersion ?? "latest";
+    this.authorization = options.authorization;
   }
 
   private async send(
@@ -56,6 +76,7 @@ export class AnvilClient {
         headers: {
           Accept: "application/json",
           "X-OpenStack-Ironic-API-Version": this.apiVersion,
+          ...(this.authorization === undefined ? {} : { Authorization: this.authorization }),
           ...(init.body === undefined ? {} : { "Content-Type": "application/json" }),
         },
         body: init.body === undefined ? undefined : JSON.stringify(init.body),

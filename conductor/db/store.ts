@@ -1,3 +1,4 @@
+import type { NodeHistoryRecord } from "../../shared/history.ts";
 import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
 
 export const NODE_SORT_KEYS = [
@@ -57,17 +58,22 @@ export interface NodeFilter {
   retired?: boolean;
   /** only nodes reserved by this conductor */
   reservation?: string;
+  /** only nodes this project owns or leases (a project user's view) */
+  project?: string;
 }
 
 export interface PortFilter {
   node_uuid?: string;
   address?: string;
+  /** only ports of nodes this project owns or leases */
+  project?: string;
 }
 
 export interface AllocationFilter {
   node_uuid?: string;
   resource_class?: string;
   state?: string;
+  owner?: string;
 }
 
 /** What makes a node a candidate for an allocation; evaluated inside the claim's transaction. */
@@ -128,6 +134,12 @@ export interface Store {
     allocationUuid: string,
     options: { resourceClass: string | null; pick: CandidatePicker },
   ): Promise<NodeRecord | null>;
+
+  /** Appends to a node's history (deleted with the node). */
+  addNodeHistory(entry: NodeHistoryRecord): Promise<void>;
+  /** A node's history, oldest first (created_at, then insertion); `marker`: the last uuid of the previous page. */
+  listNodeHistory(nodeUuid: string, page: { limit?: number; marker?: string }): Promise<NodeHistoryRecord[]>;
+  getNodeHistory(nodeUuid: string, eventUuid: string): Promise<NodeHistoryRecord | null>;
 
   close(): Promise<void>;
 }

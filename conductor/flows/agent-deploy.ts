@@ -12,6 +12,7 @@ function writeImage(sign: UrlSigner): (task: Task) => Promise<FlowOutcome> {
     const request = writeRequestFromInstanceInfo(task.node.instance_info, {
       sign,
       rootDevice: task.node.properties.root_device,
+      imageCa: task.deps.imageCa,
     });
     await task.update({ deploy_step: { step: "write_image", interface: "deploy", priority: 80 } });
     let lastWrite = 0;
@@ -72,6 +73,7 @@ export function agentDeploy(sign: UrlSigner): Flow {
       writeRequestFromInstanceInfo(task.node.instance_info, {
         sign,
         rootDevice: task.node.properties.root_device,
+        imageCa: task.deps.imageCa,
       });
       if (canFastTrack(task)) return run(task);
       await bootIntoRamdisk(task);

@@ -24,6 +24,8 @@ const InstanceInfo = z
     configdrive: z.string().optional(),
     /** Anvil's extension: a bmaptool block map of a raw image_source (same URL schemes). */
     image_bmap: z.string().min(1).optional(),
+    /** Anvil's extension: PEM CA certificate(s) the agent trusts for https:// image URLs (else tls.imageCa). */
+    image_ca_cert: z.string().min(1).optional(),
   })
   .loose();
 
@@ -53,7 +55,7 @@ function temporaryUrl(field: string, value: string, sign: UrlSigner): string {
  */
 export function writeRequestFromInstanceInfo(
   instanceInfo: Record<string, unknown>,
-  options: { sign: UrlSigner; rootDevice?: unknown },
+  options: { sign: UrlSigner; rootDevice?: unknown; imageCa?: string },
 ): WriteImageRequest & { root_device?: z.infer<typeof RootDeviceHintsSchema> | null } {
   const parsed = InstanceInfo.safeParse(instanceInfo);
   if (!parsed.success) {
@@ -75,6 +77,7 @@ export function writeRequestFromInstanceInfo(
     size: info.image_size,
     block_map: blockMap,
     image_type: imageType,
+    ca: info.image_ca_cert ?? options.imageCa,
     partition:
       imageType === "partition"
         ? {

@@ -34,7 +34,10 @@ export async function bootIntoRamdisk(task: Task): Promise<void> {
   await retireAgentToken(task);
   const node = await task.driverNode();
   const conductor = agentUrl(task.deps.publicUrl());
-  await task.hw.boot.prepareRamdisk(node, { agentParams: { "anvil.conductor": conductor } });
+  const pin = task.deps.caFingerprint;
+  await task.hw.boot.prepareRamdisk(node, {
+    agentParams: { "anvil.conductor": conductor, ...(pin ? { "anvil.ca_fingerprint": pin } : {}) },
+  });
   await task.hw.management.setBootDevice(node, { device: "pxe", persistent: false }, { signal: task.signal });
   await task.setPower(task.node.power_state === "power on" ? "reboot" : "power on");
   await task.update({

@@ -228,9 +228,13 @@ export class Provisioner {
         await t.update({ power_state: desired, target_power_state: null });
         this.deps.publish({ type: "power", node: t.node.uuid, power_state: desired });
       } catch (error) {
-        await t.update({
-          target_power_state: null,
-          last_error: `Failed to change power state to '${target}': ${errorMessage(error)}`,
+        const message = `Failed to change power state to '${target}': ${errorMessage(error)}`;
+        await t.update({ target_power_state: null, last_error: message });
+        this.deps.publish({
+          type: "power",
+          node: t.node.uuid,
+          power_state: t.node.power_state,
+          error: message,
         });
       }
     });

@@ -16,6 +16,10 @@ export interface TaskDeps {
   logger: Logger;
   agents: AgentControl;
   config: ConductorConfig;
+  /** SHA-256 the deploy ramdisk pins the conductor's certificate chain to (TLS on). */
+  caFingerprint?: string;
+  /** PEM CA(s) agents trust for https:// images unless instance_info.image_ca_cert names its own (tls.imageCa). */
+  imageCa?: string;
   /** The URL nodes reach this conductor at (see publicUrlOf). */
   publicUrl(): string;
   /** Publishes a change for the event stream (GET /v1/events). */

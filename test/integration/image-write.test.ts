@@ -394,6 +394,22 @@ describe("writeImage over HTTPS", () => {
       await tls.close();
     }
   });
+
+  it("takes the CA from the request itself (instance_info.image_ca_cert or the conductor's tls.imageCa)", async () => {
+    const { key, cert: ca } = await selfSignedCert(dir);
+    const tls = await startHttpImageServer({ tls: { key, cert: ca } });
+    try {
+      tls.serve("/disk.raw.zst", join(dir, "disk.raw.zst"));
+      const target = await freshDisk();
+      await writeImage(
+        { image: { url: `${tls.url}/disk.raw.zst`, image_type: "whole-disk", ca } },
+        options(target, { fetch: FAST_FETCH }),
+      );
+      expect(sha256(await readRange(target, 0, IMAGE_SIZE))).toBe(sourceSha256);
+    } finally {
+      await tls.close();
+    }
+  });
 });
 
 async function partitionNames(disk: string): Promise<string[]> {

@@ -30,3 +30,16 @@ describe("writeRequestFromInstanceInfo: image_bmap", () => {
     expect(attempt).toThrow(/instance_info\.image_bmap "disk\.bmap" is not a URL/);
   });
 });
+
+describe("writeRequestFromInstanceInfo: image CA", () => {
+  const sign = (): string => "unused";
+  const PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  it("instance_info.image_ca_cert wins over the conductor's default; neither means the system CAs", () => {
+    const info = { image_source: "https://images.example/a.raw" };
+    expect(writeRequestFromInstanceInfo(info, { sign }).image.ca).toBeUndefined();
+    expect(writeRequestFromInstanceInfo(info, { sign, imageCa: PEM }).image.ca).toBe(PEM);
+    expect(
+      writeRequestFromInstanceInfo({ ...info, image_ca_cert: "own" }, { sign, imageCa: PEM }).image.ca,
+    ).toBe("own");
+  });
+});

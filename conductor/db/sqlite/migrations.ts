@@ -53,4 +53,14 @@ export const MIGRATIONS: readonly string[] = [
     boot_id TEXT NOT NULL
   );
   `,
+  `
+  CREATE TABLE node_history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    uuid TEXT NOT NULL UNIQUE,
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    created_at TEXT NOT NULL,
+    doc TEXT NOT NULL
+  );
+  CREATE INDEX node_history_node ON node_history (node_uuid, created_at, id);
+  `,
 ];

@@ -16,6 +16,7 @@ import {
   type Store,
 } from "../store.ts";
 import { MIGRATIONS } from "./migrations.ts";
+import type { NodeHistoryRecord } from "../../../shared/history.ts";
 import { isUuid } from "../../../shared/uuid.ts";
 
 type Row = { doc: string };
@@ -192,6 +193,10 @@ export class SqliteStore implements Store {
     eq("owner", filter.owner);
     eq("lessee", filter.lessee);
     eq("reservation", filter.reservation);
+    if (filter.project !== undefined) {
+      where.push("(owner = ? OR lessee = ?)");
+      params.push(filter.project, filter.project);
+    }
     if (filter.associated !== undefined)
       where.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
     const paging = pageClause("nodes", page, NODE_SORT_KEYS);
@@ -370,6 +375,10 @@ export class SqliteStore implements Store {
       where.push("address = ?");
       params.push(filter.address);
     }
+    if (filter.project !== undefined) {
+      where.push("node_uuid IN (SELECT uuid FROM nodes WHERE owner = ? OR lessee = ?)");
+      params.push(filter.project, filter.project);
+    }
     const paging = pageClause("ports", page, ["id", "uuid", "address"]);
     if (paging.where) where.push(paging.where);
     const limit = limitClause(paging.limit);
@@ -450,6 +459,10 @@ export class SqliteStore implements Store {
       where.push(`${key} = ?`);
       params.push(value);
     }
+    if (filter.owner !== undefined) {
+      where.push("json_extract(doc, '$.owner') = ?");
+      params.push(filter.owner);
+    }
     const paging = pageClause("allocations", page, ["id", "uuid", "name", "state"]);
     if (paging.where) where.push(paging.where);
     const limit = limitClause(paging.limit);
@@ -507,6 +520,42 @@ export class SqliteStore implements Store {
       return updated;
     });
     return claim.immediate();
+  }
+
+  async addNodeHistory(entry: NodeHistoryRecord): Promise<void> {
+    this.stmt("INSERT INTO node_history (uuid, node_uuid, created_at, doc) VALUES (?, ?, ?, ?)").run(
+      entry.uuid,
+      entry.node_uuid,
+      entry.created_at,
+      JSON.stringify(entry),
+    );
+  }
+
+  async listNodeHistory(
+    nodeUuid: string,
+    page: { limit?: number; marker?: string },
+  ): Promise<NodeHistoryRecord[]> {
+    const params: SqlValue[] = [nodeUuid];
+    let sql = "SELECT doc FROM node_history WHERE node_uuid = ?";
+    if (page.marker !== undefined) {
+      sql +=
+        " AND (created_at, id) > (SELECT created_at, id FROM node_history WHERE uuid = ? UNION ALL SELECT '', -1 LIMIT 1)";
+      params.push(page.marker);
+    }
+    sql += " ORDER BY created_at, id";
+    if (page.limit !== undefined) {
+      sql += " LIMIT ?";
+      params.push(page.limit);
+    }
+    return (this.stmt(sql).all(...params) as Row[]).map((r) => JSON.parse(r.doc) as NodeHistoryRecord);
+  }
+
+  async getNodeHistory(nodeUuid: string, eventUuid: string): Promise<NodeHistoryRecord | null> {
+    const row = this.stmt("SELECT doc FROM node_history WHERE node_uuid = ? AND uuid = ?").get(
+      nodeUuid,
+      eventUuid,
+    ) as Row | undefined;
+    return row ? (JSON.parse(row.doc) as NodeHistoryRecord) : null;
   }
 
   async close(): Promise<void> {

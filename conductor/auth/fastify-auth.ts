@@ -1,0 +1,117 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { z } from "zod";
+import type { Authenticator } from "./authenticator.ts";
+import { NOAUTH_IDENTITY, type Identity } from "./identity.ts";
+import { allowed } from "./policy.ts";
+import type { TokenService } from "./tokens.ts";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** Who is asking (set before any handler runs; noauth: the system administrator). */
+    identity: Identity;
+  }
+}
+
+/**
+ * Routes anyone may call, by their route pattern (not the raw URL, so no path trick reaches a protected
+ * handler through a public prefix): version discovery as in Ironic, the agent's lookup, and the boot and
+ * image files that firmware and the ramdisk fetch (temporary URLs carry their own signature).
+ */
+const PUBLIC_ROUTES = new Set(["/", "/v1", "/v1/lookup", "/boot/*", "/images/*"]);
+
+/** Who calls a public route with auth on: no role, so every policy refuses. */
+const ANONYMOUS: Identity = { user: "anonymous", role: null, project: null, method: "http_basic" };
+
+export const REALM = 'Basic realm="Baremetal API"';
+
+/** The body Ironic's basic-auth middleware answers with (not the API's faultstring envelope). */
+export function authErrorBody(status: number, message: string): { error: { message: string; code: number } } {
+  return { error: { message, code: status } };
+}
+
+const TokenBody = z
+  .object({
+    ttl_s: z
+      .number()
+      .int()
+      .positive()
+      .max(31 * 24 * 3600)
+      .optional(),
+  })
+  .strict()
+  .nullish();
+
+async function refuse(
+  reply: FastifyReply,
+  result: { status: number; message: string; retryAfterS?: number },
+): Promise<FastifyReply> {
+  if (result.status === 401) reply.header("WWW-Authenticate", REALM);
+  if (result.retryAfterS !== undefined) reply.header("Retry-After", String(result.retryAfterS));
+  return reply.code(result.status).send(authErrorBody(result.status, result.message));
+}
+
+/**
+ * The conductor's authentication: one onRequest hook sets `request.identity` or answers 400/401/429, and the
+ * bearer-token routes (an Anvil extension) when tokens are on. Authorization is per route (policy.ts).
+ */
+export function registerAuth(
+  app: FastifyInstance,
+  auth: { authenticator: Authenticator; tokens?: TokenService },
+): void {
+  // fastify wants null for an object decorator; the hook below always sets it
+  app.decorateRequest("identity", null as unknown as Identity);
+  const { authenticator, tokens } = auth;
+  if (authenticator.strategy === "noauth") {
+    app.addHook("onRequest", async (request) => {
+      request.identity = NOAUTH_IDENTITY;
+    });
+  } else {
+    app.addHook("onRequest", async (request, reply) => {
+      if (request.routeOptions.url !== undefined && PUBLIC_ROUTES.has(request.routeOptions.url)) {
+        request.identity = ANONYMOUS;
+        return;
+      }
+      const header = request.headers.authorization;
+      const result = await authenticator.authenticate({ authorization: header, source: request.ip });
+      if (!result.ok) return refuse(reply, result);
+      request.identity = result.identity;
+    });
+  }
+  if (tokens) registerTokenRoutes(app, tokens);
+}
+
+function registerTokenRoutes(app: FastifyInstance, tokens: TokenService): void {
+  const mayManage = (request: FastifyRequest, user: string): boolean =>
+    request.identity.user === user || allowed("baremetal:node:create", request.identity);
+  const notFound = (reply: FastifyReply, id: string) =>
+    reply.code(404).send(authErrorBody(404, `Token ${id} could not be found.`));
+
+  app.post("/v1/auth/tokens", async (request, reply) => {
+    // a token must come from a password: a stolen token cannot extend itself
+    if (request.identity.method !== "http_basic")
+      return refuse(reply, { status: 401, message: "Tokens are issued for a user name and password" });
+    const body = TokenBody.parse(request.body);
+    const issued = tokens.issue(request.identity.user, body?.ttl_s);
+    return reply.code(201).header("Cache-Control", "no-store").send({
+      id: issued.id,
+      token: issued.token,
+      user: issued.user,
+      created_at: issued.createdAt,
+      expires_at: issued.expiresAt,
+    });
+  });
+
+  app.get("/v1/auth/tokens", async (request) => ({
+    tokens: tokens
+      .list()
+      .filter((t) => mayManage(request, t.user))
+      .map((t) => ({ id: t.id, user: t.user, created_at: t.createdAt, expires_at: t.expiresAt })),
+  }));
+
+  app.delete<{ Params: { id: string } }>("/v1/auth/tokens/:id", async (request, reply) => {
+    const record = tokens.get(request.params.id);
+    if (!record || !mayManage(request, record.user)) return notFound(reply, request.params.id);
+    tokens.revoke(record.id);
+    return reply.code(204).send();
+  });
+}

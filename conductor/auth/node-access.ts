@@ -1,0 +1,147 @@
+import type { AllocationRecord, NodeRecord } from "../../shared/resources.ts";
+import { NodeNotFound, NotFound } from "../db/store.ts";
+import type { Identity } from "./identity.ts";
+import { PolicyForbidden, allowed, authorize, type PolicyName, type PolicyTarget } from "./policy.ts";
+
+const nodeTarget = (node: Pick<NodeRecord, "owner" | "lessee">): PolicyTarget => ({
+  owner: node.owner,
+  lessee: node.lessee,
+});
+
+/**
+ * Ironic's check_node_policy_and_retrieve: a missing node is 404 only for those the rule would let in with no
+ * node at all (system users), else 403; a node the caller may not even see is 404 (existence hidden); a node
+ * it sees but may not act on is 403. Every rule in `rules` must pass.
+ * @throws NodeNotFound, PolicyForbidden
+ */
+export async function checkNodePolicies(
+  getNode: (ident: string) => Promise<NodeRecord | null>,
+  who: Identity,
+  request: { ident: string; rules: readonly PolicyName[] },
+): Promise<NodeRecord> {
+  const [first = "baremetal:node:get"] = request.rules;
+  const node = await getNode(request.ident);
+  if (!node) {
+    authorize(first, who);
+    throw new NodeNotFound(request.ident);
+  }
+  const target = nodeTarget(node);
+  if (!allowed("baremetal:node:get", who, target)) throw new NodeNotFound(request.ident);
+  for (const rule of request.rules) authorize(rule, who, target);
+  return node;
+}
+
+/** Ironic's check_owner_policy for a node already in hand (a port's node). @throws PolicyForbidden */
+export function checkNodeRule(
+  rule: PolicyName,
+  who: Identity,
+  node: Pick<NodeRecord, "owner" | "lessee">,
+): void {
+  authorize(rule, who, nodeTarget(node));
+}
+
+/** Whether the caller may see the node at all (baremetal:node:get). */
+export function canSeeNode(who: Identity, node: Pick<NodeRecord, "owner" | "lessee">): boolean {
+  return allowed("baremetal:node:get", who, nodeTarget(node));
+}
+
+/**
+ * Ironic's check_list_policy: who may list everything gets `requested` (an explicit owner filter, or none);
+ * a project user gets their project, and asking for another project's list is 403.
+ * @returns the project the list is limited to, or undefined for the whole fleet
+ * @throws PolicyForbidden
+ */
+export function listScope(
+  kind: "node" | "port" | "allocation",
+  who: Identity,
+  requested?: string,
+): { project?: string } {
+  const all = `baremetal:${kind}:list_all` as const;
+  if (allowed(all, who)) return {};
+  if (who.project === null || (requested !== undefined && requested !== who.project))
+    throw new PolicyForbidden(all);
+  authorize(`baremetal:${kind}:list`, who);
+  return { project: who.project };
+}
+
+/**
+ * Ironic's check_allocation_policy_and_retrieve: a missing allocation is 404 for those the rule lets in with
+ * no target, else 403; someone else's allocation is 403. @throws NotFound, PolicyForbidden
+ */
+export function checkAllocationPolicy(
+  rule: PolicyName,
+  who: Identity,
+  request: { ident: string; allocation: AllocationRecord | null },
+): AllocationRecord {
+  if (!request.allocation) {
+    authorize(rule, who);
+    throw new NotFound(`Allocation ${request.ident} could not be found.`);
+  }
+  authorize(rule, who, { allocationOwner: request.allocation.owner });
+  return request.allocation;
+}
+
+const LAST_ERROR = "** Value Redacted - Requires baremetal:node:get:last_error permission. **";
+const RESERVATION = "** Redacted - requires baremetal:node:get:reservation permission. **";
+const INTERNAL = { content: "** Redacted - Requires baremetal:node:get:driver_internal_info permission. **" };
+const DRIVER_INFO = { content: "** Redacted - requires baremetal:node:get:driver_info permission. **" };
+
+/**
+ * Ironic's node_sanitize for callers below baremetal:node:get:filter_threshold (project users): last_error,
+ * reservation, driver_internal_info and driver_info are replaced by a note unless their own rule passes.
+ * Changes `view` in place and returns it.
+ */
+export function redactNodeView<V extends Record<string, unknown>>(
+  view: V,
+  who: Identity,
+  node: Pick<NodeRecord, "owner" | "lessee">,
+): V {
+  const target = nodeTarget(node);
+  if (allowed("baremetal:node:get:filter_threshold", who, target)) return view;
+  const out = view as Record<string, unknown>;
+  const redact = (field: string, rule: PolicyName, value: unknown): void => {
+    if (field in out && !allowed(rule, who, target)) out[field] = value;
+  };
+  redact("last_error", "baremetal:node:get:last_error", LAST_ERROR);
+  redact("reservation", "baremetal:node:get:reservation", RESERVATION);
+  redact("driver_internal_info", "baremetal:node:get:driver_internal_info", { ...INTERNAL });
+  redact("driver_info", "baremetal:node:get:driver_info", { ...DRIVER_INFO });
+  return view;
+}
+
+/** Ironic's per-field PATCH rules (_authorize_patch_and_get_node): one rule per touched field kind. */
+export function patchRules(patch: readonly { path: string; value?: unknown }[]): PolicyName[] {
+  const rules = new Set<PolicyName>();
+  let generic = false;
+  const prefixed: [string, PolicyName][] = [
+    ["/instance_info", "baremetal:node:update_instance_info"],
+    ["/extra", "baremetal:node:update_extra"],
+    ["/driver_info", "baremetal:node:update:driver_info"],
+    ["/properties", "baremetal:node:update:properties"],
+    ["/chassis_uuid", "baremetal:node:update:chassis_uuid"],
+    ["/instance_uuid", "baremetal:node:update:instance_uuid"],
+    ["/lessee", "baremetal:node:update:lessee"],
+    ["/owner", "baremetal:node:update:owner"],
+    ["/network_data", "baremetal:node:update:network_data"],
+    ["/conductor_group", "baremetal:node:update:conductor_group"],
+    ["/name", "baremetal:node:update:name"],
+    ["/retired", "baremetal:node:update:retired"],
+    ["/shard", "baremetal:node:update:shard"],
+  ];
+  for (const op of patch) {
+    const disablesCleaning =
+      op.path.startsWith("/automated_clean") &&
+      (op.value === false || String(op.value).toLowerCase() === "false");
+    if (disablesCleaning) {
+      rules.add("baremetal:node:disable_cleaning");
+      continue;
+    }
+    const match = prefixed.find(([prefix]) => op.path.startsWith(prefix));
+    if (match) rules.add(match[1]);
+    else if (op.path === "/driver" || /^\/[a-z]+_interface$/.test(op.path))
+      rules.add("baremetal:node:update:driver_interfaces");
+    else generic = true;
+  }
+  if (generic || rules.size === 0) rules.add("baremetal:node:update");
+  return [...rules];
+}

@@ -1,0 +1,146 @@
+import { hasRole, type Identity } from "./identity.ts";
+
+/**
+ * What a rule is checked against: the node's owner and lessee, or the allocation's owner. A field that is
+ * absent or null matches no project (oslo.policy's `project_id:%(node.owner)s` with a missing key is false).
+ */
+export interface PolicyTarget {
+  owner?: string | null;
+  lessee?: string | null;
+  allocationOwner?: string | null;
+}
+
+type Check = (who: Identity, target: PolicyTarget) => boolean;
+
+// Ironic's personas (ironic/common/policy.py), with Keystone's implied roles admin ⊃ member ⊃ reader.
+// A user without a project is system scoped; "manager" and "service" roles are not modelled.
+const system =
+  (role: "admin" | "member" | "reader"): Check =>
+  (who) =>
+    who.project === null && hasRole(who.role, role);
+const is = (project: string | null, value: string | null | undefined): boolean =>
+  project !== null && typeof value === "string" && project === value;
+const owner =
+  (role: "admin" | "member" | "reader"): Check =>
+  (who, t) =>
+    hasRole(who.role, role) && is(who.project, t.owner);
+const lessee =
+  (role: "admin" | "member" | "reader"): Check =>
+  (who, t) =>
+    hasRole(who.role, role) && is(who.project, t.lessee);
+const allocationOwner =
+  (role: "member" | "reader"): Check =>
+  (who, t) =>
+    hasRole(who.role, role) && is(who.project, t.allocationOwner);
+const anyOf =
+  (...checks: Check[]): Check =>
+  (who, t) =>
+    checks.some((c) => c(who, t));
+const anyRole =
+  (role: "admin" | "member" | "reader"): Check =>
+  (who) =>
+    hasRole(who.role, role);
+
+const SYSTEM_ADMIN = system("admin");
+const SYSTEM_MEMBER = system("member");
+const SYSTEM_READER = system("reader");
+const PROJECT_MEMBER = anyOf(owner("member"), lessee("member"));
+const PROJECT_READER = anyOf(owner("reader"), lessee("reader"));
+const SYSTEM_OR_PROJECT_MEMBER = anyOf(SYSTEM_MEMBER, PROJECT_MEMBER);
+const SYSTEM_OR_PROJECT_READER = anyOf(SYSTEM_READER, PROJECT_READER);
+const SYSTEM_OR_OWNER_MEMBER_AND_LESSEE_ADMIN = anyOf(SYSTEM_MEMBER, owner("member"), lessee("admin"));
+const SYSTEM_ADMIN_OR_OWNER_ADMIN = anyOf(SYSTEM_ADMIN, owner("admin"));
+const SYSTEM_MEMBER_OR_OWNER_ADMIN = anyOf(SYSTEM_MEMBER, owner("admin"));
+const SYSTEM_MEMBER_OR_OWNER_MEMBER = anyOf(SYSTEM_MEMBER, owner("member"));
+const SYSTEM_OR_OWNER_READER = anyOf(SYSTEM_READER, owner("reader"));
+const ALLOCATION_MEMBER = anyOf(SYSTEM_MEMBER, allocationOwner("member"));
+const ALLOCATION_READER = anyOf(SYSTEM_READER, allocationOwner("reader"));
+const ALLOCATION_CREATOR = anyOf(SYSTEM_MEMBER, anyRole("member"));
+const API_READER = anyRole("reader");
+
+/** Ironic's default rules by name (and two of Anvil's own, for its extensions). */
+export const RULES = {
+  "baremetal:node:create": SYSTEM_ADMIN,
+  "baremetal:node:create:self_owned_node": anyRole("admin"),
+  "baremetal:node:list": API_READER,
+  "baremetal:node:list_all": SYSTEM_READER,
+  "baremetal:node:get": SYSTEM_OR_PROJECT_READER,
+  "baremetal:node:get:filter_threshold": SYSTEM_READER,
+  "baremetal:node:get:last_error": SYSTEM_OR_OWNER_READER,
+  "baremetal:node:get:reservation": SYSTEM_OR_OWNER_READER,
+  "baremetal:node:get:driver_internal_info": SYSTEM_OR_OWNER_READER,
+  "baremetal:node:get:driver_info": SYSTEM_OR_OWNER_READER,
+  "baremetal:node:update:driver_info": SYSTEM_MEMBER_OR_OWNER_MEMBER,
+  "baremetal:node:update:properties": SYSTEM_MEMBER_OR_OWNER_MEMBER,
+  "baremetal:node:update:chassis_uuid": SYSTEM_ADMIN,
+  "baremetal:node:update:instance_uuid": SYSTEM_MEMBER_OR_OWNER_MEMBER,
+  "baremetal:node:update:lessee": SYSTEM_MEMBER_OR_OWNER_MEMBER,
+  "baremetal:node:update:owner": SYSTEM_MEMBER,
+  "baremetal:node:update:driver_interfaces": SYSTEM_MEMBER_OR_OWNER_ADMIN,
+  "baremetal:node:update:network_data": SYSTEM_MEMBER_OR_OWNER_MEMBER,
+  "baremetal:node:update:conductor_group": SYSTEM_MEMBER,
+  "baremetal:node:update:name": SYSTEM_MEMBER_OR_OWNER_MEMBER,
+  "baremetal:node:update:retired": SYSTEM_MEMBER_OR_OWNER_MEMBER,
+  "baremetal:node:update:shard": SYSTEM_ADMIN,
+  "baremetal:node:update": SYSTEM_OR_PROJECT_MEMBER,
+  "baremetal:node:update_extra": SYSTEM_OR_PROJECT_MEMBER,
+  "baremetal:node:update_instance_info": SYSTEM_OR_OWNER_MEMBER_AND_LESSEE_ADMIN,
+  "baremetal:node:disable_cleaning": SYSTEM_ADMIN,
+  "baremetal:node:delete": SYSTEM_ADMIN,
+  "baremetal:node:delete:self_owned_node": owner("admin"),
+  "baremetal:node:validate": SYSTEM_OR_OWNER_MEMBER_AND_LESSEE_ADMIN,
+  "baremetal:node:set_maintenance": SYSTEM_OR_OWNER_MEMBER_AND_LESSEE_ADMIN,
+  "baremetal:node:clear_maintenance": SYSTEM_OR_OWNER_MEMBER_AND_LESSEE_ADMIN,
+  "baremetal:node:get_boot_device": SYSTEM_MEMBER_OR_OWNER_ADMIN,
+  "baremetal:node:set_boot_device": SYSTEM_MEMBER_OR_OWNER_ADMIN,
+  "baremetal:node:get_states": SYSTEM_OR_PROJECT_READER,
+  "baremetal:node:set_power_state": SYSTEM_OR_PROJECT_MEMBER,
+  "baremetal:node:set_provision_state": SYSTEM_OR_OWNER_MEMBER_AND_LESSEE_ADMIN,
+  "baremetal:node:set_raid_state": SYSTEM_MEMBER_OR_OWNER_MEMBER,
+  "baremetal:node:traits:list": SYSTEM_OR_PROJECT_READER,
+  "baremetal:node:traits:set": SYSTEM_MEMBER_OR_OWNER_ADMIN,
+  "baremetal:node:traits:delete": SYSTEM_MEMBER_OR_OWNER_ADMIN,
+  "baremetal:node:history:get": SYSTEM_OR_OWNER_READER,
+  "baremetal:node:inventory:get": SYSTEM_OR_OWNER_READER,
+  "baremetal:port:get": SYSTEM_OR_PROJECT_READER,
+  "baremetal:port:list": API_READER,
+  "baremetal:port:list_all": SYSTEM_READER,
+  "baremetal:port:create": SYSTEM_ADMIN_OR_OWNER_ADMIN,
+  "baremetal:port:delete": SYSTEM_ADMIN_OR_OWNER_ADMIN,
+  "baremetal:port:update": SYSTEM_MEMBER_OR_OWNER_ADMIN,
+  "baremetal:allocation:get": ALLOCATION_READER,
+  "baremetal:allocation:list": API_READER,
+  "baremetal:allocation:list_all": SYSTEM_READER,
+  "baremetal:allocation:create": ALLOCATION_CREATOR,
+  "baremetal:allocation:create_restricted": SYSTEM_MEMBER,
+  "baremetal:allocation:delete": ALLOCATION_MEMBER,
+  "baremetal:allocation:update": ALLOCATION_MEMBER,
+  "baremetal:driver:get": API_READER,
+  "baremetal:driver:get_properties": API_READER,
+  "baremetal:conductor:get": SYSTEM_READER,
+  /** Anvil: the event stream names every node, so it is the fleet's. */
+  "anvil:events:get": SYSTEM_READER,
+  /** Anvil: Prometheus metrics on the API listener. */
+  "anvil:metrics:get": SYSTEM_READER,
+} satisfies Record<string, Check>;
+
+export type PolicyName = keyof typeof RULES;
+
+/** Whether `who` passes `rule` for `target` (pure). */
+export function allowed(rule: PolicyName, who: Identity, target: PolicyTarget = {}): boolean {
+  return RULES[rule](who, target);
+}
+
+/** Ironic's HTTPForbidden: answered as 403 with its message (the API's error handler reads statusCode). */
+export class PolicyForbidden extends Error {
+  readonly statusCode = 403;
+  constructor(readonly rule: PolicyName) {
+    super(`Access was denied to the following resource: ${rule}`);
+    this.name = "PolicyForbidden";
+  }
+}
+
+/** @throws PolicyForbidden */
+export function authorize(rule: PolicyName, who: Identity, target: PolicyTarget = {}): void {
+  if (!allowed(rule, who, target)) throw new PolicyForbidden(rule);
+}

@@ -1,0 +1,77 @@
+import type { Logger } from "../../shared/log.ts";
+import type { ConductorConfig } from "../config.ts";
+import { HttpBasicAuthenticator, noAuth, type Authenticator } from "./authenticator.ts";
+import { TokenService } from "./tokens.ts";
+import { UserStore, rolesFileFor } from "./user-store.ts";
+
+export interface ConductorAuth {
+  authenticator: Authenticator;
+  tokens?: TokenService;
+}
+
+/** Whether an address is loopback only (what noauth by default is limited to). */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  return h === "localhost" || h === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+export class AuthConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "AuthConfigError";
+  }
+}
+
+/**
+ * The authentication the conductor runs with. No strategy configured: noauth, but only on loopback (and it
+ * says so); any other address needs http_basic, or noauth named explicitly.
+ * @throws AuthConfigError, InvalidUserFile, ZodError (bad roles file)
+ */
+export function resolveAuth(config: ConductorConfig, logger: Logger): ConductorAuth {
+  const { auth } = config;
+  const strategy = auth.auth_strategy;
+  if (strategy === undefined || strategy === "noauth") {
+    if (strategy === undefined && !isLoopback(config.host)) {
+      throw new AuthConfigError(
+        `listening on ${config.host} needs an auth strategy: --auth-strategy http_basic --http-basic-auth-user-file FILE, or --auth-strategy noauth to let anyone who reaches the port do anything`,
+      );
+    }
+    logger.warn(
+      { auth_strategy: "noauth", host: config.host },
+      strategy === undefined
+        ? "no auth strategy configured: noauth, listening on loopback only"
+        : "auth_strategy=noauth: anyone who reaches the API has full control",
+    );
+    return { authenticator: noAuth };
+  }
+  const userFile = auth.http_basic_auth_user_file;
+  if (userFile === undefined)
+    throw new AuthConfigError("auth_strategy=http_basic needs http_basic_auth_user_file");
+  const rolesFile = rolesFileFor(userFile, auth.rolesFile);
+  const tokens = new TokenService({ ttlS: auth.tokenTtlS });
+  // the store reloads before the authenticator exists (at start): the hook finds it once it does
+  const late: { authenticator?: HttpBasicAuthenticator } = {};
+  const users = new UserStore({
+    userFile,
+    rolesFile,
+    onReload: (generation, error) => {
+      late.authenticator?.clearCache();
+      if (error !== null)
+        logger.error({ userFile, rolesFile, error }, "user files not reloaded, keeping the last good ones");
+      else if (generation > 1) logger.info({ userFile, rolesFile }, "user files reloaded");
+    },
+  });
+  const authenticator = new HttpBasicAuthenticator({
+    users,
+    tokens,
+    logger,
+    cacheTtlMs: auth.credentialCacheTtlS * 1000,
+    maxFailures: auth.maxFailedLogins,
+    failureWindowMs: auth.failedLoginWindowS * 1000,
+  });
+  late.authenticator = authenticator;
+  if (rolesFile === null)
+    logger.warn({ userFile }, "http_basic without a roles file: every user is a system administrator");
+  logger.info({ auth_strategy: "http_basic", userFile, rolesFile }, "authentication on");
+  return { authenticator, tokens };
+}

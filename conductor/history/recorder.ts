@@ -1,0 +1,113 @@
+import { randomUUID } from "node:crypto";
+import type { NodeHistoryRecord } from "../../shared/history.ts";
+import type { Logger } from "../../shared/log.ts";
+import type { Store } from "../db/store.ts";
+import type { ConductorEvent } from "../events/hub.ts";
+import { maskDeep } from "./redact.ts";
+
+/** Who caused a change: the API caller, or nobody (the conductor on its own). */
+export interface Actor {
+  user: string | null;
+  project: string | null;
+  remoteAddress: string | null;
+  requestId: string | null;
+}
+
+export const CONDUCTOR_ACTOR: Actor = { user: null, project: null, remoteAddress: null, requestId: null };
+
+export interface HistoryEntry {
+  node: string;
+  event: string;
+  eventType: string;
+  severity?: NodeHistoryRecord["severity"];
+  changes?: unknown;
+  actor?: Actor;
+  /** When it happened (default now): a request's entry is dated when the request arrived. */
+  at?: Date;
+}
+
+/**
+ * Keeps every change to a node as Ironic's node history (one store row and one structured log line each).
+ * API changes come with their caller; provision and power outcomes, which happen later in the background,
+ * are attributed to whoever asked for the operation that produced them.
+ */
+export class HistoryRecorder {
+  /** The caller behind each node's current operation (bounded: one entry per node). */
+  private readonly lastActor = new Map<string, Actor>();
+
+  constructor(
+    private readonly deps: {
+      store: Pick<Store, "addNodeHistory" | "getNode">;
+      logger: Logger;
+      conductor: string;
+      now?: () => Date;
+    },
+  ) {}
+
+  /** Remembers who started the operation now running on a node. */
+  noteActor(node: string, actor: Actor): void {
+    this.lastActor.set(node, actor);
+  }
+
+  forget(node: string): void {
+    this.lastActor.delete(node);
+  }
+
+  /** Stores and logs one entry; a node deleted meanwhile only gets the log line. Never throws. */
+  async record(entry: HistoryEntry): Promise<void> {
+    const actor = entry.actor ?? CONDUCTOR_ACTOR;
+    const record: NodeHistoryRecord = {
+      uuid: randomUUID(),
+      node_uuid: entry.node,
+      created_at: (entry.at ?? this.deps.now?.() ?? new Date()).toISOString(),
+      severity: entry.severity ?? "INFO",
+      event: entry.event,
+      event_type: entry.eventType,
+      conductor: this.deps.conductor,
+      user: actor.user,
+      project: actor.project,
+      remote_address: actor.remoteAddress,
+      request_id: actor.requestId,
+      changes: entry.changes === undefined ? null : maskDeep(entry.changes),
+    };
+    this.deps.logger.info({ history: record }, "node history");
+    try {
+      await this.deps.store.addNodeHistory(record);
+    } catch (error) {
+      // the node is gone (deleted while its work ran): the log line above is the record
+      this.deps.logger.debug({ err: error, node: entry.node }, "history entry not stored");
+    }
+  }
+
+  /** The conductor's own events: provision transitions and power outcomes. */
+  async onEvent(event: ConductorEvent): Promise<void> {
+    const actor = this.lastActor.get(event.node);
+    if (event.type === "provision") {
+      const to = String(event.provision_state);
+      const failed = event.event === "fail" || to.endsWith("failed") || to === "error";
+      let text = `Provision state changed from "${String(event.from)}" to "${to}" (${String(event.event)})`;
+      if (failed) {
+        const node = await this.deps.store.getNode(event.node).catch(() => null);
+        if (node?.last_error) text = node.last_error;
+      }
+      await this.record({
+        node: event.node,
+        event: text,
+        eventType: "provisioning",
+        severity: failed ? "ERROR" : "INFO",
+        changes: { from: event.from, event: event.event, to, target: event.target_provision_state ?? null },
+        actor,
+      });
+    } else if (event.type === "power") {
+      const error = typeof event.error === "string" ? event.error : null;
+      await this.record({
+        node: event.node,
+        event: error ?? `Power state is now "${String(event.power_state)}"`,
+        eventType: "power",
+        severity: error ? "ERROR" : "INFO",
+        changes: { power_state: event.power_state ?? null },
+        actor,
+      });
+    }
+  }
+}

@@ -1,0 +1,174 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { basic, writeUserFiles } from "../helpers/auth.ts";
+import { api, startConductor } from "../helpers/conductor.ts";
+import { recordingLogger } from "../helpers/log.ts";
+
+const run = promisify(execFile);
+const dir = mkdtempSync(join(tmpdir(), "anvil-history-"));
+const files = writeUserFiles(dir, [
+  { name: "ops", password: "ops-pass", role: "admin" },
+  { name: "tenant", password: "tenant-pass", role: "admin", project: "B" },
+]);
+const logLines: string[] = [];
+let ctx: Awaited<ReturnType<typeof startConductor>>;
+let uuid = "";
+const ops = basic("ops", "ops-pass");
+const as = (path: string, init: { method?: string; body?: unknown; version?: string } = {}) =>
+  api(`${ctx.url}${path}`, {
+    ...init,
+    headers: { ...ops, "X-OpenStack-Ironic-API-Version": init.version ?? "1.78" },
+  });
+
+async function waitFor(state: string): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    const { body } = await as(`/v1/nodes/${uuid}`);
+    if ((body as { provision_state: string }).provision_state === state) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`never reached ${state}`);
+}
+
+beforeAll(async () => {
+  ctx = await startConductor(
+    { auth: { auth_strategy: "http_basic", http_basic_auth_user_file: files.userFile } },
+    { logger: recordingLogger(logLines) },
+  );
+  const created = await as("/v1/nodes", {
+    method: "POST",
+    body: {
+      driver: "fake-hardware",
+      name: "h1",
+      lessee: "B",
+      driver_info: { ipmi_password: "CREATE-SECRET" },
+    },
+  });
+  uuid = (created.body as { uuid: string }).uuid;
+  await as(`/v1/nodes/h1`, {
+    method: "PATCH",
+    body: [
+      { op: "add", path: "/driver_info/ipmi_password", value: "hunter2-secret" },
+      { op: "replace", path: "/name", value: "h1-renamed" },
+    ],
+  });
+  for (const [target, state] of [
+    ["manage", "manageable"],
+    ["provide", "available"],
+  ] as const) {
+    await as(`/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target } });
+    await waitFor(state);
+  }
+  await as(`/v1/nodes/${uuid}/states/provision`, {
+    method: "PUT",
+    body: { target: "active", configdrive: { meta_data: {}, user_data: "CONFIGDRIVE-SECRET" } },
+  });
+  await waitFor("active");
+});
+afterAll(async () => {
+  await ctx.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("node history (API 1.78)", () => {
+  it("lists every change in order with Ironic's list fields", async () => {
+    const { status, body } = await as(`/v1/nodes/${uuid}/history`);
+    expect(status).toBe(200);
+    const history = (body as { history: Record<string, unknown>[] }).history;
+    expect(Object.keys(history[0]!).sort()).toEqual(["created_at", "event", "links", "severity", "uuid"]);
+    const events = history.map((h) => String(h.event));
+    expect(events[0]).toBe("Node created by ops");
+    expect(events[1]).toBe("Updated by ops: /driver_info/ipmi_password, /name");
+    expect(events).toContain('Provision action "active" requested by ops');
+    expect(events).toContain('Provision state changed from "deploying" to "active" (done)');
+    // a request's entry comes before the transitions it caused
+    expect(events.indexOf('Provision action "manage" requested by ops')).toBeLessThan(
+      events.indexOf('Provision state changed from "enroll" to "verifying" (manage)'),
+    );
+  });
+
+  it("detail adds event_type, conductor and user; one event adds where it came from", async () => {
+    const detail = (await as(`/v1/nodes/${uuid}/history/detail`)).body as {
+      history: Record<string, unknown>[];
+    };
+    const deploy = detail.history.find((h) => String(h.event).includes('"active" requested'))!;
+    expect(deploy).toMatchObject({ event_type: "provisioning", conductor: ctx.config.name, user: "ops" });
+    const transition = detail.history.find((h) => String(h.event).includes('to "active"'))!;
+    expect(transition.user).toBe("ops"); // the background work is the requester's
+    const one = await as(`/v1/nodes/${uuid}/history/${String(deploy.uuid)}`);
+    expect(one.status).toBe(200);
+    expect(one.body).toMatchObject({ uuid: deploy.uuid, remote_address: "127.0.0.1", severity: "INFO" });
+    expect(String((one.body as { request_id: string }).request_id)).toMatch(/^req-/);
+  });
+
+  it("secrets never appear in the history or its log lines", async () => {
+    const detail = await as(`/v1/nodes/${uuid}/history/detail`);
+    const shown = await Promise.all(
+      (detail.body as { history: { uuid: string }[] }).history.map((h) =>
+        as(`/v1/nodes/${uuid}/history/${h.uuid}`),
+      ),
+    );
+    const everything = JSON.stringify(shown.map((s) => s.body)) + logLines.join("");
+    expect(logLines.some((l) => l.includes('"node history"'))).toBe(true);
+    for (const secret of ["hunter2-secret", "CONFIGDRIVE-SECRET", "CREATE-SECRET", "ops-pass"])
+      expect(everything).not.toContain(secret);
+  });
+
+  it("pages with limit and marker", async () => {
+    const first = (await as(`/v1/nodes/${uuid}/history?limit=2`)).body as {
+      history: { uuid: string }[];
+      next: string;
+    };
+    expect(first.history).toHaveLength(2);
+    const all = (await as(`/v1/nodes/${uuid}/history`)).body as { history: { uuid: string }[] };
+    const second = (await as(`/v1/nodes/${uuid}/history?limit=2&marker=${first.history[1]!.uuid}`)).body as {
+      history: { uuid: string }[];
+    };
+    expect(second.history.map((h) => h.uuid)).toEqual(all.history.slice(2, 4).map((h) => h.uuid));
+  });
+
+  it("below 1.78 there is no history; a lessee may not read it; unknown event is 404", async () => {
+    expect((await as(`/v1/nodes/${uuid}/history`, { version: "1.77" })).status).toBe(404);
+    const lessee = await api(`${ctx.url}/v1/nodes/${uuid}/history`, {
+      headers: { ...basic("tenant", "tenant-pass"), "X-OpenStack-Ironic-API-Version": "1.78" },
+    });
+    expect(lessee.status).toBe(403);
+    expect((await as(`/v1/nodes/${uuid}/history/00000000-0000-0000-0000-000000000000`)).status).toBe(404);
+  });
+
+  it("the stock client reads it: baremetal node history list --long", async () => {
+    const { stdout } = await run(
+      "baremetal",
+      [
+        "--os-auth-type",
+        "http_basic",
+        "--os-endpoint",
+        ctx.url,
+        "--os-username",
+        "ops",
+        "--os-password",
+        "ops-pass",
+        "--os-baremetal-api-version",
+        "1.78",
+        "node",
+        "history",
+        "list",
+        "h1-renamed",
+        "--long",
+        "-f",
+        "json",
+      ],
+      { env: { ...process.env, OS_CLOUD: "" }, timeout: 60_000 },
+    );
+    const rows = JSON.parse(stdout) as Record<string, unknown>[];
+    expect(rows[0]).toMatchObject({
+      "Description of the event": "Node created by ops",
+      "Event Origin Type": "create",
+      User: "ops",
+      Severity: "INFO",
+    });
+  });
+});
