@@ -1,3 +1,4 @@
+import { Conflict, NotFound } from "../errors.ts";
 import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
 
 export const NODE_SORT_KEYS = [
@@ -132,12 +133,12 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export class NodeNotFound extends Error {
+export class NodeNotFound extends NotFound {
   constructor(readonly ident: string) {
     super(`Node ${ident} could not be found.`);
   }
 }
-export class NodeLocked extends Error {
+export class NodeLocked extends Conflict {
   constructor(
     readonly uuid: string,
     readonly holder: string | null,
@@ -147,5 +148,5 @@ export class NodeLocked extends Error {
     );
   }
 }
-export class Duplicate extends Error {}
-export class NotFound extends Error {}
+export class Duplicate extends Conflict {}
+export { NotFound };
