@@ -20,6 +20,8 @@ export interface EraseDevicesRequest {
   logger: Logger;
   /** Per-disk progress; the caller throttles and frames it. */
   report(device: string, progress: DiskProgress): void;
+  /** Between NVMe sanitize-log polls (tests shorten it). */
+  pollMs?: number;
 }
 
 /**
@@ -59,6 +61,7 @@ export async function eraseDevices(request: EraseDevicesRequest): Promise<EraseD
             tools,
             options,
             signal,
+            pollMs: request.pollMs,
             logger: logger.child({ device }),
             report: (progress) => request.report(device, progress),
           }),

@@ -34,6 +34,8 @@ export interface EraseDiskContext {
   signal: AbortSignal;
   logger: Logger;
   report(progress: DiskProgress): void;
+  /** Between NVMe sanitize-log polls (tests shorten it). Default 2 s. */
+  pollMs?: number;
 }
 
 /**
@@ -132,6 +134,7 @@ async function runMethod(
         tools,
         lbaf: caps.nvme?.lbaf ?? null,
         signal,
+        pollMs: context.pollMs,
         onProgress: (fraction) =>
           context.report({ message: method, bytes_done: Math.round(fraction * size), bytes_total: size }),
       });
