@@ -108,6 +108,7 @@ class FakeTools implements DiskTools {
       case "--security-disable":
         drive.enabled = false;
         return ok();
+      case undefined:
       default:
         return failed(`unexpected hdparm ${args.join(" ")}`);
     }
