@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { EraseConfigSchema } from "../shared/erase.ts";
 
 /** The conductor's settings; only main.ts reads them from flags and the environment. */
 export const ConductorConfig = z.object({
@@ -79,6 +80,8 @@ export const ConductorConfig = z.object({
         .optional(),
     })
     .prefault({}),
+  /** Disk erasing in cleaning (Ironic's [deploy] erase options), passed to the agent's erase_devices. */
+  erase: EraseConfigSchema.prefault({}),
   logLevel: z.string().default("info"),
 });
 export type ConductorConfig = z.infer<typeof ConductorConfig>;

@@ -18,6 +18,8 @@ const USAGE = `anvil-conductor [options]
   --image-root DIR          serve file:// images under DIR to agents (small setups)
   --fake-delay-ms MS        duration of each fake-hardware step (default 0)
   --power-sync-interval S   seconds between power-state syncs, 0 disables (default 60)
+  --shred-random-overwrite-iterations N   random passes of an overwrite erase (default 1)
+  --continue-if-disk-secure-erase-fails   overwrite a disk whose NVMe/ATA secure erase failed
   --demo                    enroll fake-hardware demo nodes and walk one from enroll to active
   --log-level LEVEL         pino level (default info)`;
 
@@ -42,6 +44,8 @@ async function main(): Promise<void> {
       "image-root": { type: "string" },
       "fake-delay-ms": { type: "string" },
       "power-sync-interval": { type: "string" },
+      "shred-random-overwrite-iterations": { type: "string" },
+      "continue-if-disk-secure-erase-fails": { type: "boolean" },
       demo: { type: "boolean" },
       "log-level": { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -74,6 +78,10 @@ async function main(): Promise<void> {
       localRoot: values["image-root"] ?? env("ANVIL_IMAGE_ROOT") ?? (demo ? `${dataDir}/images` : undefined),
     },
     powerSync: { intervalS: num(values["power-sync-interval"] ?? env("ANVIL_POWER_SYNC_INTERVAL")) },
+    erase: {
+      shredRandomOverwriteIterations: num(values["shred-random-overwrite-iterations"]),
+      continueIfDiskSecureEraseFails: values["continue-if-disk-secure-erase-fails"],
+    },
     logLevel: values["log-level"] ?? env("ANVIL_LOG_LEVEL"),
   });
   if (!parsed.success) {

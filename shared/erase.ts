@@ -97,3 +97,58 @@ export const EraseDiskResultSchema = z.object({
   fell_back: z.array(z.object({ method: EraseMethodSchema, error: z.string() })).optional(),
 });
 export type EraseDiskResult = z.infer<typeof EraseDiskResultSchema>;
+
+/** The conductor's erase settings (Ironic's `[deploy]` options), in ConductorConfig's `erase` section. */
+export const EraseConfigSchema = z.object({
+  enableNvmeSecureErase: z.boolean().default(true),
+  enableAtaSecureErase: z.boolean().default(true),
+  enableDiscard: z.boolean().default(true),
+  continueIfDiskSecureEraseFails: z.boolean().default(false),
+  eraseSkipReadOnly: z.boolean().default(false),
+  shredRandomOverwriteIterations: z.number().int().min(0).max(16).default(1),
+  shredFinalOverwriteWithZeros: z.boolean().default(true),
+  diskErasureConcurrency: z.number().int().min(1).max(64).default(4),
+});
+export type EraseConfig = z.infer<typeof EraseConfigSchema>;
+
+/**
+ * The erase_devices arguments for a node: the conductor's settings plus the node's
+ * `properties.skip_block_devices` (IPA reads the same two places).
+ * @throws Error naming the property when skip_block_devices is not a list of hints
+ */
+export function eraseDevicesArgs(
+  config: EraseConfig,
+  node: { properties: Record<string, unknown> },
+  options: { express?: boolean } = {},
+): z.input<typeof EraseOptionsSchema> {
+  return {
+    ...skipArgs(node),
+    enable_nvme_secure_erase: config.enableNvmeSecureErase,
+    enable_ata_secure_erase: config.enableAtaSecureErase,
+    enable_discard: config.enableDiscard,
+    continue_if_disk_secure_erase_fails: config.continueIfDiskSecureEraseFails,
+    erase_skip_read_only: config.eraseSkipReadOnly,
+    shred_random_overwrite_iterations: config.shredRandomOverwriteIterations,
+    shred_final_overwrite_with_zeros: config.shredFinalOverwriteWithZeros,
+    disk_erasure_concurrency: config.diskErasureConcurrency,
+    express: options.express ?? false,
+  };
+}
+
+/** The erase_devices_metadata arguments for a node. @throws as eraseDevicesArgs */
+export function eraseMetadataArgs(node: { properties: Record<string, unknown> }): EraseMetadataOptions {
+  return skipArgs(node);
+}
+
+function skipArgs(node: { properties: Record<string, unknown> }): { skip_block_devices?: SkipBlockDevice[] } {
+  const value = node.properties.skip_block_devices;
+  if (value === undefined || value === null) return {};
+  const parsed = z.array(SkipBlockDeviceSchema).max(256).safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(
+      `properties.skip_block_devices is not a list of device hints: ${issue?.path.join(".") ?? ""} ${issue?.message ?? ""}`.trim(),
+    );
+  }
+  return { skip_block_devices: parsed.data };
+}
