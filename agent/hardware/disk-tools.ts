@@ -34,6 +34,8 @@ export interface DiskCapabilities {
   disk: Disk;
   kind: "file" | "block";
   readOnly: boolean;
+  /** A software RAID array (md): erasing its member disks erases it. */
+  raidArray: boolean;
   /** DISCARD is supported and the device promises zeros from discarded blocks. */
   discard: { supported: boolean; zeroes: boolean };
   /** WRITE ZEROES is offloaded to the device (sysfs write_zeroes_max_bytes > 0). */

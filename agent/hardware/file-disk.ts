@@ -19,6 +19,7 @@ export async function fileCapabilities(disk: Disk): Promise<DiskCapabilities> {
     disk: { ...disk, size },
     kind: "file",
     readOnly: !writable,
+    raidArray: false,
     discard: { supported: true, zeroes: true },
     writeZeroes: true,
     nvme: null,

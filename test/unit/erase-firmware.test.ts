@@ -60,6 +60,7 @@ class FakeTools implements DiskTools {
       disk: blankDisk(device, SIZE),
       kind: "block",
       readOnly: false,
+      raidArray: false,
       discard: { supported: false, zeroes: false },
       writeZeroes: false,
       nvme: this.nvmeCaps,

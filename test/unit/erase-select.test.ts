@@ -16,6 +16,7 @@ function disk(
     disk: { ...blankDisk(name, 100 * GIB), rotational, serial: `serial-${name}` },
     kind: "block",
     readOnly: false,
+    raidArray: false,
     discard: { supported: false, zeroes: false },
     writeZeroes: false,
     nvme: null,
@@ -195,6 +196,15 @@ describe("erase method selection: skipping", () => {
       action: "skip",
       reason: "read-only device",
     });
+  });
+
+  it("a software RAID array is skipped in every mode: its members are the disks", () => {
+    for (const mode of ["full", "express", "metadata"] as const) {
+      expect(plan(disk({ name: "/dev/md0", raidArray: true }), { mode })).toMatchObject({
+        action: "skip",
+        reason: expect.stringMatching(/RAID array/),
+      });
+    }
   });
 
   it("a read-only disk is skipped by the metadata and express erases", () => {

@@ -35,6 +35,7 @@ export function selectErase(caps: DiskCapabilities, input: SelectionInput): Eras
   if (listedInSkip(caps, options.skip_block_devices)) {
     return { action: "skip", reason: "listed in the node's skip_block_devices" };
   }
+  if (caps.raidArray) return { action: "skip", reason: "a software RAID array: its member disks are erased" };
   if (caps.readOnly) {
     if (mode !== "full" || options.erase_skip_read_only)
       return { action: "skip", reason: "read-only device" };

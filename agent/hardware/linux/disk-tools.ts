@@ -40,6 +40,7 @@ export class LinuxDiskTools implements DiskTools {
       disk,
       kind: "block",
       readOnly: ro === "1",
+      raidArray: /^md\d+$/.test(name) || name.startsWith("md_"),
       discard: { supported: (discardMax ?? 0) > 0, zeroes },
       writeZeroes: (writeZeroesMax ?? 0) > 0,
       nvme,
