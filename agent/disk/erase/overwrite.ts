@@ -88,21 +88,26 @@ async function writePass(target: AlignedHandle, options: PassOptions): Promise<v
   if (pass === "zeros") target.memory.fill(0);
   const inflight: Array<Promise<void> | undefined> = Array.from({ length: depth });
   let slot = 0;
-  for (let offset = 0; offset < size; offset += blockSize) {
-    signal?.throwIfAborted();
-    await inflight[slot];
-    const length = Math.min(blockSize, size - offset);
-    const block = (slots[slot] as Buffer).subarray(0, length);
-    if (pass === "random") randomFillSync(block);
-    if (options.capture) capture(options, { block, offset });
-    const write = writeBlock(target, { block, offset, path: options.path }).then(() =>
-      options.onBlock(length),
-    );
-    write.catch(() => undefined); // surfaced by the await of this slot
-    inflight[slot] = write;
-    slot = (slot + 1) % depth;
+  try {
+    for (let offset = 0; offset < size; offset += blockSize) {
+      signal?.throwIfAborted();
+      await inflight[slot];
+      const length = Math.min(blockSize, size - offset);
+      const block = (slots[slot] as Buffer).subarray(0, length);
+      if (pass === "random") randomFillSync(block);
+      if (options.capture) capture(options, { block, offset });
+      const write = writeBlock(target, { block, offset, path: options.path }).then(() =>
+        options.onBlock(length),
+      );
+      write.catch(() => undefined); // surfaced by the await of this slot
+      inflight[slot] = write;
+      slot = (slot + 1) % depth;
+    }
+    await Promise.all(inflight);
+  } finally {
+    // Never close the handle under a write still in flight (an abort or a failed write leaves some).
+    await Promise.allSettled(inflight);
   }
-  await Promise.all(inflight);
   await target.handle.datasync();
 }
 
