@@ -96,6 +96,18 @@ describe("nvme id-ctrl / id-ns", () => {
     });
   });
 
+  it("QEMU 7.2's emulated NVMe (recorded here): format without crypto, no sanitize, zeros after deallocate", () => {
+    expect(
+      parseNvmeIdentify(fixture("nvme-id-ctrl-qemu-7.2.json"), fixture("nvme-id-ns-qemu-7.2.json")),
+    ).toEqual({
+      format: true,
+      cryptoFormat: false,
+      sanitize: { crypto: false, block: false, overwrite: false },
+      lbaf: 0,
+      deallocatedReadZero: true,
+    });
+  });
+
   it("the LBA format index takes FLBAS bits 6:5 as its high bits", () => {
     const ctrl = JSON.stringify({ oacs: 2, fna: 0 });
     expect(parseNvmeIdentify(ctrl, JSON.stringify({ flbas: 0x21 })).lbaf).toBe(0x11);
