@@ -1,3 +1,4 @@
+import { eraseMetadataArgs } from "../../shared/erase.ts";
 import type { Task } from "../tasks/task.ts";
 import { DONE, WAIT, type Flow, type FlowOutcome } from "./flow.ts";
 import { bootIntoRamdisk, canFastTrack, leaveRamdisk, powerOffQuietly } from "./ramdisk.ts";
@@ -6,7 +7,8 @@ async function erase(task: Task): Promise<FlowOutcome> {
   await task.update({ clean_step: { step: "erase_devices_metadata", interface: "deploy", priority: 99 } });
   await task.deps.agents.call(
     task.node.uuid,
-    { name: "erase_devices_metadata", args: {} },
+    // The node's skip_block_devices reach the agent, which leaves those disks alone (as IPA does).
+    { name: "erase_devices_metadata", args: eraseMetadataArgs(task.node) },
     { signal: task.signal, timeoutMs: task.deps.config.agent.commandTimeoutS * 1000 },
   );
   await task.update({ clean_step: {} });
