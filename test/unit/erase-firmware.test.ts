@@ -240,6 +240,15 @@ describe("ATA secure erase through hdparm", () => {
   });
 });
 
+describe("failures name the disk", () => {
+  it("a disk that cannot be examined fails the step before anything is erased, naming it", async () => {
+    const tools = new FakeTools();
+    tools.capabilities = () => Promise.reject(new Error("ENOENT: no such file or directory"));
+    await expect(run(tools)).rejects.toThrow(`${device}: cannot examine the disk: ENOENT`);
+    expect(tools.calls).toEqual([]);
+  });
+});
+
 describe("NVMe format and sanitize through nvme-cli", () => {
   it("a crypto format keeps the namespace's LBA format", async () => {
     const tools = new FakeTools();

@@ -34,7 +34,14 @@ export interface EraseDevicesRequest {
  */
 export async function eraseDevices(request: EraseDevicesRequest): Promise<EraseDiskResult[]> {
   const { mode, options, tools, signal, logger } = request;
-  const caps = await Promise.all(request.disks.map((disk) => tools.capabilities(disk, signal)));
+  const caps = await Promise.all(
+    request.disks.map((disk) =>
+      tools.capabilities(disk, signal).catch((error: unknown) => {
+        if (signal.aborted) throw error;
+        throw new EraseRefusedError(`${disk.name}: cannot examine the disk: ${(error as Error).message}`);
+      }),
+    ),
+  );
   const plans = caps.map((cap) => ({ cap, plan: selectErase(cap, { mode, options }) }));
   const refused = plans.flatMap(({ cap, plan }) =>
     plan.action === "fail" ? [`${cap.disk.name}: ${plan.reason}`] : [],
