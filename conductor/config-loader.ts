@@ -36,6 +36,8 @@ const FLAG_ALIASES: Record<string, string> = {
   "deploy-kernel": "boot.deployKernel",
   "deploy-ramdisk": "boot.deployRamdisk",
   "power-sync-interval": "powerSync.intervalS",
+  "shred-random-overwrite-iterations": "erase.shredRandomOverwriteIterations",
+  "continue-if-disk-secure-erase-fails": "erase.continueIfDiskSecureEraseFails",
 };
 const ENV_ALIASES: Record<string, string> = {
   ANVIL_DB: "databasePath",

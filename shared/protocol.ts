@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ERROR_CODES } from "./errors.ts";
 import type { ErrorCode } from "./errors.ts";
+import { EraseMetadataOptionsSchema, EraseOptionsSchema } from "./erase.ts";
 import { WriteImageRequestSchema } from "./image.ts";
 import { LogicalDiskSchema } from "./raid.ts";
 import { RootDeviceHintsSchema } from "./root-device.ts";
@@ -171,8 +172,8 @@ const WriteImageArgs = WriteImageRequestSchema.extend({
 export const COMMAND_ARGS = {
   get_inventory: NoArgs,
   get_clean_steps: NoArgs,
-  erase_devices: z.object({ devices: z.array(z.string()).optional() }).strict(),
-  erase_devices_metadata: z.object({ devices: z.array(z.string()).optional() }).strict(),
+  erase_devices: EraseOptionsSchema,
+  erase_devices_metadata: EraseMetadataOptionsSchema,
   create_raid: z.object({ logical_disks: z.array(LogicalDiskSchema).min(1) }).strict(),
   delete_raid: NoArgs,
   write_image: WriteImageArgs,

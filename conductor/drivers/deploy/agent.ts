@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { COMMAND_ARGS } from "../../../shared/protocol.ts";
+import { EraseOptionsSchema, eraseDevicesArgs, eraseMetadataArgs } from "../../../shared/erase.ts";
 import { writeRequestFromInstanceInfo } from "../../flows/image-request.ts";
 import type { Task } from "../../tasks/task.ts";
 import { agentCommand } from "../agent-command.ts";
@@ -17,7 +18,12 @@ const eraseDevices = defineStep({
   abortable: true,
   inBand: true,
   args: NoArgs,
-  run: async (task) => void (await agentCommand(task, { name: "erase_devices", args: {} })),
+  // the conductor's erase settings (Ironic's [deploy] options) and the node's skip_block_devices
+  run: async (task) =>
+    void (await agentCommand(task, {
+      name: "erase_devices",
+      args: EraseOptionsSchema.parse(eraseDevicesArgs(task.deps.config.erase, task.node)),
+    })),
 });
 
 const eraseDevicesMetadata = defineStep({
@@ -28,16 +34,9 @@ const eraseDevicesMetadata = defineStep({
   abortable: true,
   inBand: true,
   args: NoArgs,
-  run: async (task) => void (await agentCommand(task, { name: "erase_devices_metadata", args: {} })),
+  run: async (task) =>
+    void (await agentCommand(task, { name: "erase_devices_metadata", args: eraseMetadataArgs(task.node) })),
 });
-
-/** IPA's express erase: the agent picks the fast methods only (discard, metadata). */
-const expressArgs = (): z.infer<typeof COMMAND_ARGS.erase_devices> =>
-  // NOTE: the agent's erase_devices learns an `express` flag with the erase work; until then an express
-  // erase is a plain erase_devices.
-  "express" in COMMAND_ARGS.erase_devices.shape
-    ? ({ express: true } as z.infer<typeof COMMAND_ARGS.erase_devices>)
-    : {};
 
 const eraseDevicesExpress = defineStep({
   kind: "clean",
@@ -47,7 +46,12 @@ const eraseDevicesExpress = defineStep({
   abortable: true,
   inBand: true,
   args: NoArgs,
-  run: async (task) => void (await agentCommand(task, { name: "erase_devices", args: expressArgs() })),
+  /** IPA's express erase: the agent uses the fast, hardware-assisted methods only (discard, secure erase). */
+  run: async (task) =>
+    void (await agentCommand(task, {
+      name: "erase_devices",
+      args: EraseOptionsSchema.parse(eraseDevicesArgs(task.deps.config.erase, task.node, { express: true })),
+    })),
 });
 
 async function writeImage(task: Task): Promise<void> {
