@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { COMMAND_ARGS } from "../../../shared/protocol.ts";
+import type { COMMAND_ARGS } from "../../../shared/protocol.ts";
 import { EraseOptionsSchema, eraseDevicesArgs, eraseMetadataArgs } from "../../../shared/erase.ts";
 import { writeRequestFromInstanceInfo } from "../../flows/image-request.ts";
 import type { Task } from "../../tasks/task.ts";
