@@ -62,7 +62,7 @@ export async function installGrub(request: InstallRequest): Promise<InstallResul
       else await run("chroot", [mnt, command, ...args], signal);
     };
     if (imageGrub !== null) {
-      for (const dir of ["dev", "proc", "sys"]) await mount(["--bind", `/${dir}`], join(mnt, dir));
+      for (const dir of ["dev", "proc", "sys"]) await mount(["-o", "bind", `/${dir}`], join(mnt, dir));
     }
     const grubInstall = imageGrub === null ? "grub-install" : `/${imageGrub}`;
     const modules = imageGrub === null ? CORE_MODULES : undefined;
