@@ -242,10 +242,12 @@ describe("software RAID and GRUB by the agent in the deploy ramdisk (QEMU, md in
         extraArgs: ["-nic", "none"],
       });
       try {
-        const text = await vm.waitForSerial(new RegExp(`ANVIL-TEST-IMAGE-BOOTED ${IMAGE_ID}`), {
+        // GRUB's generated entry boots the image's kernel, which prints its id and then its command line.
+        const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CMDLINE[^\n]*\n/, {
           timeoutMs: 300_000,
           failOn: /Kernel panic|No bootable device|grub rescue>/,
         });
+        expect(text).toContain(`ANVIL-TEST-IMAGE-BOOTED ${IMAGE_ID}`);
         expect(text).toContain(`root=UUID=${ROOT_UUID}`);
       } finally {
         await vm.stop();
