@@ -81,7 +81,7 @@ export async function installGrub(request: InstallRequest): Promise<InstallResul
       for (const [index, esp] of esps.entries()) {
         await ensureVfat(esp, signal);
         await mount([esp], efi);
-        // The first ESP gets GRUB; the others the same files, so any disk boots alone.
+        // Every ESP gets the same GRUB (its config is on the root filesystem), so any disk boots alone.
         await inChroot(
           grubInstall,
           grubInstallArgs({
