@@ -302,3 +302,121 @@ describe("software RAID and GRUB by the agent in the deploy ramdisk (QEMU, md in
     LONG,
   );
 });
+
+describe("GRUB by UEFI on every RAID-1 holder's ESP, and by BIOS on a plain disk (QEMU, md in the guest)", () => {
+  const OVMF = "/usr/share/ovmf/OVMF.fd";
+  const ESP = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B";
+  let dir: string;
+  let node: RamdiskVm | undefined;
+  let imageUrl: string;
+  let imageSha: string;
+  const file = (name: string): string => join(dir, `${name}.raw`);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "anvil-raid-uefi-test-"));
+    const ramdisk = await buildRamdisk(dir);
+    const built = await exec(
+      "bash",
+      ["images/test/build.sh", "--id", IMAGE_ID, "--out", join(dir, "images")],
+      {
+        cwd: ROOT,
+        timeoutMs: 600_000,
+      },
+    );
+    expect(built.code, built.stderr).toBe(0);
+    const image = join(dir, "images", `${IMAGE_ID}.partition.raw`);
+    imageSha = createHash("sha256")
+      .update(await readFile(image))
+      .digest("hex");
+    const disks: QemuDisk[] = [
+      { path: file("plain"), format: "raw", serial: "PLAIN", bus: "virtio" },
+      { path: file("m1"), format: "raw", serial: "MIRROR-1", bus: "virtio" },
+      { path: file("m2"), format: "raw", serial: "MIRROR-2", bus: "virtio" },
+    ];
+    for (const disk of disks)
+      expect((await exec("truncate", ["-s", String(DISK_BYTES), disk.path])).code).toBe(0);
+    node = await bootRamdisk({ ramdisk, disks });
+    imageUrl = node.conductor.serve("root.raw", image);
+  }, LONG);
+
+  afterAll(async () => {
+    await node?.stop();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  const partitionImage = (): unknown => ({
+    url: imageUrl,
+    checksum: { algo: "sha256", value: imageSha },
+    image_type: "partition",
+    partition: { root_mb: 64 },
+  });
+
+  it(
+    "installs GRUB for a partition image on a plain GPT disk (adding a BIOS boot partition), then into both ESPs of a RAID-1",
+    async () => {
+      await node!.call("write_image", { image: partitionImage(), root_device: { serial: "PLAIN" } });
+      expect(
+        await node!.call("install_bootloader", { root_device: { serial: "PLAIN" }, boot_mode: "bios" }),
+      ).toMatchObject({
+        root_device: "/dev/vda",
+        root_partition: "/dev/vda1",
+        installed_to: ["/dev/vda"],
+        grub_cfg: "generated",
+      });
+
+      await node!.call("create_raid", {
+        logical_disks: [
+          { size_gb: "MAX", raid_level: "1", controller: "software", physical_disks: ["vdb", "vdc"] },
+        ],
+        boot_mode: "uefi",
+      });
+      const written = (await node!.call("write_image", { image: partitionImage() })) as {
+        root_device: { name: string };
+      };
+      expect(written.root_device.name).toBe("/dev/md0");
+      expect(await node!.call("install_bootloader", { boot_mode: "uefi" })).toMatchObject({
+        boot_mode: "uefi",
+        root_device: "/dev/md0",
+        installed_to: ["/dev/vdb1", "/dev/vdc1"],
+      });
+      await node!.call("sync", {});
+      await node!.stop();
+      node = undefined;
+
+      const plain = await partitionTable(file("plain"));
+      expect(plain?.map((p) => p.type)).toContain(BIOS_BOOT);
+      for (const name of ["m1", "m2"]) {
+        const table = await partitionTable(file(name));
+        expect(table?.map((p) => p.type)).toEqual([ESP, LINUX_RAID]);
+      }
+    },
+    LONG,
+  );
+
+  it.each([
+    ["the plain disk by BIOS", ["plain"], []],
+    ["the second mirror alone by UEFI (OVMF)", ["m2"], ["-bios", OVMF]],
+  ])(
+    "the machine boots the written image through GRUB from %s",
+    async (...[, names, firmware]) => {
+      const vm = await startQemu({
+        memoryMb: 256,
+        nics: [],
+        boot: "disk",
+        disks: names.map((name) => ({ path: file(name), format: "raw" as const, bus: "virtio" as const })),
+        extraArgs: ["-nic", "none", ...firmware],
+      });
+      try {
+        const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CMDLINE[^\n]*\n/, {
+          timeoutMs: 300_000,
+          failOn: /Kernel panic|No bootable device|grub rescue>/,
+        });
+        expect(text).toContain(`ANVIL-TEST-IMAGE-BOOTED ${IMAGE_ID}`);
+        expect(text).toContain(`root=UUID=${ROOT_UUID}`);
+      } finally {
+        await vm.stop();
+      }
+    },
+    LONG,
+  );
+});
