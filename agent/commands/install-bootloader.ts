@@ -10,7 +10,7 @@ import { resolveTarget } from "./target-disk.ts";
  */
 export const installBootloader: CommandHandler<"install_bootloader"> = async (args, context) => {
   const { backend, signal, progress, logger } = context;
-  const { disk, array } = await resolveTarget(backend, args.root_device);
+  const { disk, array } = await resolveTarget(backend, args.root_device, signal);
   const bootMode = args.boot_mode ?? (await backend.inventory({ signal })).boot.current_boot_mode;
   const holders = array === null ? [disk.name] : array.holders;
   progress({

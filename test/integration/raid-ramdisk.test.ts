@@ -307,6 +307,8 @@ describe("GRUB by UEFI on every RAID-1 holder's ESP, and by BIOS on a plain disk
   const OVMF = "/usr/share/ovmf/OVMF.fd";
   const ESP = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B";
   let dir: string;
+  let ramdisk: { kernel: string; initrd: string };
+  let disks: QemuDisk[];
   let node: RamdiskVm | undefined;
   let imageUrl: string;
   let imageSha: string;
@@ -314,7 +316,7 @@ describe("GRUB by UEFI on every RAID-1 holder's ESP, and by BIOS on a plain disk
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "anvil-raid-uefi-test-"));
-    const ramdisk = await buildRamdisk(dir);
+    ramdisk = await buildRamdisk(dir);
     const built = await exec(
       "bash",
       ["images/test/build.sh", "--id", IMAGE_ID, "--out", join(dir, "images")],
@@ -328,7 +330,7 @@ describe("GRUB by UEFI on every RAID-1 holder's ESP, and by BIOS on a plain disk
     imageSha = createHash("sha256")
       .update(await readFile(image))
       .digest("hex");
-    const disks: QemuDisk[] = [
+    disks = [
       { path: file("plain"), format: "raw", serial: "PLAIN", bus: "virtio" },
       { path: file("m1"), format: "raw", serial: "MIRROR-1", bus: "virtio" },
       { path: file("m2"), format: "raw", serial: "MIRROR-2", bus: "virtio" },
@@ -352,7 +354,7 @@ describe("GRUB by UEFI on every RAID-1 holder's ESP, and by BIOS on a plain disk
   });
 
   it(
-    "installs GRUB for a partition image on a plain GPT disk (adding a BIOS boot partition), then into both ESPs of a RAID-1",
+    "installs GRUB for a partition image on a plain GPT disk (adding a BIOS boot partition), then, after a reboot that re-assembles md0, into both ESPs of a RAID-1",
     async () => {
       await node!.call("write_image", { image: partitionImage(), root_device: { serial: "PLAIN" } });
       expect(
@@ -374,13 +376,17 @@ describe("GRUB by UEFI on every RAID-1 holder's ESP, and by BIOS on a plain disk
         root_device: { name: string };
       };
       expect(written.root_device.name).toBe("/dev/md0");
-      expect(await node!.call("install_bootloader", { boot_mode: "uefi" })).toMatchObject({
+      // As between cleaning and deploying: a new boot of the ramdisk, where nothing assembled the array.
+      await node!.call("sync", {});
+      await node!.stop();
+      node = await bootRamdisk({ ramdisk, disks });
+      expect(await node.call("install_bootloader", { boot_mode: "uefi" })).toMatchObject({
         boot_mode: "uefi",
         root_device: "/dev/md0",
         installed_to: ["/dev/vdb1", "/dev/vdc1"],
       });
-      await node!.call("sync", {});
-      await node!.stop();
+      await node.call("sync", {});
+      await node.stop();
       node = undefined;
 
       const plain = await partitionTable(file("plain"));

@@ -38,6 +38,10 @@ class FakeMd implements MdSystem {
     this.arrays.push(running);
     return running;
   }
+  async assemble(): Promise<RunningArray[]> {
+    this.calls.push("assemble");
+    return [...this.arrays];
+  }
   async stop(device: string): Promise<void> {
     this.calls.push(`stop ${device}`);
   }
@@ -154,6 +158,20 @@ describe("the write target with software RAID", () => {
     expect((await resolveTarget(backend, undefined)).disk.name).toBe("/dev/md0");
     expect((await resolveTarget(backend, { serial: "B" })).disk.name).toBe("/dev/md0");
     expect((await resolveTarget(backend, { serial: "B" })).array?.holders).toEqual(["/dev/vda", "/dev/vdb"]);
+  });
+
+  it("re-assembles arrays of an earlier boot before choosing", async () => {
+    const md = new FakeMd();
+    const backend = machine(md);
+    await createRaid(raid1, context(backend));
+    const earlier = md.arrays.splice(0);
+    md.assemble = async () => {
+      md.calls.push("assemble");
+      md.arrays.push(...earlier);
+      return [...md.arrays];
+    };
+    expect((await resolveTarget(backend, undefined)).disk.name).toBe("/dev/md0");
+    expect(md.calls.at(-1)).toBe("assemble");
   });
 
   it("is the disk the hints pick when it is outside the RAID", async () => {

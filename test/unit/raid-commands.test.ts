@@ -70,8 +70,8 @@ describe("mdadm and sfdisk command lines", () => {
     expect(sfdiskScript(vda).split("\n")).toEqual([
       "label: gpt",
       "start=1MiB, size=2MiB, type=21686148-6449-6E6F-744E-656564454649, name=bios_boot",
-      "start=3MiB, size=1024MiB, type=A19D880F-05FC-4D3B-A006-743F0F84911E, name=raid-1",
-      "start=1027MiB, size=1020MiB, type=A19D880F-05FC-4D3B-A006-743F0F84911E, name=raid-0",
+      "start=3MiB, size=1024MiB, type=A19D880F-05FC-4D3B-A006-743F0F84911E, name=anvil-md0",
+      "start=1027MiB, size=1020MiB, type=A19D880F-05FC-4D3B-A006-743F0F84911E, name=anvil-md1",
       "",
     ]);
   });

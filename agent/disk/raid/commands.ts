@@ -9,13 +9,16 @@ export const GPT_TYPES: Record<PartitionRole, string> = {
 
 const MIB = 1024 * 1024;
 
+/** RAID member partitions are named for their array ("anvil-md0"), which is how a later boot re-assembles it. */
+export const ARRAY_PARTITION_PREFIX = "anvil-";
+
 /**
  * The sfdisk script that writes a holder's GPT: every partition at its planned start and size (in MiB; the
  * plan is 1 MiB aligned), named for its role.
  */
 export function sfdiskScript(holder: HolderPlan): string {
   const lines = holder.partitions.map((partition) => {
-    const name = partition.role === "raid" ? `raid-${partition.logicalDisk}` : partition.role;
+    const name = partition.role === "raid" ? `${ARRAY_PARTITION_PREFIX}${partition.md}` : partition.role;
     return `start=${partition.startBytes / MIB}MiB, size=${partition.sizeBytes / MIB}MiB, type=${GPT_TYPES[partition.role]}, name=${name}`;
   });
   return ["label: gpt", ...lines, ""].join("\n");
@@ -37,6 +40,11 @@ export function mdadmCreateArgs(array: ArrayPlan, metadata: "1.0" | "1.2" = "1.2
     ...(array.name === undefined ? [] : [`--name=${array.name}`]),
     ...array.members,
   ];
+}
+
+/** Assembles an array from its members under a chosen device, degraded if a member is missing. */
+export function mdadmAssembleArgs(device: string, members: readonly string[]): string[] {
+  return ["--assemble", "--run", device, ...members];
 }
 
 export function mdadmStopArgs(device: string): string[] {

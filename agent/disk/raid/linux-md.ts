@@ -4,6 +4,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { exec } from "../../../shared/system/exec.ts";
 import { ensureDeviceNode } from "../device-node.ts";
 import {
+  ARRAY_PARTITION_PREFIX,
+  mdadmAssembleArgs,
   mdadmCreateArgs,
   mdadmExamineArgs,
   mdadmStopArgs,
@@ -71,6 +73,30 @@ export class LinuxMd implements MdSystem {
     );
     await ensureDeviceNode(name, signal);
     return found!;
+  }
+
+  async assemble(signal: AbortSignal): Promise<RunningArray[]> {
+    const busy = new Set((await this.listArrays()).flatMap((array) => array.members));
+    const groups = new Map<string, { uuid: string; members: string[] }>();
+    for (const device of await this.devicesWithSuperblock(signal)) {
+      if (busy.has(device)) continue;
+      const uevent = await this.attr(`class/block/${basename(device)}/uevent`);
+      const md = new RegExp(`^PARTNAME=${ARRAY_PARTITION_PREFIX}(md\\d+)$`, "m").exec(uevent)?.[1];
+      if (md === undefined) continue;
+      const examined = await exec("mdadm", ["--examine", "--export", device], { signal, timeoutMs: 60_000 });
+      const uuid = /^MD_UUID=(\S+)$/m.exec(examined.stdout)?.[1];
+      if (uuid === undefined) continue;
+      const group = groups.get(md) ?? { uuid, members: [] };
+      // Two arrays claiming one number (disks from two machines): keep the first, leave the other alone.
+      if (group.uuid === uuid) group.members.push(device);
+      groups.set(md, group);
+    }
+    for (const [md, group] of [...groups.entries()].sort()) {
+      await run("mdadm", mdadmAssembleArgs(`/dev/${md}`, group.members), { signal });
+      await until(async () => (await this.readArray(md)) !== null, { what: `/dev/${md} to run`, signal });
+      await ensureDeviceNode(md, signal);
+    }
+    return this.listArrays();
   }
 
   async stop(device: string, signal: AbortSignal): Promise<void> {

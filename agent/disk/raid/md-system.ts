@@ -27,6 +27,11 @@ export interface MdSystem {
   /** Creates the array and waits until it runs (not until it has resynced). */
   create(array: ArrayPlan, signal: AbortSignal): Promise<RunningArray>;
   stop(device: string, signal: AbortSignal): Promise<void>;
+  /**
+   * Re-assembles arrays create_raid made in an earlier boot (nothing assembles them in the ramdisk), each
+   * under its md number, from member partitions named for it. Foreign arrays stay as they are.
+   */
+  assemble(signal: AbortSignal): Promise<RunningArray[]>;
   /** Every block device (disk or partition, not md) that carries an md superblock, running or not. */
   devicesWithSuperblock(signal: AbortSignal): Promise<string[]>;
   zeroSuperblock(device: string, signal: AbortSignal): Promise<void>;

@@ -23,6 +23,9 @@ export interface PlannedPartition {
   path: string;
   /** For role "raid": the index of the logical disk (in the request) it belongs to. */
   logicalDisk?: number;
+  /** For role "raid": the md device it is a member of ("md0"); also its GPT name, so a later boot can
+   * re-assemble each array under the same number. */
+  md?: string;
 }
 
 export interface HolderPlan {
@@ -215,6 +218,12 @@ export function planSoftwareRaid(
       memberBytes: memberBytes.get(index)!,
     };
   });
+  for (const array of arrays) {
+    for (const holder of holders.values()) {
+      const member = holder.partitions.find((p) => p.logicalDisk === array.logicalDisk);
+      if (member !== undefined) member.md = array.device.replace("/dev/", "");
+    }
+  }
   return {
     holders: [...holders.values()].map(({ disk, sizeBytes, partitions }) => ({
       disk,
