@@ -234,6 +234,9 @@ describe("software RAID and GRUB by the agent in the deploy ramdisk (QEMU, md in
   ])(
     "the machine boots the written image through GRUB from %s",
     async (_, names) => {
+      // A failed step above may have left the ramdisk running, holding the VM slot.
+      await node?.stop();
+      node = undefined;
       const vm = await startQemu({
         memoryMb: 256,
         nics: [],
@@ -405,6 +408,9 @@ describe("GRUB by UEFI on every RAID-1 holder's ESP, and by BIOS on a plain disk
   ])(
     "the machine boots the written image through GRUB from %s",
     async (...[, names, firmware]) => {
+      // A failed step above may have left the ramdisk running, holding the VM slot.
+      await node?.stop();
+      node = undefined;
       const vm = await startQemu({
         memoryMb: 256,
         nics: [],
