@@ -412,7 +412,8 @@ describe("GRUB by UEFI on every RAID-1 holder's ESP, and by BIOS on a plain disk
       await node?.stop();
       node = undefined;
       const vm = await startQemu({
-        memoryMb: 256,
+        // OVMF's GRUB ran out of memory loading the kernel and initrd with 256 MB.
+        memoryMb: 512,
         nics: [],
         boot: "disk",
         disks: names.map((name) => ({ path: file(name), format: "raw" as const, bus: "virtio" as const })),
@@ -421,7 +422,7 @@ describe("GRUB by UEFI on every RAID-1 holder's ESP, and by BIOS on a plain disk
       try {
         const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CMDLINE[^\n]*\n/, {
           timeoutMs: 300_000,
-          failOn: /Kernel panic|No bootable device|grub rescue>/,
+          failOn: /Kernel panic|No bootable device|grub rescue>|Failed to boot both default and fallback/,
         });
         expect(text).toContain(`ANVIL-TEST-IMAGE-BOOTED ${IMAGE_ID}`);
         expect(text).toContain(`root=UUID=${ROOT_UUID}`);
