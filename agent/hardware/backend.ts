@@ -1,5 +1,6 @@
 import type { Disk, Inventory } from "../../shared/inventory.ts";
 import type { DiskTools } from "./disk-tools.ts";
+import type { MdSystem } from "../disk/raid/md-system.ts";
 
 /**
  * What the agent needs from the machine it runs on. `linux` reads the real machine; `simulated` serves a
@@ -25,4 +26,6 @@ export interface HardwareBackend {
   reboot(): Promise<void>;
   /** Powers the machine off now (the linux backend does not return). */
   powerOff(): Promise<void>;
+  /** Software RAID (md), where the machine has it; absent on the simulated backend (its disks are files). */
+  readonly md?: MdSystem;
 }
