@@ -39,6 +39,8 @@ const FLAG_ALIASES: Record<string, string> = {
   // Ironic's option names
   "auth-strategy": "auth.auth_strategy",
   "http-basic-auth-user-file": "auth.http_basic_auth_user_file",
+  "shred-random-overwrite-iterations": "erase.shredRandomOverwriteIterations",
+  "continue-if-disk-secure-erase-fails": "erase.continueIfDiskSecureEraseFails",
 };
 const ENV_ALIASES: Record<string, string> = {
   ANVIL_DB: "databasePath",

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { LOG_FORMATS } from "../shared/log.ts";
+import { EraseConfigSchema } from "../shared/erase.ts";
 
 /** The conductor's settings; only main.ts reads them from flags and the environment. */
 export const ConductorConfig = z.object({
@@ -167,6 +168,8 @@ export const ConductorConfig = z.object({
       imageCa: z.string().optional(),
     })
     .prefault({}),
+  /** Disk erasing in cleaning (Ironic's [deploy] erase options), passed to the agent's erase_devices. */
+  erase: EraseConfigSchema.prefault({}),
 });
 export type ConductorConfig = z.infer<typeof ConductorConfig>;
 

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { AllocationSpec, JsonObject } from "./resources.ts";
 import { BOOT_DEVICES, POWER_TARGETS, PROVISION_VERBS } from "./states.ts";
+import { STEP_KINDS } from "./steps.ts";
 import { UUID_PATTERN } from "./uuid.ts";
 
 const TRUE_WORDS = new Set(["true", "1", "yes", "on", "y", "t"]);
@@ -129,6 +130,9 @@ export const ProvisionBody = z
   })
   .strict();
 export type ProvisionBody = z.infer<typeof ProvisionBody>;
+
+/** Anvil's GET /v1/nodes/{id}/steps: which plan to show. */
+export const StepsQuery = z.object({ kind: z.enum(STEP_KINDS).default("clean") }).strict();
 
 export const PowerBody = z
   .object({

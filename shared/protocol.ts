@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ERROR_CODES } from "./errors.ts";
 import type { ErrorCode } from "./errors.ts";
+import { EraseMetadataOptionsSchema, EraseOptionsSchema } from "./erase.ts";
 import { WriteImageRequestSchema } from "./image.ts";
 import { LogicalDiskSchema } from "./raid.ts";
 import { RootDeviceHintsSchema } from "./root-device.ts";
@@ -15,6 +16,7 @@ const v = z.literal(PROTOCOL_VERSION);
 export const COMMAND_NAMES = [
   "get_inventory",
   "get_clean_steps",
+  "get_deploy_steps",
   "erase_devices",
   "erase_devices_metadata",
   "create_raid",
@@ -35,6 +37,7 @@ export const CommandNameSchema = z.enum(COMMAND_NAMES);
 export const READ_ONLY_COMMANDS: ReadonlySet<CommandName> = new Set([
   "get_inventory",
   "get_clean_steps",
+  "get_deploy_steps",
   "collect_logs",
 ]);
 
@@ -161,6 +164,7 @@ const FRAME_TYPES: ReadonlySet<string> = new Set([
 // ---- per-command arguments ----
 
 const NoArgs = z.object({}).strict();
+const BootModeArg = z.enum(["uefi", "bios"]);
 const WithRootDevice = z.object({ root_device: RootDeviceHintsSchema.nullable().optional() });
 
 /** The image pipeline's write request plus the hints that pick the target disk. */
@@ -171,12 +175,24 @@ const WriteImageArgs = WriteImageRequestSchema.extend({
 export const COMMAND_ARGS = {
   get_inventory: NoArgs,
   get_clean_steps: NoArgs,
-  erase_devices: z.object({ devices: z.array(z.string()).optional() }).strict(),
-  erase_devices_metadata: z.object({ devices: z.array(z.string()).optional() }).strict(),
-  create_raid: z.object({ logical_disks: z.array(LogicalDiskSchema).min(1) }).strict(),
+  get_deploy_steps: NoArgs,
+  erase_devices: EraseOptionsSchema,
+  erase_devices_metadata: EraseMetadataOptionsSchema,
+  create_raid: z
+    .object({
+      logical_disks: z.array(LogicalDiskSchema).min(1).max(64),
+      /** Which boot partition every holder gets; default: the mode the ramdisk booted in. */
+      boot_mode: BootModeArg.optional(),
+    })
+    .strict(),
   delete_raid: NoArgs,
   write_image: WriteImageArgs,
-  install_bootloader: WithRootDevice.extend({ boot_mode: z.enum(["uefi", "bios"]).optional() }).strict(),
+  install_bootloader: WithRootDevice.extend({
+    /** Default: the mode the ramdisk booted in. */
+    boot_mode: BootModeArg.optional(),
+    /** The root filesystem's UUID or PARTUUID (Ironic's root_uuid); default: the first Linux filesystem found. */
+    root_uuid: z.string().min(1).max(64).optional(),
+  }).strict(),
   write_configdrive: WithRootDevice.extend({ configdrive: z.string().min(1) }).strict(),
   set_boot: z.object({ device: z.enum(["disk", "pxe"]), persistent: z.boolean().optional() }).strict(),
   sync: NoArgs,

@@ -5,7 +5,17 @@ import { z } from "zod";
  * (conductor side) or by the agent (in-band), and run in priority order, highest first. Priority 0 means
  * "only when asked for" (manual cleaning, or deploy_steps given with a deploy).
  */
-export const STEP_INTERFACES = ["deploy", "raid", "management", "power", "boot", "bios", "inspect"] as const;
+// NOTE: Ironic's list (conductor/steps.py CLEANING_INTERFACE_PRIORITY): boot and inspect declare no steps, so a
+// step naming them is refused at the API.
+export const STEP_INTERFACES = [
+  "deploy",
+  "raid",
+  "management",
+  "power",
+  "bios",
+  "firmware",
+  "vendor",
+] as const;
 export type StepInterface = (typeof STEP_INTERFACES)[number];
 export const StepInterfaceSchema = z.enum(STEP_INTERFACES);
 
@@ -55,3 +65,19 @@ export const RunningStepSchema = z.object({
   priority: z.number().int().min(0).max(1000).optional(),
 });
 export type RunningStep = z.infer<typeof RunningStepSchema>;
+
+/**
+ * A step of a node's plan, as the conductor records it (`clean_step` / `deploy_step` while it runs, and the
+ * list in driver_internal_info so a resume continues where the plan stopped).
+ */
+export const PlannedStepSchema = RunningStepSchema.extend({
+  priority: z.number().int().min(0).max(1000),
+  abortable: z.boolean().default(false),
+  requires_ramdisk: z.boolean().default(true),
+  /** set by an abort request while a step that cannot be interrupted runs: stop once it completes */
+  abort_after: z.boolean().optional(),
+});
+export type PlannedStep = z.infer<typeof PlannedStepSchema>;
+
+/** Steps the conductor handles itself whatever the interface (Ironic's reserved step names). */
+export const RESERVED_STEPS = ["hold"] as const;

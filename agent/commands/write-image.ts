@@ -11,7 +11,7 @@ import { resolveTargetDisk } from "./target-disk.ts";
 export const writeImage: CommandHandler<"write_image"> = async (args, context) => {
   const { backend, signal, progress, logger } = context;
   const { root_device: hints, ...request } = args;
-  const disk = await resolveTargetDisk(backend, hints);
+  const disk = await resolveTargetDisk(backend, hints, signal);
   progress({ step: "write_image", message: `writing to ${disk.name}` });
   try {
     const result = await streamImage(request, {

@@ -1,4 +1,6 @@
 import type { Disk, Inventory } from "../../shared/inventory.ts";
+import type { DiskTools } from "./disk-tools.ts";
+import type { MdSystem } from "../disk/raid/md-system.ts";
 
 /**
  * What the agent needs from the machine it runs on. `linux` reads the real machine; `simulated` serves a
@@ -6,6 +8,8 @@ import type { Disk, Inventory } from "../../shared/inventory.ts";
  */
 export interface HardwareBackend {
   readonly name: "linux" | "simulated";
+  /** Probing and firmware/discard commands for erasing disks. */
+  readonly diskTools: DiskTools;
   /** The full inventory. @throws Error only when a required source (e.g. /proc/meminfo) is unreadable. */
   inventory(options?: { signal?: AbortSignal }): Promise<Inventory>;
   /** Just the disks (cheaper than a full inventory; used to resolve root device hints). */
@@ -22,4 +26,6 @@ export interface HardwareBackend {
   reboot(): Promise<void>;
   /** Powers the machine off now (the linux backend does not return). */
   powerOff(): Promise<void>;
+  /** Software RAID (md), where the machine has it; absent on the simulated backend (its disks are files). */
+  readonly md?: MdSystem;
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { AllocationCreateBody } from "../../shared/api.ts";
 import type { AllocationRecord } from "../../shared/resources.ts";
-import { badRequest, conflict, notFound } from "../api/errors.ts";
+import { Conflict, Invalid, NotFound } from "../errors.ts";
 import type { Store } from "../db/store.ts";
 import { TRANSIENT_STATES, WAIT_STATES } from "../states/machine.ts";
 import { pickNode } from "./match.ts";
@@ -13,7 +13,7 @@ export class AllocationService {
   /** Creates the allocation and processes it at once: the answer is `active` or `error`, never a race. */
   async create(body: AllocationCreateBody): Promise<AllocationRecord> {
     if (!body.resource_class && !body.node) {
-      throw badRequest("Either resource_class or node must be set when creating an allocation.");
+      throw new Invalid("Either resource_class or node must be set when creating an allocation.");
     }
     const now = new Date().toISOString();
     const allocation = await this.store.createAllocation({
@@ -69,17 +69,17 @@ export class AllocationService {
   /** Deletes the allocation and frees its node (not while the node is being deployed). */
   async delete(ident: string): Promise<void> {
     const allocation = await this.store.getAllocation(ident);
-    if (!allocation) throw notFound(`Allocation ${ident} could not be found.`);
+    if (!allocation) throw new NotFound(`Allocation ${ident} could not be found.`);
     if (allocation.node_uuid) {
       const node = await this.store.getNode(allocation.node_uuid);
       if (node) {
         if (TRANSIENT_STATES.includes(node.provision_state) || WAIT_STATES.includes(node.provision_state)) {
-          throw conflict(
+          throw new Conflict(
             `Cannot remove allocation ${allocation.uuid} from node ${node.uuid} in state ${node.provision_state}.`,
           );
         }
         if (node.reservation !== null) {
-          throw conflict(
+          throw new Conflict(
             `Node ${node.uuid} is locked by host ${node.reservation}, please retry after the current operation is completed.`,
           );
         }

@@ -1,22 +1,14 @@
 import { ZodError } from "zod";
 import { JsonLimitError } from "../../shared/json-shape.ts";
-import { DriverError, InvalidDriverInfo } from "../drivers/errors.ts";
-import { Duplicate, NodeLocked, NodeNotFound, NotFound } from "../db/store.ts";
+import { DriverError } from "../drivers/errors.ts";
+import { ConductorError, Conflict, Invalid, NotFound } from "../errors.ts";
 
-/** An error with the HTTP status the API answers with. */
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-    this.name = "ApiError";
-  }
-}
-
-export const badRequest = (message: string): ApiError => new ApiError(400, message);
-export const notFound = (message: string): ApiError => new ApiError(404, message);
-export const conflict = (message: string): ApiError => new ApiError(409, message);
+// NOTE: the status-carrying errors live in conductor/errors.ts (domain code throws them); these aliases keep
+// the API plugins' short spellings.
+export { ConductorError as ApiError } from "../errors.ts";
+export const badRequest = (message: string): Invalid => new Invalid(message);
+export const notFound = (message: string): NotFound => new NotFound(message);
+export const conflict = (message: string): Conflict => new Conflict(message);
 
 /** Ironic's envelope: the fault is JSON inside a JSON string; faultcode is "Server" for 5xx, as Ironic's. */
 export function errorBody(message: string, status = 400): { error_message: string } {
@@ -40,13 +32,8 @@ function zodMessage(error: ZodError): string {
 
 /** Maps any thrown value to a status and a client-safe message. Unknown errors are 500 with no detail. */
 export function toHttpError(error: unknown): { status: number; message: string } {
-  if (error instanceof ApiError) return { status: error.status, message: error.message };
+  if (error instanceof ConductorError) return { status: error.status, message: error.message };
   if (error instanceof ZodError) return { status: 400, message: zodMessage(error) };
-  if (error instanceof NodeNotFound || error instanceof NotFound)
-    return { status: 404, message: error.message };
-  if (error instanceof NodeLocked || error instanceof Duplicate)
-    return { status: 409, message: error.message };
-  if (error instanceof InvalidDriverInfo) return { status: 400, message: error.message };
   if (error instanceof JsonLimitError) return { status: 400, message: error.message };
   // Ironic's TemporaryFailure (503) for a BMC that did not answer, its IPMIFailure/DriverOperationError
   // (500, faultcode Server, with the reason) for a BMC that answered with an error

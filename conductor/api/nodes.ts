@@ -10,10 +10,13 @@ import {
   PowerBody,
   ProvisionBody,
   ResourceName,
+  StepsQuery,
   Trait,
   TraitsBody,
 } from "../../shared/api.ts";
+import { RaidConfigSchema } from "../../shared/raid.ts";
 import { NodeRecord } from "../../shared/resources.ts";
+import { NotAcceptable } from "../errors.ts";
 import { NODE_SORT_KEYS } from "../db/store.ts";
 import type { HardwareType } from "../drivers/hardware-type.ts";
 import { TRANSIENT_STATES, WAIT_STATES } from "../states/machine.ts";
@@ -264,7 +267,26 @@ function validationReport(hw: HardwareType, node: DriverNode): Record<string, un
   };
 }
 
-/** Nodes: CRUD, states, power, validate, boot device, traits, maintenance, inventory. */
+function isEmptyObject(value: unknown): boolean {
+  return (
+    typeof value === "object" && value !== null && !Array.isArray(value) && Object.keys(value).length === 0
+  );
+}
+
+/** Provision fields newer than the requested microversion are refused (Ironic answers 406). */
+function checkProvisionVersion(body: ProvisionBody, minor: number): void {
+  const needs: [boolean, number, string][] = [
+    [body.target === "clean", 15, 'the "clean" target'],
+    [body.clean_steps !== undefined, 15, "clean_steps"],
+    [body.deploy_steps !== undefined, 69, "deploy_steps"],
+    [body.disable_ramdisk !== undefined, 70, "disable_ramdisk"],
+  ];
+  for (const [used, since, what] of needs) {
+    if (used && minor < since) throw new NotAcceptable(`${what} requires API version 1.${since} or later.`);
+  }
+}
+
+/** Nodes: CRUD, states, power, raid, steps, validate, boot device, traits, maintenance, inventory. */
 export function nodesPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     /** The node a request names, if the caller passes every rule (Ironic's 403 vs 404). */
@@ -421,11 +443,11 @@ export function nodesPlugin(deps: ApiDeps) {
         power_state: node.power_state,
         provision_state: node.provision_state,
         provision_updated_at: node.provision_updated_at,
-        raid_config: node.raid_config,
         target_power_state: node.target_power_state,
         target_provision_state: node.target_provision_state,
-        target_raid_config: node.target_raid_config,
       };
+      if (request.apiMinor >= 12)
+        Object.assign(states, { raid_config: node.raid_config, target_raid_config: node.target_raid_config });
       if (request.apiMinor >= 75)
         Object.assign(states, { boot_mode: node.boot_mode, secure_boot: node.secure_boot });
       return states;
@@ -435,12 +457,36 @@ export function nodesPlugin(deps: ApiDeps) {
     const provisionRoute = { bodyLimit: deps.config.api.maxProvisionBodyBytes };
     app.put<IdentParams>("/v1/nodes/:ident/states/provision", provisionRoute, async (request, reply) => {
       const body = ProvisionBody.parse(request.body);
+      checkProvisionVersion(body, request.apiMinor);
       const node = await nodeFor(request, "baremetal:node:set_provision_state");
       await deps.provisioner.provision(node, body);
       await reply
         .code(202)
         .header("Location", `${baseUrl(request)}/v1/nodes/${node.uuid}/states`)
         .send();
+    });
+
+    app.put<IdentParams>("/v1/nodes/:ident/states/raid", async (request, reply) => {
+      if (request.apiMinor < 12) throw new NotAcceptable("Request not acceptable.");
+      const node = await nodeFor(request, "baremetal:node:set_raid_state");
+      const empty = isEmptyObject(request.body);
+      const config = empty ? null : RaidConfigSchema.safeParse(request.body);
+      if (config && !config.success) {
+        const issue = config.error.issues[0];
+        const where = issue?.path.length ? `${issue.path.join(".")}: ` : "";
+        throw badRequest(`RAID config validation error: ${where}${issue?.message ?? "invalid"}`);
+      }
+      await deps.provisioner.setTargetRaidConfig(node, config ? config.data : null);
+      await reply.code(204).send();
+    });
+
+    // Anvil's extension: the clean or deploy steps the node would run (or runs), in order
+    app.get<IdentParams>("/v1/nodes/:ident/steps", async (request) => {
+      const { kind } = parseQuery(StepsQuery, request.query);
+      const node = await nodeFor(request, "baremetal:node:get");
+      hardware(deps, node.driver);
+      const { steps, index } = deps.provisioner.stepsOf(node, kind);
+      return { kind, steps, current_index: index };
     });
 
     app.put<IdentParams>("/v1/nodes/:ident/states/power", async (request, reply) => {

@@ -1,4 +1,5 @@
 import type { NodeHistoryRecord } from "../../shared/history.ts";
+import { Conflict, NotFound } from "../errors.ts";
 import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
 
 export const NODE_SORT_KEYS = [
@@ -144,12 +145,12 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export class NodeNotFound extends Error {
+export class NodeNotFound extends NotFound {
   constructor(readonly ident: string) {
     super(`Node ${ident} could not be found.`);
   }
 }
-export class NodeLocked extends Error {
+export class NodeLocked extends Conflict {
   constructor(
     readonly uuid: string,
     readonly holder: string | null,
@@ -159,5 +160,5 @@ export class NodeLocked extends Error {
     );
   }
 }
-export class Duplicate extends Error {}
-export class NotFound extends Error {}
+export class Duplicate extends Conflict {}
+export { NotFound };

@@ -1,3 +1,5 @@
+import { Invalid } from "../errors.ts";
+
 /** A driver operation failed; retryable says whether trying again later may help. */
 export class DriverError extends Error {
   constructor(
@@ -10,7 +12,7 @@ export class DriverError extends Error {
 }
 
 /** driver_info (or another node field) is missing or malformed: an operator error, reported as 400. */
-export class InvalidDriverInfo extends Error {
+export class InvalidDriverInfo extends Invalid {
   constructor(message: string) {
     super(message);
     this.name = "InvalidDriverInfo";

@@ -1,4 +1,13 @@
-import type { BootInterface, ManagementInterface, PowerInterface } from "./interfaces.ts";
+import type { NodeRecord } from "../../shared/resources.ts";
+import { Invalid } from "../errors.ts";
+import type {
+  BootInterface,
+  DeployInterface,
+  InspectInterface,
+  ManagementInterface,
+  PowerInterface,
+  RaidInterface,
+} from "./interfaces.ts";
 
 /** Interface names a node shows in its *_interface fields. */
 export interface InterfaceNames {
@@ -23,10 +32,40 @@ export interface HardwareType {
   power: PowerInterface;
   management: ManagementInterface;
   boot: BootInterface;
+  /** Every deploy, inspect and raid implementation the type supports; a node picks one by its *_interface. */
+  deploy: readonly DeployInterface[];
+  inspect: readonly InspectInterface[];
+  raid: readonly RaidInterface[];
   /** Other values a node may choose for an interface field (besides the default). */
   alternatives: Partial<Record<keyof InterfaceNames, readonly string[]>>;
   /** driver_info keys this type reads, with a description: served at /v1/drivers/{name}/properties */
   properties: Record<string, string>;
+}
+
+/** The interfaces a node works through: its hardware type's, as its *_interface fields choose. */
+export interface NodeInterfaces {
+  deploy: DeployInterface;
+  inspect: InspectInterface;
+  raid: RaidInterface;
+}
+
+function pick<T extends { name: string }>(choices: readonly T[], name: string, field: string): T {
+  const found = choices.find((c) => c.name === name);
+  if (!found)
+    throw new Invalid(`Interface ${field} "${name}" is not supported by this node's hardware type.`);
+  return found;
+}
+
+/** @throws Invalid when a node names an interface its hardware type does not implement */
+export function nodeInterfaces(
+  hw: HardwareType,
+  node: Pick<NodeRecord, "deploy_interface" | "inspect_interface" | "raid_interface">,
+): NodeInterfaces {
+  return {
+    deploy: pick(hw.deploy, node.deploy_interface, "deploy_interface"),
+    inspect: pick(hw.inspect, node.inspect_interface, "inspect_interface"),
+    raid: pick(hw.raid, node.raid_interface, "raid_interface"),
+  };
 }
 
 export interface DriverRegistry {

@@ -1,4 +1,6 @@
+import type { RaidConfig } from "../../shared/raid.ts";
 import type { BootDevice, PowerState } from "../../shared/states.ts";
+import type { Step } from "./step.ts";
 
 /** What a driver may read of a node: a snapshot, never a live row. */
 export interface DriverNode {
@@ -56,4 +58,31 @@ export interface BootInterface {
   /** Makes the next boot come from the local disk. */
   prepareInstance(node: DriverNode): Promise<void>;
   cleanUpInstance(node: DriverNode): Promise<void>;
+}
+
+/**
+ * Deploys (and cleans) a node: the steps it declares, and whether they run in the deploy ramdisk. Ironic's
+ * DeployInterface; `direct` is the agent's, `fake` finishes at once.
+ */
+export interface DeployInterface {
+  name: string;
+  /** The node boots the deploy ramdisk and its agent does the disk work. */
+  inBand: boolean;
+  steps: readonly Step[];
+}
+
+/** Inspects a node's hardware: through the agent (in band) or not at all (fake). */
+export interface InspectInterface {
+  name: string;
+  inBand: boolean;
+}
+
+/** Builds and removes RAID volumes from a node's target_raid_config (Ironic's RAIDInterface). */
+export interface RaidInterface {
+  name: string;
+  /** False for `no-raid`: setting a target RAID configuration is refused. */
+  supported: boolean;
+  steps: readonly Step[];
+  /** Checks a target_raid_config beyond Ironic's schema. @throws Invalid */
+  validateRaidConfig(config: RaidConfig): void;
 }

@@ -1,6 +1,11 @@
 import { join } from "node:path";
 import type { ConductorConfig } from "../config.ts";
 import { FakeBoot } from "./boot/fake.ts";
+import { agentDeploy } from "./deploy/agent.ts";
+import { fakeDeploy } from "./deploy/fake.ts";
+import { agentInspect, fakeInspect } from "./inspect/inspect.ts";
+import { agentRaid, noRaid } from "./raid/agent.ts";
+import { fakeRaid } from "./raid/fake.ts";
 import { IpxeBoot } from "./boot/ipxe.ts";
 import { PxeBoot } from "./boot/pxe.ts";
 import { driverRegistry, type DriverRegistry, type HardwareType } from "./hardware-type.ts";
@@ -40,13 +45,20 @@ export function fakeHardware(config: ConductorConfig): HardwareType {
     power: new FakePower({ delayMs: config.fakeDelayMs }),
     management: new FakeManagement(),
     boot: new FakeBoot(),
+    deploy: [fakeDeploy, agentDeploy],
+    inspect: [fakeInspect, agentInspect],
+    raid: [fakeRaid, agentRaid, noRaid],
     // like Ironic's fake-hardware, the agent's in-band interfaces can be mixed with fake power and boot
-    alternatives: { deploy_interface: ["direct"], inspect_interface: ["agent"] },
+    alternatives: {
+      deploy_interface: ["direct"],
+      inspect_interface: ["agent"],
+      raid_interface: ["agent", "no-raid"],
+    },
     properties: {},
   };
 }
 
-/** The real thing: ipmitool power and boot device, iPXE (or PXE) boot, the agent for everything in band. */
+/** The real thing: ipmitool power and boot device, iPXE (or PXE) boot, the agent for deploy, inspect and RAID. */
 export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolOptions = {}): HardwareType {
   const ipmitool = new Ipmitool(ipmitoolOptions);
   const defaults = { kernel: config.boot.deployKernel, ramdisk: config.boot.deployRamdisk };
@@ -73,7 +85,11 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
       config.boot.kind === "ipxe"
         ? new IpxeBoot({ root: httpBootRoot(config), defaultDeployImages: defaults, kernelArgs })
         : new PxeBoot({ root: tftpRoot(config), defaultDeployImages: defaults, kernelArgs }),
-    alternatives: {},
+    deploy: [agentDeploy],
+    inspect: [agentInspect],
+    // NOTE: as in Ironic, no-raid is the default; `--raid-interface agent` builds software RAID in band
+    raid: [noRaid, agentRaid],
+    alternatives: { raid_interface: ["agent"] },
     properties: {
       ipmi_address: "IP address or hostname of the node's BMC. Required.",
       ipmi_port: "UDP port of the BMC. Optional, default 623.",

@@ -14,7 +14,5 @@ function fakeStep(effect?: (task: Task) => Promise<void>): Flow {
 }
 
 export const fakeInspect = fakeStep();
-export const fakeClean = fakeStep();
-export const fakeDeploy = fakeStep((task) => task.setPower("power on"));
 export const fakeRescue = fakeStep();
 export const fakeService = fakeStep();

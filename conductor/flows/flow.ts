@@ -7,10 +7,13 @@ export type FlowOutcome =
   /** an agent must call back: the node moves to its wait state and the lock is released */
   | { kind: "wait" }
   /** the state continues with another event (deleting → clean) */
-  | { kind: "chain"; event: ProvisionEvent };
+  | { kind: "chain"; event: ProvisionEvent }
+  /** a `hold` step: the node waits for the operator's unhold (or abort), the lock is released */
+  | { kind: "hold" };
 
 export const DONE: FlowOutcome = { kind: "done" };
 export const WAIT: FlowOutcome = { kind: "wait" };
+export const HOLD: FlowOutcome = { kind: "hold" };
 
 /** The work behind one transient provision state. */
 export interface Flow {

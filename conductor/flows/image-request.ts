@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { WriteImageRequest } from "../../shared/image.ts";
 import { CHECKSUM_ALGOS, ImageSpecSchema } from "../../shared/image.ts";
 import { RootDeviceHintsSchema } from "../../shared/root-device.ts";
-import { badRequest } from "../api/errors.ts";
+import { Invalid } from "../errors.ts";
 
 /** Turns a non-HTTP image reference (swift://, s3://, file://) into a temporary HTTP(S) URL. */
 export type UrlSigner = (source: URL) => string;
@@ -44,14 +44,14 @@ function temporaryUrl(field: string, value: string, sign: UrlSigner): string {
   try {
     source = new URL(value);
   } catch {
-    throw badRequest(`Cannot deploy: instance_info.${field} "${value}" is not a URL`);
+    throw new Invalid(`Cannot deploy: instance_info.${field} "${value}" is not a URL`);
   }
   return source.protocol === "http:" || source.protocol === "https:" ? source.toString() : sign(source);
 }
 
 /**
  * Builds the agent's write_image request from a node's instance_info (Ironic's field names). Pure.
- * @throws ApiError(400) naming what is missing or malformed
+ * @throws Invalid naming what is missing or malformed
  */
 export function writeRequestFromInstanceInfo(
   instanceInfo: Record<string, unknown>,
@@ -60,7 +60,7 @@ export function writeRequestFromInstanceInfo(
   const parsed = InstanceInfo.safeParse(instanceInfo);
   if (!parsed.success) {
     const missing = parsed.error.issues.map((i) => i.path.join(".") || i.message).join(", ");
-    throw badRequest(`Cannot deploy: instance_info is missing or has invalid values for: ${missing}`);
+    throw new Invalid(`Cannot deploy: instance_info is missing or has invalid values for: ${missing}`);
   }
   const info = parsed.data;
   const url = temporaryUrl("image_source", info.image_source, options.sign);
@@ -89,13 +89,13 @@ export function writeRequestFromInstanceInfo(
         : undefined,
   });
   if (!image.success) {
-    throw badRequest(
+    throw new Invalid(
       `Cannot deploy: ${image.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
     );
   }
   const hints = RootDeviceHintsSchema.nullable().optional().safeParse(options.rootDevice);
   if (!hints.success)
-    throw badRequest("Cannot deploy: properties.root_device is not valid root device hints");
+    throw new Invalid("Cannot deploy: properties.root_device is not valid root device hints");
   return {
     image: image.data,
     ...(info.configdrive ? { configdrive: info.configdrive } : {}),

@@ -1,10 +1,10 @@
-import type { NodeRecord } from "../../shared/resources.ts";
-import { agentClean } from "./agent-clean.ts";
-import { agentDeploy } from "./agent-deploy.ts";
+import type { ProvisionState } from "../../shared/states.ts";
+import type { NodeInterfaces } from "../drivers/hardware-type.ts";
 import { agentInspect } from "./agent-inspect.ts";
-import { fakeClean, fakeDeploy, fakeInspect, fakeRescue, fakeService } from "./fake.ts";
+import { clean } from "./clean.ts";
+import { deploy } from "./deploy.ts";
+import { fakeInspect, fakeRescue, fakeService } from "./fake.ts";
 import { DONE, type Flow } from "./flow.ts";
-import type { UrlSigner } from "./image-request.ts";
 import { teardown } from "./teardown.ts";
 import { verify } from "./verify.ts";
 
@@ -15,31 +15,26 @@ const unsupported = (what: string): Flow => ({
 });
 
 /** The work behind a node's transient state, chosen by its interfaces; null for states that need none. */
-export function flowFor(
-  node: Pick<NodeRecord, "provision_state" | "deploy_interface" | "inspect_interface">,
-  sign: UrlSigner,
-): Flow | null {
-  const state = node.provision_state;
-  // "fake" interfaces finish at once; any other deploy/inspect interface means the ramdisk agent
-  const agent = node.deploy_interface !== "fake";
+export function flowFor(state: ProvisionState, interfaces: NodeInterfaces): Flow | null {
+  const inBand = interfaces.deploy.inBand;
   switch (state) {
     case "verifying":
       return verify;
     case "inspecting":
-      return node.inspect_interface !== "fake" ? agentInspect : fakeInspect;
+      return interfaces.inspect.inBand ? agentInspect : fakeInspect;
     case "cleaning":
-      return agent ? agentClean : fakeClean;
+      return clean;
     case "deploying":
-      return agent ? agentDeploy(sign) : fakeDeploy;
+      return deploy;
     case "deleting":
       return teardown;
     case "adopting":
       return instant;
     case "rescuing":
     case "unrescuing":
-      return agent ? unsupported("rescue") : fakeRescue;
+      return inBand ? unsupported("rescue") : fakeRescue;
     case "servicing":
-      return agent ? unsupported("servicing") : fakeService;
+      return inBand ? unsupported("servicing") : fakeService;
     case "enroll":
     case "manageable":
     case "inspect wait":

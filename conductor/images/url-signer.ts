@@ -1,7 +1,7 @@
 import { relative, resolve, sep } from "node:path";
 import { publicUrlOf } from "../config.ts";
 import type { ConductorConfig } from "../config.ts";
-import { badRequest } from "../api/errors.ts";
+import { Invalid } from "../errors.ts";
 import type { UrlSigner } from "../flows/image-request.ts";
 import { s3PresignedUrl } from "./s3-presign.ts";
 import { swiftTempUrl } from "./swift-tempurl.ts";
@@ -16,7 +16,7 @@ export function localImagePath(root: string, file: string): string | null {
 /**
  * Turns swift://container/object, s3://bucket/key and file:///path into temporary HTTP(S) URLs the agent
  * fetches directly (the conductor never carries image bytes, except file:// for small setups).
- * @throws ApiError(400) for a scheme that is not configured
+ * @throws Invalid for a scheme that is not configured
  */
 export function createUrlSigner(
   config: ConductorConfig,
@@ -30,7 +30,7 @@ export function createUrlSigner(
     const objectPath = decodeURIComponent(source.pathname.replace(/^\/+/, ""));
     switch (source.protocol) {
       case "swift:": {
-        if (!images.swift) throw badRequest("swift:// images need the conductor's Swift settings");
+        if (!images.swift) throw new Invalid("swift:// images need the conductor's Swift settings");
         return swiftTempUrl({
           endpoint: images.swift.endpoint,
           path: `/v1/${images.swift.account}/${source.host}/${objectPath}`,
@@ -40,7 +40,7 @@ export function createUrlSigner(
         });
       }
       case "s3:": {
-        if (!images.s3) throw badRequest("s3:// images need the conductor's S3 settings");
+        if (!images.s3) throw new Invalid("s3:// images need the conductor's S3 settings");
         return s3PresignedUrl({
           ...images.s3,
           bucket: source.host,
@@ -50,13 +50,14 @@ export function createUrlSigner(
         });
       }
       case "file:": {
-        if (!images.localRoot) throw badRequest("file:// images need the conductor's local image root");
+        if (!images.localRoot) throw new Invalid("file:// images need the conductor's local image root");
         const path = localImagePath(images.localRoot, decodeURIComponent(source.pathname));
-        if (path === null) throw badRequest(`${source.pathname} is outside the conductor's local image root`);
+        if (path === null)
+          throw new Invalid(`${source.pathname} is outside the conductor's local image root`);
         return `${publicUrl()}/images/${path}`;
       }
       default:
-        throw badRequest(`image_source scheme ${source.protocol} is not supported`);
+        throw new Invalid(`image_source scheme ${source.protocol} is not supported`);
     }
   };
 }

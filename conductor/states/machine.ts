@@ -180,8 +180,10 @@ export function targetState(from: ProvisionState, event: ProvisionEvent): Provis
     case "provide":
       return "available";
     case "inspect":
-    case "clean":
       return "manageable";
+    // manual cleaning returns to manageable; the cleaning after an undeploy heads for available
+    case "clean":
+      return from === "deleting" ? "available" : "manageable";
     case "deploy":
     case "rebuild":
     case "adopt":
@@ -192,8 +194,8 @@ export function targetState(from: ProvisionState, event: ProvisionEvent): Provis
       return "available";
     case "rescue":
       return "rescue";
+    // unhold keeps the target the hold state carries (manageable for a manual clean, available otherwise)
     case "unhold":
-      return from === "clean hold" ? "available" : from === "deploy hold" ? "active" : "active";
     case "abort":
     case "done":
     case "fail":

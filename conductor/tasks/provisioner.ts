@@ -1,16 +1,26 @@
 import type { ConfigDriveContent, ProvisionBody } from "../../shared/api.ts";
+import type { RaidConfig } from "../../shared/raid.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { PowerTarget, ProvisionState } from "../../shared/states.ts";
-import { badRequest } from "../api/errors.ts";
+import type { PlannedStep, StepKind } from "../../shared/steps.ts";
 import { buildConfigDrive } from "../images/configdrive.ts";
 import { NodeLocked, NodeNotFound } from "../db/store.ts";
-import type { DriverRegistry, HardwareType } from "../drivers/hardware-type.ts";
+import {
+  nodeInterfaces,
+  type DriverRegistry,
+  type HardwareType,
+  type NodeInterfaces,
+} from "../drivers/hardware-type.ts";
+import { Invalid, NotFound } from "../errors.ts";
 import type { Flow } from "../flows/flow.ts";
 import type { UrlSigner } from "../flows/image-request.ts";
 import { retireAgentToken } from "../flows/ramdisk.ts";
 import { flowFor } from "../flows/select.ts";
 import { TRANSIENT_STATES, WAIT_STATES, nextState, verbEvent } from "../states/machine.ts";
-import { Task, type TaskDeps } from "./task.ts";
+import { TaskManager, type NodeLock } from "./lock.ts";
+import { bookkeeping, needsAgent, previewSteps } from "./step-runner.ts";
+import { declaredSteps, stepId, validateRequested } from "./step-plan.ts";
+import type { Task, TaskDeps } from "./task.ts";
 import { InvalidTransition } from "./transition.ts";
 
 const WAIT_TIMEOUT_KEY: Record<string, keyof TaskDeps["config"]["timeouts"]> = {
@@ -19,6 +29,24 @@ const WAIT_TIMEOUT_KEY: Record<string, keyof TaskDeps["config"]["timeouts"]> = {
   "wait call-back": "deployWaitS",
   "rescue wait": "rescueWaitS",
   "service wait": "serviceWaitS",
+};
+
+/** The transient state whose flow owns a wait or hold state's clean-up and resume. */
+const WORKING_STATE: Partial<Record<ProvisionState, ProvisionState>> = {
+  "inspect wait": "inspecting",
+  "clean wait": "cleaning",
+  "clean hold": "cleaning",
+  "wait call-back": "deploying",
+  "deploy hold": "deploying",
+  "rescue wait": "rescuing",
+  "service wait": "servicing",
+  "service hold": "servicing",
+};
+
+/** Which step plan a wait state belongs to. */
+const STEP_KIND: Partial<Record<ProvisionState, StepKind>> = {
+  "clean wait": "clean",
+  "wait call-back": "deploy",
 };
 
 /** A config drive as Ironic stores it: a string (base64 gzipped ISO, or a URL) as given, the JSON form built into an ISO. */
@@ -31,69 +59,78 @@ function errorMessage(error: unknown): string {
 }
 
 /**
- * The one path every provision and power change takes: lock the node, transition (pure), persist,
- * run the work in the background, release the lock when the work settles.
+ * The one path every provision and power change takes: lock the node (the TaskManager's handle), transition
+ * (pure), persist, run the work in the background, release the lock when the work settles.
  */
 export class Provisioner {
-  private readonly running = new Map<string, { task: Task; done: Promise<void> }>();
+  private readonly tasks: TaskManager;
+  private readonly deps: TaskDeps;
   /** Nodes whose agent called back while our own work held the lock (an agent may dial in before its node
    * reaches the wait state): resumed once the lock is released. */
   private readonly resumeAfterRelease = new Set<string>();
 
   constructor(
-    private readonly deps: TaskDeps,
+    deps: Omit<TaskDeps, "sign">,
     private readonly drivers: DriverRegistry,
-    private readonly sign: UrlSigner,
-  ) {}
+    sign: UrlSigner,
+  ) {
+    this.deps = { ...deps, sign };
+    this.tasks = new TaskManager(
+      this.deps,
+      (node) => this.hardware(node),
+      async (uuid) => {
+        if (this.resumeAfterRelease.delete(uuid)) await this.agentConnected(uuid);
+      },
+    );
+  }
 
   private hardware(node: NodeRecord): HardwareType {
     const hw = this.drivers.get(node.driver);
-    if (!hw) throw badRequest(`No conductor service registered which supports driver ${node.driver}.`);
+    if (!hw) throw new Invalid(`No conductor service registered which supports driver ${node.driver}.`);
     return hw;
   }
 
+  private interfacesOf(node: NodeRecord): NodeInterfaces {
+    return nodeInterfaces(this.hardware(node), node);
+  }
+
   /** Waits until no work is running (tests, shutdown). */
-  async settle(): Promise<void> {
-    while (this.running.size > 0) await Promise.allSettled([...this.running.values()].map((r) => r.done));
+  settle(): Promise<void> {
+    return this.tasks.settle();
   }
 
   /** Cancels running work (shutdown); the nodes are failed or resumed by the next start's recovery. */
   abortAll(reason: string): void {
-    for (const { task } of this.running.values()) task.abort(reason);
+    this.tasks.abortAll(reason);
   }
 
-  private async lock(node: NodeRecord): Promise<Task> {
-    const reserved = await this.deps.store.reserveNode(node.uuid, this.deps.holder);
-    return new Task(reserved, this.hardware(reserved), this.deps);
+  private acquire(node: NodeRecord, purpose: string): Promise<NodeLock> {
+    return this.tasks.acquire(node, purpose);
   }
 
-  private async release(task: Task): Promise<void> {
-    await this.deps.store.releaseNode(task.node.uuid, this.deps.holder);
+  /** The flow of a state for this task's node; null when none (or the node's interfaces are unknown). */
+  private flowOf(task: Task, state: ProvisionState = task.node.provision_state): Flow | null {
+    try {
+      return flowFor(state, task.interfaces);
+    } catch {
+      return null;
+    }
   }
 
-  /** Runs `work` in the background under the task's lock; failures land in the state's failure state. */
-  private spawn(task: Task, work: (task: Task) => Promise<void>): void {
-    const done = (async () => {
+  /** Background work: its failures land in the state's failure state. */
+  private guarded(work: (task: Task) => Promise<void>): (task: Task) => Promise<void> {
+    return async (task) => {
       try {
         await work(task);
       } catch (error) {
         await this.fail(task, errorMessage(error));
-      } finally {
-        this.running.delete(task.node.uuid);
-        await this.release(task).catch((error: unknown) => task.log.error({ err: error }, "release failed"));
-        if (this.resumeAfterRelease.delete(task.node.uuid)) {
-          await this.agentConnected(task.node.uuid).catch((error: unknown) =>
-            task.log.error({ err: error }, "agent call-back failed"),
-          );
-        }
       }
-    })();
-    this.running.set(task.node.uuid, { task, done });
+    };
   }
 
   private async fail(task: Task, message: string, flow?: Flow | null): Promise<void> {
     task.log.warn({ error: message, state: task.node.provision_state }, "provisioning failed");
-    const failingFlow = flow ?? flowFor(task.node, this.sign);
+    const failingFlow = flow ?? this.flowOf(task);
     try {
       // clean up first: whoever sees the failed state also sees the node powered off
       await failingFlow?.onFail?.(task);
@@ -104,11 +141,11 @@ export class Provisioner {
     }
   }
 
-  /** Drives the flow of the node's current transient state until it waits, settles or fails. */
+  /** Drives the flow of the node's current transient state until it waits, holds, settles or fails. */
   private async drive(task: Task, entry: "start" | "resume"): Promise<void> {
     let phase = entry;
     for (;;) {
-      const flow = flowFor(task.node, this.sign);
+      const flow = this.flowOf(task);
       if (!flow) return;
       let outcome;
       try {
@@ -117,8 +154,8 @@ export class Provisioner {
         await this.fail(task, errorMessage(error), flow);
         return;
       }
-      if (outcome.kind === "wait") {
-        await task.fire("wait");
+      if (outcome.kind === "wait" || outcome.kind === "hold") {
+        await task.fire(outcome.kind);
         return;
       }
       await task.fire(outcome.kind === "chain" ? outcome.event : "done");
@@ -127,66 +164,149 @@ export class Provisioner {
   }
 
   /**
+   * The operator's steps of a provision request, validated against the node's interfaces before anything is
+   * locked or changed (Ironic's rules: clean_steps only and always with `clean`, deploy_steps with
+   * `active`/`rebuild`, disable_ramdisk with `clean`). @throws Invalid (400)
+   */
+  private requestedSteps(node: NodeRecord, body: ProvisionBody): Record<string, unknown> {
+    const clean = bookkeeping("clean");
+    const deploy = bookkeeping("deploy");
+    if (body.clean_steps !== undefined && body.target !== "clean") {
+      throw new Invalid('"clean_steps" is only valid when setting target provision state to clean');
+    }
+    if (body.deploy_steps !== undefined && body.target !== "active" && body.target !== "rebuild") {
+      throw new Invalid(
+        '"deploy_steps" is only valid when setting target provision state to active or rebuild',
+      );
+    }
+    if (body.disable_ramdisk !== undefined && body.target !== "clean") {
+      throw new Invalid('"disable_ramdisk" is only valid when setting target provision state to clean');
+    }
+    switch (body.target) {
+      case "clean": {
+        if (body.clean_steps === undefined) {
+          throw new Invalid('"clean_steps" is required when setting target provision state to clean');
+        }
+        const disableRamdisk = body.disable_ramdisk === true;
+        const steps = validateRequested(body.clean_steps, declaredSteps(this.interfacesOf(node), "clean"), {
+          kind: "clean",
+          disableRamdisk,
+        });
+        return { [clean.requested]: steps, [clean.disableRamdisk]: disableRamdisk };
+      }
+      case "active":
+      case "rebuild": {
+        const steps =
+          body.deploy_steps === undefined
+            ? undefined
+            : validateRequested(body.deploy_steps, declaredSteps(this.interfacesOf(node), "deploy"), {
+                kind: "deploy",
+              });
+        return { [deploy.requested]: steps };
+      }
+      case "provide":
+      case "deleted":
+        return { [clean.requested]: undefined, [clean.disableRamdisk]: undefined };
+      case "manage":
+      case "inspect":
+      case "abort":
+      case "rescue":
+      case "unrescue":
+      case "adopt":
+      case "service":
+      case "unhold":
+        return {};
+    }
+  }
+
+  /**
    * PUT /v1/nodes/{id}/states/provision. Validates and records the transition synchronously
-   * (400 for an illegal verb, 409 when locked), then works in the background.
+   * (400 for an illegal verb or bad steps, 409 when locked), then works in the background.
    */
   async provision(node: NodeRecord, body: ProvisionBody): Promise<void> {
+    if (body.target === "abort" && this.tasks.isRunning(node.uuid)) return this.abortRunningStep(node);
     const event = verbEvent(body.target);
     if (nextState(node.provision_state, event) === null) throw new InvalidTransition(body.target, node);
     if (body.target === "abort") return this.abort(node);
     if ((body.target === "active" || body.target === "rebuild") && node.maintenance) {
-      throw badRequest(`Node ${node.uuid} is in maintenance mode; it cannot be deployed.`);
+      throw new Invalid(`Node ${node.uuid} is in maintenance mode; it cannot be deployed.`);
     }
+    const steps = this.requestedSteps(node, body);
     const configdrive = body.configdrive === undefined ? undefined : await configDriveOf(body.configdrive);
-    const task = await this.lock(node);
-    try {
-      const extra: Partial<NodeRecord> = { last_error: null };
+    const lock = await this.acquire(node, body.target);
+    await lock.run(async (task) => {
+      const extra: Partial<NodeRecord> = {
+        last_error: null,
+        driver_internal_info: { ...task.node.driver_internal_info, ...steps },
+      };
       if (configdrive !== undefined) extra.instance_info = { ...task.node.instance_info, configdrive };
       await task.fire(event, extra);
-    } catch (error) {
-      await this.release(task);
-      throw error;
-    }
-    if (body.target === "unhold") {
-      // back to a wait state: the agent's next call-back resumes
-      await this.release(task);
-      if (this.deps.agents.isConnected(node.uuid)) await this.agentConnected(node.uuid);
+      // unhold returns to a wait state: the agent's next call-back (or, with no agent needed, we) resume
+      if (body.target !== "unhold") lock.spawnAfter(this.guarded((t) => this.drive(t, "start")));
+    });
+    if (body.target === "unhold") await this.resumeAfterUnhold(node.uuid);
+  }
+
+  /** After unhold: resume now when the agent is there or the plan needs none; else its call-back resumes. */
+  private async resumeAfterUnhold(uuid: string): Promise<void> {
+    if (this.deps.agents.isConnected(uuid)) return this.agentConnected(uuid);
+    const node = await this.deps.store.getNode(uuid);
+    const kind = node ? STEP_KIND[node.provision_state] : undefined;
+    if (!node || !kind) return;
+    if (!needsAgent({ node, interfaces: this.interfacesOf(node) }, kind)) await this.resume(node);
+  }
+
+  /**
+   * Abort while our own work runs a step (the agent's step runs under the lock, in "cleaning"): an abortable
+   * step is cancelled now; any other finishes first and the cleaning stops after it (Ironic's abort_after).
+   */
+  private async abortRunningStep(node: NodeRecord): Promise<void> {
+    const task = this.tasks.runningTask(node.uuid);
+    if (!task || task.node.provision_state !== "cleaning") throw new InvalidTransition("abort", node);
+    const step = task.node.clean_step as Partial<PlannedStep>;
+    if (step.step === undefined) throw new InvalidTransition("abort", node);
+    const id = stepId({ interface: step.interface ?? "deploy", step: step.step });
+    if (step.abortable === true) {
+      task.abort(`By request, the clean operation was aborted during step "${id}"`);
       return;
     }
-    this.spawn(task, (t) => this.drive(t, "start"));
+    await task.update({ clean_step: { ...step, abort_after: true } });
   }
 
   private async abort(node: NodeRecord): Promise<void> {
-    const task = await this.lock(node);
-    try {
-      await flowFor(
-        { ...task.node, provision_state: this.stateBefore(node.provision_state) },
-        this.sign,
-      )?.onFail?.(task);
-      await task.fire("abort", { last_error: `${node.provision_state} aborted by operator` });
-    } finally {
-      await this.release(task);
-    }
+    const lock = await this.acquire(node, "abort");
+    await lock.run(async (task) => {
+      await this.flowOf(task, WORKING_STATE[node.provision_state] ?? node.provision_state)?.onFail?.(task);
+      const step = node.clean_step as Partial<PlannedStep>;
+      const message =
+        node.provision_state === "clean wait" || node.provision_state === "clean hold"
+          ? `By request, the clean operation was aborted${step.step ? ` during or after the completion of step "${stepId({ interface: step.interface ?? "deploy", step: step.step })}"` : ""}`
+          : `${node.provision_state} aborted by operator`;
+      await task.fire("abort", { last_error: message });
+    });
   }
 
-  /** The transient state a wait state belongs to (its flow owns the clean-up). */
-  private stateBefore(state: ProvisionState): ProvisionState {
-    return nextState(state, "resume") ?? state;
+  /** Continues a waiting node's flow under a fresh lock (`resume` moves it back to its transient state). */
+  private async resume(node: NodeRecord): Promise<void> {
+    const lock = await this.acquire(node, "resume");
+    await lock.run(async (task) => {
+      await task.fire("resume");
+      lock.spawnAfter(this.guarded((t) => this.drive(t, "resume")));
+    });
   }
 
   /** An agent called back: if its node waits for it, continue that node's flow. */
   async agentConnected(uuid: string, options: { attempt?: number } = {}): Promise<void> {
-    if (this.running.has(uuid)) {
-      // our own work holds the lock (the ramdisk is still being prepared, or a power change): the node is
-      // looked at again when it lets go
+    if (this.tasks.isRunning(uuid)) {
+      // our own work holds the lock (the ramdisk is still being prepared, a step runs, a power change): the
+      // node is looked at again when it lets go
       this.resumeAfterRelease.add(uuid);
       return;
     }
     const node = await this.deps.store.getNode(uuid);
     if (!node || !WAIT_STATES.includes(node.provision_state)) return;
-    let task: Task;
     try {
-      task = await this.lock(node);
+      await this.resume(node);
     } catch (error) {
       if (!(error instanceof NodeLocked)) throw error;
       // another holder: try again shortly while the agent is still there
@@ -194,55 +314,63 @@ export class Provisioner {
       if (attempt <= 60 && this.deps.agents.isConnected(uuid)) {
         setTimeout(() => void this.agentConnected(uuid, { attempt }).catch(() => undefined), 1000).unref();
       }
-      return;
     }
-    try {
-      await task.fire("resume");
-    } catch (error) {
-      await this.release(task);
-      throw error;
-    }
-    this.spawn(task, (t) => this.drive(t, "resume"));
   }
 
   /** PUT /v1/nodes/{id}/states/power: 202 now, the BMC in the background. */
   async power(node: NodeRecord, target: PowerTarget): Promise<void> {
-    const task = await this.lock(node);
     const desired = target === "power off" || target === "soft power off" ? "power off" : "power on";
-    try {
+    const lock = await this.acquire(node, "power");
+    await lock.run(async (task) => {
       await task.update({ target_power_state: target, last_error: null });
-    } catch (error) {
-      await this.release(task);
-      throw error;
-    }
-    this.spawn(task, async (t) => {
-      try {
-        // As Ironic's power action: an operator's power off or reboot ends the ramdisk's boot, so the
-        // agent that comes up next may be issued a new token.
-        if (target !== "power on") await retireAgentToken(t);
-        const dn = await t.driverNode();
-        const soft = target.startsWith("soft");
-        if (target === "rebooting" || target === "soft rebooting")
-          await t.hw.power.reboot(dn, { soft, signal: t.signal });
-        else await t.hw.power.setPowerState(dn, desired, { soft, signal: t.signal });
-        await t.update({ power_state: desired, target_power_state: null });
-        this.deps.publish({ type: "power", node: t.node.uuid, power_state: desired });
-      } catch (error) {
-        const message = `Failed to change power state to '${target}': ${errorMessage(error)}`;
-        await t.update({ target_power_state: null, last_error: message });
-        this.deps.publish({
-          type: "power",
-          node: t.node.uuid,
-          power_state: t.node.power_state,
-          error: message,
-        });
-      }
+      lock.spawnAfter(async (t) => {
+        try {
+          // As Ironic's power action: an operator's power off or reboot ends the ramdisk's boot, so the
+          // agent that comes up next may be issued a new token.
+          if (target !== "power on") await retireAgentToken(t);
+          const dn = await t.driverNode();
+          const soft = target.startsWith("soft");
+          if (target === "rebooting" || target === "soft rebooting")
+            await t.hw.power.reboot(dn, { soft, signal: t.signal });
+          else await t.hw.power.setPowerState(dn, desired, { soft, signal: t.signal });
+          await t.update({ power_state: desired, target_power_state: null });
+          this.deps.publish({ type: "power", node: t.node.uuid, power_state: desired });
+        } catch (error) {
+          const message = `Failed to change power state to '${target}': ${errorMessage(error)}`;
+          await t.update({ target_power_state: null, last_error: message });
+          this.deps.publish({
+            type: "power",
+            node: t.node.uuid,
+            power_state: t.node.power_state,
+            error: message,
+          });
+        }
+      });
     });
   }
 
   /**
+   * PUT /v1/nodes/{id}/states/raid: records target_raid_config (already checked against Ironic's schema)
+   * after the node's raid interface accepted it; null clears it. @throws NotFound (no raid interface), Invalid, NodeLocked
+   */
+  async setTargetRaidConfig(node: NodeRecord, config: RaidConfig | null): Promise<void> {
+    const raid = this.interfacesOf(node).raid;
+    if (!raid.supported) {
+      throw new NotFound(`Driver ${node.driver} does not support raid (disabled or not implemented).`);
+    }
+    if (config) raid.validateRaidConfig(config);
+    const lock = await this.acquire(node, "raid");
+    await lock.run((task) => task.update({ target_raid_config: config ?? {} }));
+  }
+
+  /** The steps a node runs next (Anvil's GET /v1/nodes/{id}/steps): its current plan, else a new one's. */
+  stepsOf(node: NodeRecord, kind: StepKind): ReturnType<typeof previewSteps> {
+    return previewSteps({ node, interfaces: this.interfacesOf(node) }, kind);
+  }
+
+  /**
    * After a restart: release the locks this conductor left and fail the work that was in flight
-   * (wait states stay: their agents call back, or their timeout fails them).
+   * (wait and hold states stay: their agents call back, the operator unholds, or their timeout fails them).
    */
   async recover(): Promise<string[]> {
     const failed: string[] = [];
@@ -250,17 +378,15 @@ export class Provisioner {
       const node = await this.deps.store.getNode(uuid);
       const inFlight = node !== null && TRANSIENT_STATES.includes(node.provision_state);
       if (!node || (!inFlight && node.target_power_state === null)) continue;
-      const task = await this.lock(node);
-      try {
+      const lock = await this.acquire(node, "recover");
+      await lock.run(async (task) => {
         const message = `The conductor restarted while the node was in "${node.provision_state}"; the operation was abandoned.`;
         await task.update({ target_power_state: null, last_error: message });
         if (inFlight) {
           await this.fail(task, message);
           failed.push(uuid);
         }
-      } finally {
-        await this.release(task);
-      }
+      });
     }
     return failed;
   }
@@ -273,23 +399,21 @@ export class Provisioner {
       for (const node of await this.deps.store.listNodes({ provision_state: state }, {})) {
         const since = Date.parse(node.provision_updated_at ?? node.updated_at ?? node.created_at);
         if (now - since < limitS * 1000) continue;
-        let task: Task;
+        let lock: NodeLock;
         try {
-          task = await this.lock(node);
+          lock = await this.acquire(node, "timeout");
         } catch (error) {
           if (error instanceof NodeLocked || error instanceof NodeNotFound) continue;
           throw error;
         }
-        try {
+        await lock.run(async (task) => {
           await this.fail(
             task,
             `Timeout reached while waiting for callback for node ${node.uuid} in "${state}"`,
-            flowFor({ ...task.node, provision_state: this.stateBefore(state) }, this.sign),
+            this.flowOf(task, WORKING_STATE[state] ?? state),
           );
           failed.push(node.uuid);
-        } finally {
-          await this.release(task);
-        }
+        });
       }
     }
     return failed;

@@ -2,7 +2,8 @@ import type { NodeRecord } from "../../shared/resources.ts";
 import { driverNodeOf } from "../drivers/driver-node.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { Store } from "../db/store.ts";
-import type { HardwareType } from "../drivers/hardware-type.ts";
+import { nodeInterfaces, type HardwareType, type NodeInterfaces } from "../drivers/hardware-type.ts";
+import type { UrlSigner } from "../flows/image-request.ts";
 import type { DriverNode } from "../drivers/interfaces.ts";
 import type { ProvisionEvent } from "../states/machine.ts";
 import type { AgentControl } from "../agents/control.ts";
@@ -24,6 +25,8 @@ export interface TaskDeps {
   publicUrl(): string;
   /** Publishes a change for the event stream (GET /v1/events). */
   publish(event: { type: string; node: string; [key: string]: unknown }): void;
+  /** Turns swift://, s3:// and file:// image references into temporary HTTP(S) URLs. */
+  sign: UrlSigner;
 }
 
 /** A node held under its lock: writes only succeed while this conductor still holds the reservation. */
@@ -42,6 +45,11 @@ export class Task {
 
   abort(reason: string): void {
     this.controller.abort(new Error(reason));
+  }
+
+  /** The node's deploy, inspect and raid interfaces, as its *_interface fields choose. @throws Invalid */
+  get interfaces(): NodeInterfaces {
+    return nodeInterfaces(this.hw, this.node);
   }
 
   get log(): Logger {

@@ -1,12 +1,11 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { ProvisionState, ProvisionVerb } from "../../shared/states.ts";
-import { ApiError } from "../api/errors.ts";
+import { Invalid } from "../errors.ts";
 import { STABLE_STATES, nextState, targetState, type ProvisionEvent } from "../states/machine.ts";
 
-export class InvalidTransition extends ApiError {
+export class InvalidTransition extends Invalid {
   constructor(verb: ProvisionVerb | ProvisionEvent, node: NodeRecord) {
     super(
-      400,
       `The requested action "${verb}" can not be performed on node "${node.uuid}" while it is in state "${node.provision_state}".`,
     );
   }

@@ -77,12 +77,20 @@ busybox --list-full | while read -r applet; do
   [ -e "$stage/$applet" ] || [ -L "$stage/$applet" ] || ln -s /usr/bin/busybox "$stage/$applet"
 done
 # The tools the agent calls; real ones replace busybox's applets of the same name.
-tools=(lsblk blkid wipefs blkdiscard sfdisk partx mdadm sgdisk nvme hdparm dmidecode)
+tools=(lsblk blkid wipefs blkdiscard sfdisk partx mdadm sgdisk nvme hdparm dmidecode grub-install mkfs.fat)
 for tool in "${tools[@]}"; do
   path=$(command -v "$tool") || { echo "build.sh: $tool is missing: run scripts/setup/system-deps.sh" >&2; exit 1; }
   # Whichever of bin/sbin busybox put its applet in, it must not shadow the real tool on PATH.
   rm -f "$stage/usr/bin/$tool" "$stage/usr/sbin/$tool"
   copy_with_libraries "$path"
+done
+ln -sf mkfs.fat "$stage$(dirname "$(command -v mkfs.fat)")/mkfs.vfat"
+# GRUB's platform files for install_bootloader with the ramdisk's GRUB (images without their own): BIOS and
+# UEFI, without the prebuilt monolithic EFI images (16 MB) that grub-install never reads.
+for platform in i386-pc x86_64-efi; do
+  [ -d "/usr/lib/grub/$platform" ] || { echo "build.sh: /usr/lib/grub/$platform is missing: run scripts/setup/system-deps.sh" >&2; exit 1; }
+  mkdir -p "$stage/usr/lib/grub/$platform"
+  find "/usr/lib/grub/$platform" -maxdepth 1 -type f ! -name '*.module' -exec cp {} "$stage/usr/lib/grub/$platform/" \;
 done
 copy_with_libraries "$agent" /usr/bin/anvil-agent
 
@@ -114,7 +122,7 @@ printf 'HOMEHOST <none>\n' >"$stage/etc/mdadm/mdadm.conf"
 {
   echo "kernel $version"
   echo "agent sha256 $(sha256sum "$agent" | cut -d' ' -f1)"
-  dpkg-query -W -f='${Package} ${Version}\n' busybox-static util-linux fdisk mdadm gdisk nvme-cli hdparm dmidecode libc6
+  dpkg-query -W -f='${Package} ${Version}\n' busybox-static util-linux fdisk mdadm gdisk nvme-cli hdparm dmidecode dosfstools grub2-common grub-pc-bin grub-efi-amd64-bin libc6
 } >"$stage/etc/anvil/build-info"
 
 # The build id names the content, so it is computed over everything but itself.

@@ -7,7 +7,9 @@
 #
 #   build.sh [--id ID] [--out DIR]
 #
-# Writes OUT/ID.raw, OUT/ID.qcow2, OUT/ID.compressed.qcow2 (qcow2 with compressed clusters) and
+# Writes OUT/ID.raw, OUT/ID.qcow2, OUT/ID.compressed.qcow2 (qcow2 with compressed clusters),
+# OUT/ID.partition.raw (a partition image: an ext4 root filesystem holding /boot/vmlinuz and /boot/initrd.img,
+# the same kernel and init, no bootloader: install_bootloader puts GRUB in front of it) and
 # OUT/ID.sha256sums (default OUT: build/test-images, ID: anvil-test). Same inputs, same bytes; when nothing
 # changed since the last build into OUT, it only prints the sizes.
 set -euo pipefail
@@ -52,14 +54,18 @@ mkdir -p "$out"
 raw="$out/$id.raw"
 qcow2="$out/$id.qcow2"
 compressed="$out/$id.compressed.qcow2"
+partition="$out/$id.partition.raw"
+# The partition image's root filesystem, with a fixed UUID so the same inputs give the same bytes.
+root_mib=48
+root_uuid=414e5649-4c00-4000-8000-726f6f746673
 stamp="$out/.$id.inputs"
 
 inputs=$({
   sha256sum "$0" "$kernel_dir/vmlinuz" "$(command -v busybox)" "$syslinux_dir/mbr/mbr.bin" "$syslinux_efi" "$ldlinux_e64"
-  echo "$id $epoch $disk_mib $image_modules $(syslinux --version 2>&1 | head -n 1)"
+  echo "$id $epoch $disk_mib $root_mib $root_uuid $image_modules $(syslinux --version 2>&1 | head -n 1)"
 } | sha256sum | cut -d' ' -f1)
 
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs" ] && [ -f "$raw" ] && [ -f "$qcow2" ] && [ -f "$compressed" ]; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs" ] && [ -f "$raw" ] && [ -f "$qcow2" ] && [ -f "$compressed" ] && [ -f "$partition" ]; then
   result="up to date"
 else
   result="built"
@@ -158,18 +164,30 @@ EOF
   dd if="$syslinux_dir/mbr/mbr.bin" of="$work/disk.raw" bs=440 count=1 conv=notrunc status=none
   dd if="$fat" of="$work/disk.raw" bs=512 seek="$part_start" conv=notrunc,sparse status=none
 
+  # The partition image: kernel and initrd under /boot of an ext4 filesystem built from a directory (mke2fs -d,
+  # nothing mounted), with a fixed filesystem UUID tests can look for.
+  mkdir -p "$work/rootfs/boot" "$work/rootfs/etc"
+  cp "$work/vmlinuz" "$work/rootfs/boot/vmlinuz"
+  cp "$work/initrd.img" "$work/rootfs/boot/initrd.img"
+  echo "$id" >"$work/rootfs/etc/image-id"
+  find "$work/rootfs" -exec touch -h -d "@$epoch" {} +
+  truncate -s "${root_mib}M" "$work/root.ext4"
+  E2FSPROGS_FAKE_TIME=$epoch mke2fs -q -F -t ext4 -L anvil-root -U "$root_uuid" -E "root_owner=0:0,hash_seed=$root_uuid" \
+    -d "$work/rootfs" "$work/root.ext4"
+
   qemu-img convert -f raw -O qcow2 "$work/disk.raw" "$work/disk.qcow2"
   qemu-img convert -c -f raw -O qcow2 "$work/disk.raw" "$work/disk.compressed.qcow2"
   mv "$work/disk.raw" "$raw"
   mv "$work/disk.qcow2" "$qcow2"
   mv "$work/disk.compressed.qcow2" "$compressed"
-  (cd "$out" && sha256sum "$id.raw" "$id.qcow2" "$id.compressed.qcow2" >"$id.sha256sums")
+  mv "$work/root.ext4" "$partition"
+  (cd "$out" && sha256sum "$id.raw" "$id.qcow2" "$id.compressed.qcow2" "$id.partition.raw" >"$id.sha256sums")
   echo "$inputs" >"$stamp"
 fi
 
 finished=$(date +%s.%N)
 mb() { awk -v b="$1" 'BEGIN {printf "%.1f MB", b / 1000000}'; }
 echo "test image $id ($result) in $(awk -v a="$started" -v b="$finished" 'BEGIN {printf "%.1f", b - a}') s:"
-for f in "$raw" "$qcow2" "$compressed"; do
+for f in "$raw" "$qcow2" "$compressed" "$partition"; do
   echo "  $f  $(mb "$(stat -c %s "$f")") (on disk $(mb "$(($(stat -c %b "$f") * 512))"))"
 done

@@ -28,7 +28,11 @@ export interface LabUpOptions {
   conductorArgs?: string[];
   memoryMb?: number;
   vcpus?: number;
+  /** "raid": every node gets a second virtio disk of the same size (software RAID-1 over the two). */
+  shape?: NodeShape;
 }
+
+export type NodeShape = "standard" | "raid";
 
 const hex2 = (n: number): string => n.toString(16).padStart(2, "0");
 
@@ -71,6 +75,7 @@ async function createNode(options: {
   conductorPort: number;
   memoryMb: number;
   vcpus: number;
+  shape: NodeShape;
 }): Promise<LabNode> {
   const name = `lab-${String(options.index).padStart(2, "0")}`;
   const dir = join(options.dir, name);
@@ -78,13 +83,16 @@ async function createNode(options: {
   await mkdir(join(dir, "vm"), { recursive: true });
   const tag = name.toUpperCase().replace("-", "");
   // The root disk (smallest >= 4 GiB, as IPA picks) is virtio and first in PCI order, so SeaBIOS boots it.
+  // A "raid" node has two virtio disks of one size (the members of a RAID-1 root) and the NVMe disk.
+  const virtio = (suffix: string) => ({
+    file: join(dir, "vm", `disk-virtio${suffix}.qcow2`),
+    bus: "virtio" as const,
+    serial: `${tag}-VIRTIO${suffix}`,
+    sizeGb: 5,
+  });
   const disks = [
-    {
-      file: join(dir, "vm", "disk-virtio.qcow2"),
-      bus: "virtio" as const,
-      serial: `${tag}-VIRTIO`,
-      sizeGb: 5,
-    },
+    virtio(""),
+    ...(options.shape === "raid" ? [virtio("2")] : []),
     { file: join(dir, "vm", "disk-nvme.qcow2"), bus: "nvme" as const, serial: `${tag}-NVME`, sizeGb: 8 },
   ];
   for (const disk of disks) {
@@ -213,6 +221,7 @@ export async function labUp(options: LabUpOptions): Promise<LabState> {
         conductorPort: port,
         memoryMb: options.memoryMb ?? 768,
         vcpus: options.vcpus ?? 1,
+        shape: options.shape ?? "standard",
       });
       state = { ...state, nodes: [...state.nodes, node] };
       await writeLabState(state);

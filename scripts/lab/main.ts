@@ -16,7 +16,8 @@ options:
   --port PORT     the conductor's port (default 6385; 0 picks a free one)
   --no-conductor  only the nodes
   --fast-track    start the conductor with --fast-track
-  --memory MB     RAM per VM (default 768)`;
+  --memory MB     RAM per VM (default 768)
+  --raid-disks    nodes get two virtio disks (RAID-1 members) beside the NVMe disk`;
 
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
@@ -27,6 +28,7 @@ async function main(): Promise<void> {
       "no-conductor": { type: "boolean" },
       "fast-track": { type: "boolean" },
       memory: { type: "string" },
+      "raid-disks": { type: "boolean" },
       keep: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
@@ -42,6 +44,7 @@ async function main(): Promise<void> {
         port: values.port === undefined ? undefined : Number(values.port),
         conductorArgs: values["fast-track"] ? ["--fast-track"] : [],
         memoryMb: values.memory === undefined ? undefined : Number(values.memory),
+        shape: values["raid-disks"] === true ? "raid" : "standard",
       });
       for (const node of state.nodes) {
         console.log(

@@ -10,6 +10,8 @@ packages=(
   gdisk dosfstools genisoimage mtools util-linux fdisk time
   # Tools the deploy ramdisk carries for the agent; the test images' bootloaders and UEFI firmware to boot them.
   mdadm nvme-cli hdparm dmidecode syslinux syslinux-common syslinux-efi ovmf
+  # GRUB for install_bootloader (the ramdisk carries grub-install and its BIOS and UEFI platform files).
+  grub2-common grub-pc-bin grub-efi-amd64-bin
   # Image tests (a self-signed HTTPS image server, bmaptool's block maps) and the image bench's curl | dd baseline.
   openssl curl bmap-tools
   # The dashboard's browser tests drive Debian's Chromium (nothing is downloaded at test time).

@@ -11,6 +11,7 @@ import { exec } from "../../shared/system/exec.ts";
 import type { Progress } from "../../shared/protocol.ts";
 import { ROOT, sampleInventory, startGatewayServer, waitFor } from "../helpers/agent.ts";
 import type { GatewayServer } from "../helpers/agent.ts";
+import { readRange } from "../helpers/disk.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
 import type { HttpImageServer } from "../helpers/http-image-server.ts";
 
@@ -127,20 +128,66 @@ describe("disk commands over the link", () => {
     expect(bytes.subarray(MIB, MIB + 4096).equals(image.subarray(MIB, MIB + 4096))).toBe(true); // the middle is left alone
   });
 
-  it("erase_devices overwrites the whole disk with zeros and reports byte progress", async () => {
+  it("erase_devices discards a file disk (a punched hole reads zeros) and verifies it", async () => {
+    await writeFile(disk, randomBytes(DISK_BYTES));
+    const result = (await gw.gateway.call(NODE, { name: "erase_devices" })) as {
+      devices: Array<Record<string, unknown>>;
+    };
+    expect(result.devices).toEqual([
+      {
+        device: disk,
+        method: "discard",
+        verified: true,
+        bytes: DISK_BYTES,
+        seconds: expect.any(Number),
+        skipped: null,
+      },
+    ]);
+    expect((await readFile(disk)).every((b) => b === 0)).toBe(true);
+  });
+
+  it("erase_devices overwrites (random, then zeros) when discard is not allowed, with byte progress", async () => {
     await writeFile(disk, randomBytes(DISK_BYTES));
     const progress: Progress[] = [];
     const result = (await gw.gateway.call(
       NODE,
-      { name: "erase_devices" },
+      { name: "erase_devices", args: { enable_discard: false } },
       { onProgress: (p) => progress.push(p) },
-    )) as {
-      devices: Array<{ device: string; bytes: number }>;
-    };
-    expect(result.devices).toEqual([{ device: disk, bytes: DISK_BYTES, method: "zero-fill" }]);
-    const bytes = await readFile(disk);
-    expect(bytes.every((b) => b === 0)).toBe(true);
-    expect(progress.at(-1)).toMatchObject({ bytes_done: DISK_BYTES, bytes_total: DISK_BYTES });
+    )) as { devices: Array<Record<string, unknown>> };
+    expect(result.devices).toMatchObject([
+      { device: disk, method: "overwrite", verified: true, bytes: DISK_BYTES },
+    ]);
+    expect((await readFile(disk)).every((b) => b === 0)).toBe(true);
+    // two passes (shred_random_overwrite_iterations 1 + shred_final_overwrite_with_zeros)
+    expect(progress.at(-1)).toMatchObject({
+      step: `erase_devices ${disk}`,
+      bytes_done: 2 * DISK_BYTES,
+      bytes_total: 2 * DISK_BYTES,
+    });
+  });
+
+  it("erase_devices skips a disk listed in skip_block_devices and says so", async () => {
+    await writeFile(disk, Buffer.alloc(DISK_BYTES, 0x77));
+    const result = (await gw.gateway.call(NODE, {
+      name: "erase_devices",
+      args: { skip_block_devices: [{ serial: "SIM-0001" }] },
+    })) as { devices: Array<Record<string, unknown>> };
+    expect(result.devices).toEqual([
+      {
+        device: disk,
+        method: null,
+        verified: false,
+        bytes: 0,
+        seconds: 0,
+        skipped: "listed in the node's skip_block_devices",
+      },
+    ]);
+    expect((await readRange(disk, 0, 16)).every((b) => b === 0x77)).toBe(true);
+  });
+
+  it("erase_devices rejects an unknown option as BAD_ARGS", async () => {
+    const call = gw.gateway.call(NODE, { name: "erase_devices", args: { shred_passes: 3 } });
+    await expect(call).rejects.toMatchObject({ code: "BAD_ARGS" });
   });
 
   it("collect_logs returns a base64 tarball holding the inventory and kernel state", async () => {

@@ -197,6 +197,40 @@ describe("deploy through the agent", () => {
     }
   });
 
+  it("cleaning honours properties.skip_block_devices; a malformed list fails cleaning, naming it", async () => {
+    const ctx = await startConductor();
+    try {
+      const { disk, boot } = await setup(ctx, "skip");
+      await writeFile(disk, Buffer.from("KEEP-THIS-TABLE"), { flag: "r+" });
+      const setSkip = (value: unknown) =>
+        api(`${ctx.url}/v1/nodes/skip`, {
+          method: "PATCH",
+          body: [{ op: "add", path: "/properties/skip_block_devices", value }],
+        });
+      expect((await setSkip("all of them")).status).toBe(200);
+      await provision(ctx.url, "skip", { target: "manage" });
+      await waitForState(ctx.url, "skip", "manageable");
+      await provision(ctx.url, "skip", { target: "provide" });
+      await waitForState(ctx.url, "skip", "clean wait");
+      const first = boot();
+      await waitForState(ctx.url, "skip", "clean failed");
+      const failed = (await api(`${ctx.url}/v1/nodes/skip`)).body as { last_error: string };
+      expect(failed.last_error).toMatch(/properties\.skip_block_devices/);
+      await first.stop();
+
+      expect((await setSkip([{ name: disk }])).status).toBe(200);
+      await provision(ctx.url, "skip", { target: "manage" });
+      await waitForState(ctx.url, "skip", "manageable");
+      await provision(ctx.url, "skip", { target: "provide" });
+      await waitForState(ctx.url, "skip", "clean wait");
+      boot();
+      await waitForState(ctx.url, "skip", "available");
+      expect((await readRange(disk, 0, 15)).toString()).toBe("KEEP-THIS-TABLE");
+    } finally {
+      await ctx.stop();
+    }
+  });
+
   it("a checksum mismatch ends in deploy failed with last_error, never active, powered off", async () => {
     const ctx = await startConductor({ agent: { fastTrack: true } });
     try {

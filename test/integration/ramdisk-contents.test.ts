@@ -63,6 +63,8 @@ describe("the deploy ramdisk's contents (unpacked on the host)", () => {
     ["nvme", "version"],
     ["hdparm", "-V"],
     ["dmidecode", "--version"],
+    ["grub-install", "--version"],
+    ["mkfs.fat", "--help"],
   ])("runs %s with the libraries it carries", async (tool, flag) => {
     // Found the way init's PATH finds it. NOTE: not through busybox sh, which prefers its own applets.
     const path = ["/usr/sbin", "/usr/bin"]
@@ -79,6 +81,18 @@ describe("the deploy ramdisk's contents (unpacked on the host)", () => {
     const result = await runInRamdisk(unpacked, ["/usr/bin/anvil-agent", "--version"]);
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
+  it("carries GRUB's BIOS and UEFI platform files for grub-install, without the monolithic EFI images", () => {
+    for (const file of [
+      "i386-pc/boot.img",
+      "i386-pc/mdraid1x.mod",
+      "x86_64-efi/kernel.img",
+      "x86_64-efi/mdraid1x.mod",
+    ]) {
+      expect(existsSync(join(unpacked, "usr/lib/grub", file)), file).toBe(true);
+    }
+    expect(existsSync(join(unpacked, "usr/lib/grub/x86_64-efi/monolithic"))).toBe(false);
   });
 
   it("takes real tools over busybox applets of the same name", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ApiError } from "../../conductor/api/errors.ts";
+import { Invalid } from "../../conductor/errors.ts";
 import { writeRequestFromInstanceInfo } from "../../conductor/flows/image-request.ts";
 
 const sign = (source: URL): string =>
@@ -26,7 +26,7 @@ describe("writeRequestFromInstanceInfo: image_bmap", () => {
   it("a block map that is not a URL is a 400 naming the field", () => {
     const attempt = (): unknown =>
       writeRequestFromInstanceInfo({ image_source: "http://i/d.raw", image_bmap: "disk.bmap" }, { sign });
-    expect(attempt).toThrow(ApiError);
+    expect(attempt).toThrow(Invalid);
     expect(attempt).toThrow(/instance_info\.image_bmap "disk\.bmap" is not a URL/);
   });
 });

@@ -3,8 +3,11 @@ import { hostname } from "node:os";
 import type { Disk, Inventory } from "../../../shared/inventory.ts";
 import { exec } from "../../../shared/system/exec.ts";
 import type { HardwareBackend } from "../backend.ts";
+import { LinuxMd } from "../../disk/raid/linux-md.ts";
+import type { MdSystem } from "../../disk/raid/md-system.ts";
 import { readBmcAddress } from "./bmc.ts";
 import { readCpu } from "./cpu.ts";
+import { LinuxDiskTools } from "./disk-tools.ts";
 import { readDisks } from "./disks.ts";
 import { readInterfaces } from "./interfaces.ts";
 import { readMemory } from "./memory.ts";
@@ -21,11 +24,15 @@ export interface LinuxBackendOptions {
 /** Reads the real machine from procfs and sysfs; external tools only where sysfs has no answer. */
 export class LinuxBackend implements HardwareBackend {
   readonly name = "linux";
+  readonly diskTools: LinuxDiskTools;
   private readonly roots: { proc: string; sys: string; dev: string };
+  readonly md: MdSystem;
   private bmc: Promise<string | null> | undefined;
 
   constructor(private readonly options: LinuxBackendOptions = {}) {
     this.roots = options.roots ?? { proc: "/proc", sys: "/sys", dev: "/dev" };
+    this.diskTools = new LinuxDiskTools(this.roots.sys);
+    this.md = new LinuxMd(this.roots.sys);
   }
 
   async inventory(): Promise<Inventory> {

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { InventorySchema } from "../../../shared/inventory.ts";
 import type { Disk, Inventory } from "../../../shared/inventory.ts";
 import type { HardwareBackend } from "../backend.ts";
+import { SimulatedDiskTools } from "./disk-tools.ts";
 
 /** A simulated machine file: a bare inventory, or an inventory with a fixed boot id. */
 export const SimulatedMachineSchema = z.union([
@@ -27,6 +28,7 @@ export interface SimulatedBackendOptions {
  */
 export class SimulatedBackend implements HardwareBackend {
   readonly name = "simulated";
+  readonly diskTools = new SimulatedDiskTools();
   readonly events: PowerEvent[] = [];
   private readonly id: string;
 

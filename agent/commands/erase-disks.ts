@@ -1,0 +1,56 @@
+import type { EraseOptions } from "../../shared/erase.ts";
+import { CodedError } from "../../shared/errors.ts";
+import type { Disk } from "../../shared/inventory.ts";
+import { eraseDevices } from "../disk/erase/erase-devices.ts";
+import type { EraseMode } from "../disk/erase/select.ts";
+import type { CommandContext } from "./command.ts";
+
+const PROGRESS_EVERY_MS = 1_000;
+
+/**
+ * What erase_devices (full or express) and erase_devices_metadata share: pick the disks, erase them in
+ * parallel with per-disk progress frames, and turn failures into wire errors that name disk and method.
+ * @throws CodedError BAD_ARGS for disks the machine does not have, COMMAND_FAILED when a disk fails
+ */
+export async function eraseDisks(
+  request: { step: string; mode: EraseMode; options: EraseOptions },
+  context: CommandContext,
+): Promise<{ devices: unknown[] }> {
+  const { backend, signal, progress, logger } = context;
+  const disks = await chooseDisks(await backend.disks(), request.options.devices);
+  const lastReport = new Map<string, number>();
+  try {
+    const devices = await eraseDevices({
+      disks,
+      mode: request.mode,
+      options: request.options,
+      tools: backend.diskTools,
+      signal,
+      logger,
+      report: (device, report) => {
+        const now = Date.now();
+        const final = report.bytes_total !== undefined && report.bytes_done === report.bytes_total;
+        if (
+          report.bytes_done !== undefined &&
+          !final &&
+          now - (lastReport.get(device) ?? 0) < PROGRESS_EVERY_MS
+        )
+          return;
+        lastReport.set(device, now);
+        progress({ step: `${request.step} ${device}`, ...report });
+      },
+    });
+    return { devices };
+  } catch (error) {
+    if (signal.aborted || error instanceof CodedError) throw error;
+    throw new CodedError("COMMAND_FAILED", `${request.step}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+function chooseDisks(disks: Disk[], devices: readonly string[] | undefined): Disk[] {
+  if (devices === undefined) return disks;
+  const unknown = devices.filter((device) => !disks.some((disk) => disk.name === device));
+  if (unknown.length > 0)
+    throw new CodedError("BAD_ARGS", `not disks of this machine: ${unknown.join(", ")}`);
+  return disks.filter((disk) => devices.includes(disk.name));
+}

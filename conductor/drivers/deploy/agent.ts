@@ -1,0 +1,154 @@
+import { z } from "zod";
+import type { COMMAND_ARGS } from "../../../shared/protocol.ts";
+import { EraseOptionsSchema, eraseDevicesArgs, eraseMetadataArgs } from "../../../shared/erase.ts";
+import { writeRequestFromInstanceInfo } from "../../flows/image-request.ts";
+import type { Task } from "../../tasks/task.ts";
+import { agentCommand } from "../agent-command.ts";
+import type { DeployInterface } from "../interfaces.ts";
+import { NoArgs, defineStep } from "../step.ts";
+
+/** How often deploy progress is written to the node (the event stream gets every frame). */
+const PROGRESS_WRITE_MS = 1000;
+
+const eraseDevices = defineStep({
+  kind: "clean",
+  interface: "deploy",
+  step: "erase_devices",
+  priority: 0,
+  abortable: true,
+  inBand: true,
+  args: NoArgs,
+  // the conductor's erase settings (Ironic's [deploy] options) and the node's skip_block_devices
+  run: async (task) =>
+    void (await agentCommand(task, {
+      name: "erase_devices",
+      args: EraseOptionsSchema.parse(eraseDevicesArgs(task.deps.config.erase, task.node)),
+    })),
+});
+
+const eraseDevicesMetadata = defineStep({
+  kind: "clean",
+  interface: "deploy",
+  step: "erase_devices_metadata",
+  priority: 99,
+  abortable: true,
+  inBand: true,
+  args: NoArgs,
+  run: async (task) =>
+    void (await agentCommand(task, { name: "erase_devices_metadata", args: eraseMetadataArgs(task.node) })),
+});
+
+const eraseDevicesExpress = defineStep({
+  kind: "clean",
+  interface: "deploy",
+  step: "erase_devices_express",
+  priority: 0,
+  abortable: true,
+  inBand: true,
+  args: NoArgs,
+  /** IPA's express erase: the agent uses the fast, hardware-assisted methods only (discard, secure erase). */
+  run: async (task) =>
+    void (await agentCommand(task, {
+      name: "erase_devices",
+      args: EraseOptionsSchema.parse(eraseDevicesArgs(task.deps.config.erase, task.node, { express: true })),
+    })),
+});
+
+async function writeImage(task: Task): Promise<void> {
+  const request = writeRequestFromInstanceInfo(task.node.instance_info, {
+    sign: task.deps.sign,
+    rootDevice: task.node.properties.root_device,
+    imageCa: task.deps.imageCa,
+  });
+  let lastWrite = 0;
+  const result = await agentCommand(task, { name: "write_image", args: request }, (progress) => {
+    const now = Date.now();
+    if (now - lastWrite < PROGRESS_WRITE_MS) return;
+    lastWrite = now;
+    task
+      .update({ driver_internal_info: { ...task.node.driver_internal_info, deploy_progress: progress } })
+      .catch(() => undefined);
+  });
+  await task.update({
+    driver_internal_info: {
+      ...task.node.driver_internal_info,
+      deploy_result: result,
+      deploy_progress: undefined,
+    },
+  });
+}
+
+const writeImageStep = defineStep({
+  kind: "deploy",
+  interface: "deploy",
+  step: "write_image",
+  priority: 80,
+  inBand: true,
+  args: NoArgs,
+  run: writeImage,
+});
+
+const installBootloader = defineStep({
+  kind: "deploy",
+  interface: "deploy",
+  step: "install_bootloader",
+  priority: 0,
+  inBand: true,
+  args: z.object({
+    boot_mode: z.enum(["uefi", "bios"]).optional().describe("uefi or bios; default: the node's boot mode"),
+  }),
+  async run(task, args) {
+    const hints = task.node.properties.root_device;
+    const bootMode =
+      args.boot_mode ??
+      (task.node.boot_mode === "bios" || task.node.boot_mode === "uefi" ? task.node.boot_mode : undefined);
+    await agentCommand(task, {
+      name: "install_bootloader",
+      args: {
+        ...(hints && typeof hints === "object" ? { root_device: hints } : {}),
+        ...(bootMode ? { boot_mode: bootMode } : {}),
+      } as z.infer<typeof COMMAND_ARGS.install_bootloader>,
+    });
+  },
+});
+
+/** One BMC power cycle from the ramdisk into the written disk (sync first: the image must be on disk). */
+const bootInstance = defineStep({
+  kind: "deploy",
+  interface: "deploy",
+  step: "boot_instance",
+  priority: 20,
+  requiresRamdisk: true,
+  args: NoArgs,
+  async run(task) {
+    await task.deps.agents.call(
+      task.node.uuid,
+      { name: "sync", args: {} },
+      { signal: task.signal, timeoutMs: 120_000 },
+    );
+    const node = await task.driverNode();
+    await task.hw.boot.prepareInstance(node);
+    await task.hw.management.setBootDevice(
+      node,
+      { device: "disk", persistent: true },
+      { signal: task.signal },
+    );
+    await task.setPower("power off");
+    await task.hw.boot.cleanUpRamdisk(node);
+    await task.setPower("power on");
+  },
+});
+
+/** Ironic's `direct` deploy: the agent in the deploy ramdisk streams the image and erases disks. */
+export const agentDeploy: DeployInterface = {
+  name: "direct",
+  inBand: true,
+  steps: [
+    eraseDevices,
+    eraseDevicesMetadata,
+    eraseDevicesExpress,
+    writeImageStep,
+    installBootloader,
+    bootInstance,
+  ],
+};

@@ -1,0 +1,85 @@
+import { SOFTWARE_RAID_LEVELS, type LogicalDisk, type RaidConfig } from "../../../shared/raid.ts";
+import { Invalid } from "../../errors.ts";
+import type { Task } from "../../tasks/task.ts";
+import { agentCommand } from "../agent-command.ts";
+import type { RaidInterface } from "../interfaces.ts";
+import { NoArgs, defineStep } from "../step.ts";
+import {
+  ApplyConfigurationArgs,
+  CreateConfigurationArgs,
+  logicalDisksToCreate,
+  raidConfigFrom,
+} from "./raid-steps.ts";
+
+/** Software RAID (controller "software") is what the agent builds, with mdadm. */
+function checkSoftwareRaid(config: RaidConfig): void {
+  for (const [index, disk] of config.logical_disks.entries()) {
+    if (disk.controller !== "software") {
+      throw new Invalid(
+        `RAID config validation error: logical disk ${index}: the agent builds software RAID only (controller "software")`,
+      );
+    }
+    if (!SOFTWARE_RAID_LEVELS.includes(disk.raid_level)) {
+      throw new Invalid(
+        `RAID config validation error: logical disk ${index}: software RAID level ${disk.raid_level} is not supported; use one of ${SOFTWARE_RAID_LEVELS.join(", ")}`,
+      );
+    }
+  }
+}
+
+async function build(task: Task, disks: LogicalDisk[], deleteExisting: boolean): Promise<void> {
+  checkSoftwareRaid({ logical_disks: disks });
+  if (deleteExisting) await agentCommand(task, { name: "delete_raid", args: {} });
+  const result = await agentCommand(task, { name: "create_raid", args: { logical_disks: disks } });
+  await task.update({ raid_config: raidConfigFrom(result, disks) });
+}
+
+/** Ironic's `agent` RAID interface: software RAID built in band by the agent. */
+export const agentRaid: RaidInterface = {
+  name: "agent",
+  supported: true,
+  validateRaidConfig: checkSoftwareRaid,
+  steps: [
+    defineStep({
+      kind: "clean",
+      interface: "raid",
+      step: "create_configuration",
+      priority: 0,
+      inBand: true,
+      args: CreateConfigurationArgs,
+      run: (task, args) => build(task, logicalDisksToCreate(task, args), args.delete_existing ?? true),
+    }),
+    defineStep({
+      kind: "clean",
+      interface: "raid",
+      step: "delete_configuration",
+      priority: 0,
+      inBand: true,
+      args: NoArgs,
+      async run(task) {
+        await agentCommand(task, { name: "delete_raid", args: {} });
+        await task.update({ raid_config: {} });
+      },
+    }),
+    defineStep({
+      kind: "deploy",
+      interface: "raid",
+      step: "apply_configuration",
+      priority: 0,
+      inBand: true,
+      args: ApplyConfigurationArgs,
+      async run(task, args) {
+        await task.update({ target_raid_config: args.raid_config });
+        await build(task, args.raid_config.logical_disks, args.delete_existing ?? true);
+      },
+    }),
+  ],
+};
+
+/** Ironic's no-raid: the node has no RAID interface. */
+export const noRaid: RaidInterface = {
+  name: "no-raid",
+  supported: false,
+  validateRaidConfig: () => undefined,
+  steps: [],
+};

@@ -1,0 +1,48 @@
+import { z } from "zod";
+import { RaidConfigSchema, type LogicalDisk, type RaidConfig } from "../../../shared/raid.ts";
+import { Invalid } from "../../errors.ts";
+import type { Task } from "../../tasks/task.ts";
+
+/** Ironic's create_configuration arguments. */
+export const CreateConfigurationArgs = z.object({
+  create_root_volume: z.boolean().optional().describe("Create the root volume (default true)"),
+  create_nonroot_volumes: z.boolean().optional().describe("Create the non-root volumes (default true)"),
+  delete_existing: z.boolean().optional().describe("Delete the existing volumes first"),
+});
+
+/** Ironic's apply_configuration (a deploy step) arguments. */
+export const ApplyConfigurationArgs = z.object({
+  raid_config: RaidConfigSchema.describe("The RAID configuration to apply"),
+  delete_existing: z.boolean().optional().describe("Delete the existing volumes first"),
+});
+
+/**
+ * The logical disks create_configuration builds from the node's target_raid_config, with Ironic's root /
+ * non-root selection. @throws Invalid when there is nothing to build
+ */
+export function logicalDisksToCreate(
+  task: Task,
+  args: z.infer<typeof CreateConfigurationArgs>,
+): LogicalDisk[] {
+  const target = RaidConfigSchema.safeParse(task.node.target_raid_config);
+  if (!target.success || target.data.logical_disks.length === 0) {
+    throw new Invalid(`Node ${task.node.uuid} has no target RAID configuration.`);
+  }
+  const root = args.create_root_volume ?? true;
+  const nonRoot = args.create_nonroot_volumes ?? true;
+  const disks = target.data.logical_disks.filter((d) => (d.is_root_volume === true ? root : nonRoot));
+  if (disks.length === 0) {
+    throw new Invalid(
+      "No logical disk is selected: both create_root_volume and create_nonroot_volumes are false.",
+    );
+  }
+  return disks;
+}
+
+/** The raid_config recorded after a build: what the agent reports, else what was asked for. */
+export function raidConfigFrom(result: unknown, requested: LogicalDisk[]): RaidConfig {
+  const reported = z.object({ logical_disks: z.array(z.record(z.string(), z.unknown())) }).safeParse(result);
+  return reported.success
+    ? ({ logical_disks: reported.data.logical_disks } as RaidConfig)
+    : { logical_disks: requested };
+}

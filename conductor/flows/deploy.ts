@@ -1,0 +1,33 @@
+import type { Task } from "../tasks/task.ts";
+import { beginSteps, resumeSteps, withoutBookkeeping } from "../tasks/step-runner.ts";
+import type { Flow } from "./flow.ts";
+import { writeRequestFromInstanceInfo } from "./image-request.ts";
+import { powerOffQuietly } from "./ramdisk.ts";
+
+/**
+ * Deploying through the step runner: the deploy interface's steps (the agent's write_image, boot_instance…)
+ * with the operator's deploy_steps merged in.
+ */
+export const deploy: Flow = {
+  async start(task: Task) {
+    if (task.interfaces.deploy.inBand) {
+      // validate before powering anything: a bad instance_info fails now, not after a boot
+      writeRequestFromInstanceInfo(task.node.instance_info, {
+        sign: task.deps.sign,
+        rootDevice: task.node.properties.root_device,
+        imageCa: task.deps.imageCa,
+      });
+    }
+    return beginSteps(task, "deploy");
+  },
+  resume: (task) => resumeSteps(task, "deploy"),
+  async onFail(task) {
+    await task
+      .update({
+        deploy_step: {},
+        driver_internal_info: withoutBookkeeping(task.node.driver_internal_info, "deploy"),
+      })
+      .catch(() => undefined);
+    if (task.interfaces.deploy.inBand) await powerOffQuietly(task);
+  },
+};

@@ -1,0 +1,118 @@
+import type { NodeRecord } from "../../shared/resources.ts";
+import type { HardwareType } from "../drivers/hardware-type.ts";
+import { Task, type TaskDeps } from "./task.ts";
+
+/** Work that runs in the background under a node's lock. */
+export type TaskWork = (task: Task) => Promise<void>;
+
+interface Running {
+  task: Task;
+  purpose: string;
+  done: Promise<void>;
+}
+
+/**
+ * Takes and gives back node locks in one place (Ironic's task_manager.acquire): `acquire` reserves the node,
+ * `run` executes a body under the lock and releases it afterwards — unless the body called `spawnAfter`,
+ * in which case the spawned work owns the lock and releases it when it settles, whatever it does.
+ */
+export class TaskManager {
+  private readonly running = new Map<string, Running>();
+
+  constructor(
+    private readonly deps: TaskDeps,
+    private readonly hardwareOf: (node: NodeRecord) => HardwareType,
+    /** Called after a spawned work released its node (agents that called back meanwhile are resumed). */
+    private readonly onReleased: (uuid: string) => Promise<void> = async () => undefined,
+  ) {}
+
+  /** Reserves the node for this conductor. @throws NodeLocked (409), NodeNotFound (404), Invalid (unknown driver) */
+  async acquire(node: NodeRecord, purpose: string): Promise<NodeLock> {
+    const hw = this.hardwareOf(node);
+    const reserved = await this.deps.store.reserveNode(node.uuid, this.deps.holder);
+    return new NodeLock(new Task(reserved, hw, this.deps), purpose, this);
+  }
+
+  /** The background work holding a node's lock here, if any. */
+  runningTask(uuid: string): Task | undefined {
+    return this.running.get(uuid)?.task;
+  }
+
+  isRunning(uuid: string): boolean {
+    return this.running.has(uuid);
+  }
+
+  /** Waits until no work is running (tests, shutdown). */
+  async settle(): Promise<void> {
+    while (this.running.size > 0) await Promise.allSettled([...this.running.values()].map((r) => r.done));
+  }
+
+  /** Cancels running work (shutdown). */
+  abortAll(reason: string): void {
+    for (const { task } of this.running.values()) task.abort(reason);
+  }
+
+  /** @internal NodeLock's: gives the reservation back; never throws. */
+  async release(task: Task): Promise<void> {
+    await this.deps.store
+      .releaseNode(task.node.uuid, this.deps.holder)
+      .catch((error: unknown) => task.log.error({ err: error }, "release failed"));
+  }
+
+  /** @internal NodeLock's: runs the work, then releases, whatever it does. */
+  spawn(task: Task, purpose: string, work: TaskWork): void {
+    const uuid = task.node.uuid;
+    const done = (async () => {
+      try {
+        await work(task);
+      } catch (error) {
+        task.log.error({ err: error, purpose }, "background work failed");
+      } finally {
+        this.running.delete(uuid);
+        await this.release(task);
+        await this.onReleased(uuid).catch((error: unknown) =>
+          task.log.error({ err: error }, "after-release hook failed"),
+        );
+      }
+    })();
+    this.running.set(uuid, { task, purpose, done });
+  }
+}
+
+/** One acquired node lock: a handle with the task it guards. */
+export class NodeLock {
+  private spawned: TaskWork | null = null;
+  private used = false;
+
+  constructor(
+    readonly task: Task,
+    readonly purpose: string,
+    private readonly manager: TaskManager,
+  ) {}
+
+  /** Hands the lock to `work`, started once the body of `run` returns; the work releases it when it settles. */
+  spawnAfter(work: TaskWork): void {
+    this.spawned = work;
+  }
+
+  /**
+   * Runs `body` under the lock. A throw releases the lock (nothing is spawned) and propagates; otherwise the
+   * spawned work (if any) starts and owns the lock, or the lock is released now.
+   */
+  async run<T>(body: (task: Task) => Promise<T>): Promise<T> {
+    if (this.used) throw new Error("a node lock handle runs once");
+    this.used = true;
+    let result: T;
+    try {
+      result = await body(this.task);
+    } catch (error) {
+      this.spawned = null;
+      await this.manager.release(this.task);
+      throw error;
+    }
+    const work = this.spawned;
+    if (work) this.manager.spawn(this.task, this.purpose, work);
+    else await this.manager.release(this.task);
+    return result;
+  }
+}
