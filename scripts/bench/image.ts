@@ -5,7 +5,7 @@
  *   (b) 4 GiB raw with 10% data (sparse)                  goal: >= 5x dd
  *       streamed whole, and with the bmaptool block map published beside it (only mapped ranges fetched)
  *   (c) the (b) image as qcow2, zstd and xz               goal: writer RSS <= 128 MB
- *   (e) a qcow2 of 20,000 512-byte clusters stored in reversed order, onto a target that does not read
+ *   (e) a qcow2 of 20,000 512-byte clusters (every other guest cluster) in reversed order, onto a target that does not read
  *       zeros, against the same clusters in guest order: out-of-order work must stay linear
  *   (d) the HTTP client alone, end to end (socket → sha256 → writer → disk): Anvil's reader against undici,
  *       same images, same server, same writer, runs interleaved. undici replaces the reader only if it is
@@ -124,13 +124,14 @@ async function reversedRun(
   order: "guest" | "reversed",
 ): Promise<{ seconds: number; writes: number }> {
   const n = 20_000;
-  const clusters = Array.from({ length: n }, (_, guest) => ({
-    guest,
-    data: Buffer.alloc(512, 1 + (guest % 251)),
+  // Every other guest cluster: out of order, the covered ranges stay disjoint (the old writer re-sorted them).
+  const clusters = Array.from({ length: n }, (_, i) => ({
+    guest: 2 * i,
+    data: Buffer.alloc(512, 1 + (i % 251)),
   }));
-  const { image, guest } = buildQcow2({ clusterBits: 9, virtualSize: n * 512, clusters, order });
+  const { image, guest } = buildQcow2({ clusterBits: 9, virtualSize: 2 * n * 512, clusters, order });
   const path = join(dir, `order-${order}.img`);
-  await writeFile(path, Buffer.alloc(n * 512, 0xee));
+  await writeFile(path, Buffer.alloc(2 * n * 512, 0xee));
   const started = process.hrtime.bigint();
   const writer = await ImageWriter.open({ path, readsZeroes: false });
   const converter = new Qcow2Converter();
@@ -146,7 +147,9 @@ async function reversedRun(
 }
 
 async function compareOrders(dir: string): Promise<void> {
-  console.log("(e) qcow2, 20,000 clusters of 512 bytes, target that does not read zeros (best of 3)");
+  console.log(
+    "(e) qcow2, 20,000 clusters of 512 bytes (every other one), target that does not read zeros (best of 3)",
+  );
   const results: Record<string, { seconds: number; writes: number }> = {};
   for (const order of ["guest", "reversed"] as const) {
     for (let i = 0; i < 3; i += 1) {
