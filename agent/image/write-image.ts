@@ -266,10 +266,7 @@ async function streamImage(image: ImageSpec, options: StreamOptions): Promise<St
     if (format === "qcow2" && !isQcow2(formatPeek.head)) {
       throw new ImageError("disk_format is qcow2 but the image has no qcow2 header", "image_format");
     }
-    const qcow2 =
-      format === "qcow2"
-        ? new Qcow2Converter(qcow2Limits(options))
-        : undefined;
+    const qcow2 = format === "qcow2" ? new Qcow2Converter(qcow2Limits(options)) : undefined;
     const extents: AsyncIterable<Extent> = qcow2
       ? qcow2.extents(compression === "none" ? ownedChunks(formatPeek.stream) : formatPeek.stream)
       : rawExtents(formatPeek.stream);
