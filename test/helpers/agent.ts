@@ -88,8 +88,7 @@ export async function startGatewayServer(
     socket.on("close", () => sockets.delete(socket));
   });
   gateway.attach(server);
-  server.listen(options.port ?? 0, "127.0.0.1");
-  await once(server, "listening");
+  await listenRetrying(server, options.port ?? 0);
   const port = (server.address() as AddressInfo).port;
   return {
     gateway,
@@ -102,6 +101,25 @@ export async function startGatewayServer(
       await closed;
     },
   };
+}
+
+/**
+ * Listens on 127.0.0.1. A fixed port (a "restarted" server) may briefly be some other test's ephemeral
+ * client port while it is free: retry EADDRINUSE for a few seconds rather than fail.
+ */
+async function listenRetrying(server: Server, port: number): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      server.listen(port, "127.0.0.1");
+      await once(server, "listening");
+      return;
+    } catch (error) {
+      const inUse = (error as NodeJS.ErrnoException).code === "EADDRINUSE";
+      if (!inUse || port === 0 || attempt >= 50) throw error;
+      server.close(() => undefined); // as Node's docs do before listening again
+      await new Promise((done) => setTimeout(done, 100));
+    }
+  }
 }
 
 /** An IPA-shaped inventory for simulated machines (8 CPUs, 16 GiB, one 20 GiB disk). */
