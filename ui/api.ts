@@ -42,7 +42,13 @@ export const session = {
 };
 
 function headers(extra: Record<string, string> = {}): Record<string, string> {
-  const h: Record<string, string> = { "X-OpenStack-Ironic-API-Version": "latest", ...extra };
+  // X-Requested-With: the conductor then leaves out WWW-Authenticate, so the browser shows no password
+  // prompt of its own on a 401 and the page's sign-in form does the asking
+  const h: Record<string, string> = {
+    "X-OpenStack-Ironic-API-Version": "latest",
+    "X-Requested-With": "XMLHttpRequest",
+    ...extra,
+  };
   if (session.token) h.Authorization = `Bearer ${session.token}`;
   return h;
 }
@@ -77,7 +83,11 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
 export async function login(user: string, password: string): Promise<void> {
   const response = await fetch("/v1/auth/tokens", {
     method: "POST",
-    headers: { Authorization: `Basic ${btoa(`${user}:${password}`)}`, "Content-Type": "application/json" },
+    headers: {
+      Authorization: `Basic ${btoa(`${user}:${password}`)}`,
+      "Content-Type": "application/json",
+      "X-Requested-With": "XMLHttpRequest",
+    },
     body: "{}",
   });
   const text = await response.text();

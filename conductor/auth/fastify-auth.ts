@@ -17,7 +17,17 @@ declare module "fastify" {
  * handler through a public prefix): version discovery as in Ironic, the agent's lookup, and the boot and
  * image files that firmware and the ramdisk fetch (temporary URLs carry their own signature).
  */
-const PUBLIC_ROUTES = new Set(["/", "/v1", "/v1/lookup", "/boot/*", "/images/*"]);
+// the dashboard's page, script and stylesheet carry no data: the page signs in, then calls the API
+const PUBLIC_ROUTES = new Set([
+  "/",
+  "/v1",
+  "/v1/lookup",
+  "/boot/*",
+  "/images/*",
+  "/ui/",
+  "/ui/app.js",
+  "/ui/app.css",
+]);
 
 /** Who calls a public route with auth on: no role, so every policy refuses. */
 const ANONYMOUS: Identity = { user: "anonymous", role: null, project: null, method: "http_basic" };
@@ -45,7 +55,10 @@ async function refuse(
   reply: FastifyReply,
   result: { status: number; message: string; retryAfterS?: number },
 ): Promise<FastifyReply> {
-  if (result.status === 401) reply.header("WWW-Authenticate", REALM);
+  // NOTE: a browser answers WWW-Authenticate: Basic with its own password prompt, even for fetch(); the
+  // dashboard asks for credentials itself and says so with X-Requested-With, as XHR clients commonly do.
+  const fromScript = reply.request.headers["x-requested-with"] === "XMLHttpRequest";
+  if (result.status === 401 && !fromScript) reply.header("WWW-Authenticate", REALM);
   if (result.retryAfterS !== undefined) reply.header("Retry-After", String(result.retryAfterS));
   return reply.code(result.status).send(authErrorBody(result.status, result.message));
 }

@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import type { FastifyInstance } from "fastify";
+import { authorize } from "../auth/policy.ts";
 import type { Store } from "../db/store.ts";
 
 const UI_DIR = fileURLToPath(new URL("../../ui/", import.meta.url));
@@ -44,7 +45,9 @@ export function uiPlugin(deps: { store: Store }) {
         .send(await script);
     });
     /** Counts by provision and power state for the whole fleet, served from the store's indexes. */
-    app.get("/ui/summary", async () => {
+    app.get("/ui/summary", async (request) => {
+      // fleet-wide counts: for those who may list the whole fleet (a project's users see their page only)
+      authorize("baremetal:node:list_all", request.identity);
       const [provision, power] = await Promise.all([
         deps.store.countNodesBy("provision_state"),
         deps.store.countNodesBy("power_state"),
