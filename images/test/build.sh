@@ -174,6 +174,9 @@ EOF
   truncate -s "${root_mib}M" "$work/root.ext4"
   E2FSPROGS_FAKE_TIME=$epoch mke2fs -q -F -t ext4 -L anvil-root -U "$root_uuid" -E "root_owner=0:0,hash_seed=$root_uuid" \
     -d "$work/rootfs" "$work/root.ext4"
+  # mke2fs -d copies each file's ctime, which touch cannot set: pin them so two builds give the same bytes.
+  (cd "$work/rootfs" && find . -mindepth 1 | sed 's|^\.||') | { echo /; cat; echo /lost+found; } |
+    sed "s|.*|sif & ctime @$epoch|" | E2FSPROGS_FAKE_TIME=$epoch debugfs -w -f - "$work/root.ext4" >/dev/null
 
   qemu-img convert -f raw -O qcow2 "$work/disk.raw" "$work/disk.qcow2"
   qemu-img convert -c -f raw -O qcow2 "$work/disk.raw" "$work/disk.compressed.qcow2"

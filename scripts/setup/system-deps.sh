@@ -7,7 +7,7 @@ packages=(
   ipmitool openipmi
   qemu-system-x86 qemu-utils ipxe-qemu
   busybox-static dnsmasq-base iproute2 cpio kmod zstd xz-utils
-  gdisk dosfstools genisoimage mtools util-linux fdisk time
+  gdisk dosfstools genisoimage mtools util-linux fdisk time e2fsprogs
   # Tools the deploy ramdisk carries for the agent; the test images' bootloaders and UEFI firmware to boot them.
   mdadm nvme-cli hdparm dmidecode syslinux syslinux-common syslinux-efi ovmf
   # GRUB for install_bootloader (the ramdisk carries grub-install and its BIOS and UEFI platform files).

@@ -153,11 +153,11 @@ describe("the whole-disk test image", () => {
     },
   );
 
-  it("lists the checksums of all three files", async () => {
+  it("lists the checksums of all four files", async () => {
     const sums = await readFile(join(dir, `${ID}.sha256sums`), "utf8");
     const check = await exec("sha256sum", ["--check", "--strict", `${ID}.sha256sums`], { cwd: dir });
     expect(check.code, check.stdout + check.stderr).toBe(0);
-    expect(sums.trim().split("\n")).toHaveLength(3);
+    expect(sums.trim().split("\n")).toHaveLength(4);
   });
 
   it("is reproducible: a second build elsewhere gives the same bytes", async () => {
