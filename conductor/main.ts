@@ -1,4 +1,5 @@
 import { createLogger } from "../shared/log.ts";
+import { AuthConfigError } from "./auth/strategy.ts";
 import { ConfigError, applyReload, loadConfig, usage } from "./config-loader.ts";
 import { runDemo } from "./demo.ts";
 import { createConductor } from "./server.ts";
@@ -48,6 +49,11 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
+  // a refused configuration is the operator's to fix: say what, without a stack trace
+  if (error instanceof AuthConfigError) {
+    console.error(`anvil-conductor: ${error.message}`);
+    process.exit(2);
+  }
   console.error(error);
   process.exit(1);
 });
