@@ -4,7 +4,6 @@ import type { AllocationRecord } from "../../shared/resources.ts";
 import { badRequest, conflict, notFound } from "../api/errors.ts";
 import type { Store } from "../db/store.ts";
 import { TRANSIENT_STATES, WAIT_STATES } from "../states/machine.ts";
-import { pickNode } from "./match.ts";
 
 /** The reservation endpoint: picks a node atomically, at request time. */
 export class AllocationService {
@@ -35,14 +34,11 @@ export class AllocationService {
   }
 
   private async process(allocation: AllocationRecord): Promise<AllocationRecord> {
-    const request = {
+    const node = await this.store.claimNode(allocation.uuid, {
+      resourceClass: allocation.resource_class,
       traits: allocation.traits,
       candidateNodes: allocation.candidate_nodes,
       spec: allocation.spec,
-    };
-    const node = await this.store.claimNode(allocation.uuid, {
-      resourceClass: allocation.resource_class,
-      pick: (candidates) => pickNode(candidates, request),
     });
     if (!node) {
       const what = allocation.resource_class

@@ -1,4 +1,5 @@
 import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import type { CandidateRequest } from "./candidates.ts";
 
 export const NODE_SORT_KEYS = [
   "id",
@@ -70,9 +71,6 @@ export interface AllocationFilter {
   state?: string;
 }
 
-/** What makes a node a candidate for an allocation; evaluated inside the claim's transaction. */
-export type CandidatePicker = (candidates: NodeRecord[]) => NodeRecord | undefined;
-
 /** Persistence for nodes, ports and allocations. Every method is atomic on its own. */
 export interface Store {
   createNode(node: NodeRecord): Promise<NodeRecord>;
@@ -119,13 +117,11 @@ export interface Store {
   updateAllocation(uuid: string, patch: Partial<AllocationRecord>): Promise<AllocationRecord>;
   deleteAllocation(uuid: string): Promise<void>;
   /**
-   * In one transaction: lists free nodes (available, unreserved, no instance, not in maintenance, power known),
-   * lets `pick` choose one, and binds it to the allocation. Two racing claims never get the same node.
+   * In one transaction: chooses a free node (available, unreserved, no instance, not in maintenance, power
+   * known) that matches the request, in SQL from indexed columns, and binds it to the allocation. Two racing
+   * claims never get the same node, and neither waits for the other's choice.
    */
-  claimNode(
-    allocationUuid: string,
-    options: { resourceClass: string | null; pick: CandidatePicker },
-  ): Promise<NodeRecord | null>;
+  claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null>;
 
   close(): Promise<void>;
 }

@@ -1,4 +1,5 @@
-/** Schema versions, applied in order; PRAGMA user_version records how many ran. */
+/** Schema versions, applied in order; PRAGMA user_version records how many ran. Columns derived from the
+ * node document (matching columns, traits) are filled by the store re-writing every node after a migration. */
 export const MIGRATIONS: readonly string[] = [
   `
   CREATE TABLE nodes (
@@ -52,5 +53,22 @@ export const MIGRATIONS: readonly string[] = [
     digest TEXT NOT NULL,
     boot_id TEXT NOT NULL
   );
+  `,
+  `
+  ALTER TABLE nodes ADD COLUMN memory_mb INTEGER;
+  ALTER TABLE nodes ADD COLUMN cpus INTEGER;
+  ALTER TABLE nodes ADD COLUMN local_gb INTEGER;
+  ALTER TABLE nodes ADD COLUMN cpu_arch TEXT;
+  ALTER TABLE nodes ADD COLUMN capabilities TEXT NOT NULL DEFAULT '';
+  CREATE TABLE node_traits (
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    trait TEXT NOT NULL,
+    PRIMARY KEY (trait, node_uuid)
+  );
+  CREATE INDEX node_traits_node ON node_traits (node_uuid);
+  -- NOTE: only free nodes are indexed, so a claim at 10^5 nodes reads a few rows, not the fleet
+  CREATE INDEX nodes_free ON nodes (resource_class, memory_mb, cpus, local_gb)
+    WHERE provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL
+      AND power_state IS NOT NULL AND maintenance = 0;
   `,
 ];

@@ -9,13 +9,13 @@ import {
   NotFound,
   type NodeSummary,
   type AllocationFilter,
-  type CandidatePicker,
   type NodeFilter,
   type Page,
   type PortFilter,
   type Store,
 } from "../store.ts";
 import { MIGRATIONS } from "./migrations.ts";
+import { candidateQuery, matchColumns, type CandidateRequest } from "../candidates.ts";
 import { isUuid } from "../../../shared/uuid.ts";
 
 type Row = { doc: string };
@@ -39,6 +39,7 @@ function nodeColumns(node: NodeRecord): Record<string, SqlValue> {
     retired: node.retired ? 1 : 0,
     created_at: node.created_at,
     updated_at: node.updated_at,
+    ...matchColumns(node),
     doc: JSON.stringify(node),
   };
 }
@@ -106,6 +107,14 @@ export class SqliteStore implements Store {
         this.db.pragma(`user_version = ${i + 1}`);
       })();
     }
+    if (version > 0 && version < MIGRATIONS.length) {
+      // derived columns (matching, traits) are filled from the documents by writing every node again
+      this.db.transaction(() => {
+        for (const row of this.db.prepare("SELECT doc FROM nodes").all() as Row[]) {
+          this.writeNode(JSON.parse(row.doc) as NodeRecord, false);
+        }
+      })();
+    }
   }
 
   private nodeRow(ident: string): NodeRecord | null {
@@ -127,6 +136,10 @@ export class SqliteStore implements Store {
           .filter((n) => n !== "uuid")
           .map((n) => `${n} = @${n}`);
         this.stmt(`UPDATE nodes SET ${sets.join(",")} WHERE uuid = @uuid`).run(cols);
+        this.stmt("DELETE FROM node_traits WHERE node_uuid = ?").run(node.uuid);
+      }
+      for (const trait of new Set(node.traits)) {
+        this.stmt("INSERT INTO node_traits (node_uuid, trait) VALUES (?, ?)").run(node.uuid, trait);
       }
     } catch (error) {
       if (isUniqueViolation(error)) {
@@ -451,25 +464,26 @@ export class SqliteStore implements Store {
     }
   }
 
-  async claimNode(
-    allocationUuid: string,
-    options: { resourceClass: string | null; pick: CandidatePicker },
-  ): Promise<NodeRecord | null> {
+  async claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null> {
     // NOTE: better-sqlite3 transactions are synchronous, so no other claim interleaves with this one;
     // the BEGIN IMMEDIATE also excludes other processes writing the same file.
     const claim = this.db.transaction(() => {
-      const params: SqlValue[] = [];
-      let sql =
-        "SELECT doc FROM nodes WHERE provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL AND maintenance = 0 AND power_state IS NOT NULL";
-      if (options.resourceClass !== null) {
-        sql += " AND resource_class = ?";
-        params.push(options.resourceClass);
-      }
-      const candidates = (this.stmt(sql).all(...params) as Row[]).map((r) => JSON.parse(r.doc) as NodeRecord);
-      const chosen = options.pick(candidates);
-      if (!chosen) return null;
+      // named parameters: the candidate list appears twice in the statement (uuid IN … OR name IN …)
+      const params: Record<string, SqlValue> = {};
+      const query = candidateQuery(request, {
+        param: (value) => {
+          const key = `p${Object.keys(params).length}`;
+          params[key] = value;
+          return `@${key}`;
+        },
+        false: "0",
+      });
+      const row = this.stmt(`SELECT doc FROM nodes WHERE ${query.where} ORDER BY ${query.order} LIMIT 1`).get(
+        params,
+      ) as Row | undefined;
+      if (!row) return null;
       const updated: NodeRecord = {
-        ...chosen,
+        ...(JSON.parse(row.doc) as NodeRecord),
         instance_uuid: allocationUuid,
         allocation_uuid: allocationUuid,
         updated_at: new Date().toISOString(),
