@@ -6,7 +6,7 @@ export const ConductorConfig = z.object({
   name: z.string().default("127.0.0.1"),
   host: z.string().default("127.0.0.1"),
   port: z.number().int().min(0).max(65535).default(6385),
-  /** SQLite file (":memory:" for throwaway runs). */
+  /** SQLite file (":memory:" for throwaway runs), or a postgresql:// URL for a cluster of conductors. */
   databasePath: z.string().default(".anvil/anvil.sqlite"),
   /** Where boot files (iPXE scripts, kernels) live. */
   dataDir: z.string().default(".anvil"),

@@ -7,7 +7,8 @@ import { createConductor } from "./server.ts";
 const USAGE = `anvil-conductor [options]
   --host HOST               listen address (default 127.0.0.1)
   --port PORT               listen port (default 6385, Ironic's)
-  --db PATH                 SQLite file (default .anvil/anvil.sqlite; ":memory:" for a throwaway)
+  --db PATH|URL             SQLite file (default .anvil/anvil.sqlite; ":memory:" for a throwaway),
+                            or postgresql://user@host:port/db for several conductors sharing one fleet
   --data-dir DIR            boot files and state (default .anvil)
   --name NAME               conductor name shown in reservations (default 127.0.0.1)
   --public-url URL          how nodes reach this conductor (default http://HOST:PORT)

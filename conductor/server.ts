@@ -1,5 +1,4 @@
 import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "../shared/log.ts";
 import { AllocationService } from "./allocations/service.ts";
@@ -10,7 +9,7 @@ import { runPowerSyncPass } from "./cluster/power-sync.ts";
 import { storePowerSyncPort } from "./cluster/power-sync-port.ts";
 import { publicUrlOf } from "./config.ts";
 import type { ConductorConfig } from "./config.ts";
-import { SqliteStore } from "./db/sqlite/sqlite-store.ts";
+import { openStore } from "./db/open-store.ts";
 import type { Store } from "./db/store.ts";
 import { bootFilesPlugin } from "./drivers/boot/http-plugin.ts";
 import type { DriverRegistry } from "./drivers/hardware-type.ts";
@@ -40,9 +39,8 @@ export function createConductor(
   options: { logger: Logger; drivers?: DriverRegistry; store?: Store; sign?: UrlSigner },
 ): Conductor {
   const { logger } = options;
-  if (config.databasePath !== ":memory:") mkdirSync(dirname(config.databasePath), { recursive: true });
   mkdirSync(httpBootRoot(config), { recursive: true });
-  const store = options.store ?? new SqliteStore(config.databasePath);
+  const store = options.store ?? openStore(config.databasePath);
   let listeningUrl: string | undefined;
   const publicUrl = (): string => publicUrlOf(config, listeningUrl);
   const drivers = options.drivers ?? defaultDrivers(config);

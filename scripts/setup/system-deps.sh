@@ -12,6 +12,8 @@ packages=(
   mdadm nvme-cli hdparm dmidecode syslinux syslinux-common syslinux-efi ovmf
   # Image tests (a self-signed HTTPS image server, bmaptool's block maps) and the image bench's curl | dd baseline.
   openssl curl bmap-tools
+  # The cluster store's tests, benches and lab start a throwaway server (scripts/setup/postgres.sh).
+  postgresql
 )
 missing=()
 for p in "${packages[@]}"; do
