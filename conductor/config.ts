@@ -79,6 +79,18 @@ export const ConductorConfig = z.object({
         .optional(),
     })
     .prefault({}),
+  /** Several conductors on one PostgreSQL database: membership, heartbeat and the hash ring. */
+  cluster: z
+    .object({
+      /** Ironic's conductor_group: this conductor serves only nodes of the same group. */
+      group: z.string().default(""),
+      /** Ironic: heartbeat_interval 10 s, heartbeat_timeout 60 s. */
+      heartbeatIntervalS: z.number().positive().default(10),
+      deadAfterS: z.number().positive().default(60),
+      /** 2^n ring points per conductor (Ironic's hash_partition_exponent is 5). */
+      partitionExponent: z.number().int().min(0).max(12).default(7),
+    })
+    .prefault({}),
   logLevel: z.string().default("info"),
 });
 export type ConductorConfig = z.infer<typeof ConductorConfig>;

@@ -19,6 +19,9 @@ const USAGE = `anvil-conductor [options]
   --image-root DIR          serve file:// images under DIR to agents (small setups)
   --fake-delay-ms MS        duration of each fake-hardware step (default 0)
   --power-sync-interval S   seconds between power-state syncs, 0 disables (default 60)
+  --conductor-group GROUP   serve only nodes of this conductor_group (default "")
+  --heartbeat-interval S    seconds between heartbeats in the conductors table (default 10)
+  --dead-after S            a conductor silent this long is dead; its nodes are taken over (default 60)
   --demo                    enroll fake-hardware demo nodes and walk one from enroll to active
   --log-level LEVEL         pino level (default info)`;
 
@@ -43,6 +46,9 @@ async function main(): Promise<void> {
       "image-root": { type: "string" },
       "fake-delay-ms": { type: "string" },
       "power-sync-interval": { type: "string" },
+      "conductor-group": { type: "string" },
+      "heartbeat-interval": { type: "string" },
+      "dead-after": { type: "string" },
       demo: { type: "boolean" },
       "log-level": { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -75,6 +81,11 @@ async function main(): Promise<void> {
       localRoot: values["image-root"] ?? env("ANVIL_IMAGE_ROOT") ?? (demo ? `${dataDir}/images` : undefined),
     },
     powerSync: { intervalS: num(values["power-sync-interval"] ?? env("ANVIL_POWER_SYNC_INTERVAL")) },
+    cluster: {
+      group: values["conductor-group"] ?? env("ANVIL_CONDUCTOR_GROUP"),
+      heartbeatIntervalS: num(values["heartbeat-interval"] ?? env("ANVIL_HEARTBEAT_INTERVAL")),
+      deadAfterS: num(values["dead-after"] ?? env("ANVIL_DEAD_AFTER")),
+    },
     logLevel: values["log-level"] ?? env("ANVIL_LOG_LEVEL"),
   });
   if (!parsed.success) {

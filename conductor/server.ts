@@ -7,6 +7,8 @@ import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
 import { buildApi } from "./api/app.ts";
 import { runPowerSyncPass } from "./cluster/power-sync.ts";
 import { storePowerSyncPort } from "./cluster/power-sync-port.ts";
+import { Membership } from "./cluster/membership.ts";
+import { takeOverOrphans } from "./cluster/takeover.ts";
 import { publicUrlOf } from "./config.ts";
 import type { ConductorConfig } from "./config.ts";
 import { openStore } from "./db/open-store.ts";
@@ -24,6 +26,7 @@ export interface Conductor {
   app: FastifyInstance;
   store: Store;
   provisioner: Provisioner;
+  membership: Membership;
   gateway: AgentGateway;
   events: EventHub;
   drivers: DriverRegistry;
@@ -45,6 +48,15 @@ export function createConductor(
   const publicUrl = (): string => publicUrlOf(config, listeningUrl);
   const drivers = options.drivers ?? defaultDrivers(config);
   const events = new EventHub();
+  const membership = new Membership(store, {
+    hostname: config.name,
+    group: config.cluster.group,
+    drivers: drivers.list().map((d) => d.name),
+    heartbeatIntervalS: config.cluster.heartbeatIntervalS,
+    deadAfterS: config.cluster.deadAfterS,
+    partitionExponent: config.cluster.partitionExponent,
+    logger,
+  });
   const gateway = createAgentGateway({
     directory: storeDirectory(store, { fastTrack: config.agent.fastTrack }),
     logger,
@@ -54,7 +66,8 @@ export function createConductor(
   const provisioner = new Provisioner(
     {
       store,
-      holder: config.name,
+      // the unique identity, not the name: a second process with the same name never shares our locks
+      holder: membership.identity,
       logger,
       agents: gateway,
       config,
@@ -69,6 +82,7 @@ export function createConductor(
     store,
     provisioner,
     allocations: new AllocationService(store),
+    membership,
     drivers,
     config,
     logger,
@@ -110,21 +124,33 @@ export function createConductor(
     app,
     store,
     provisioner,
+    membership,
     gateway,
     events,
     drivers,
     async start() {
       for (const hw of drivers.list()) await hw.boot.start?.();
-      const failed = await provisioner.recover();
-      if (failed.length) logger.warn({ nodes: failed }, "failed work abandoned by a previous run");
+      // registered before anything is locked under our identity (takeover relies on that order)
+      await membership.join(null);
+      const takeover = () =>
+        takeOverOrphans({
+          store,
+          membership,
+          logger,
+          takeOver: (uuid, holder, cause) => provisioner.takeOver(uuid, holder, cause),
+        });
+      await takeover();
       gateway.attach(app.server);
       const url = await app.listen({ host: config.host, port: config.port });
       listeningUrl = url;
-      every(config.timeoutCheckIntervalS, () => provisioner.failTimedOut(), "timeout check");
+      await membership.heartbeat(url);
+      every(config.cluster.heartbeatIntervalS, () => membership.heartbeat().then(takeover), "heartbeat");
+      const mine = (node: { uuid: string; conductor_group: string }) => membership.owns(node);
+      every(config.timeoutCheckIntervalS, () => provisioner.failTimedOut(Date.now(), mine), "timeout check");
       every(
         config.powerSync.intervalS,
         () =>
-          runPowerSyncPass(storePowerSyncPort(store, drivers), {
+          runPowerSyncPass(storePowerSyncPort(store, drivers, mine), {
             concurrency: config.powerSync.concurrency,
             forcePowerStateDuringSync: config.powerSync.force,
             maxFailures: config.powerSync.maxFailures,
@@ -132,7 +158,7 @@ export function createConductor(
           }),
         "power sync",
       );
-      logger.info({ url, name: config.name }, "conductor listening");
+      logger.info({ url, name: config.name, identity: membership.identity }, "conductor listening");
       return url;
     },
     async stop() {
@@ -141,6 +167,9 @@ export function createConductor(
       await provisioner.settle();
       await gateway.close();
       await app.close();
+      await membership
+        .leave()
+        .catch((error: unknown) => logger.error({ err: error }, "could not deregister"));
       await store.close();
     },
   };

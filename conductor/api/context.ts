@@ -6,6 +6,7 @@ import type { Provisioner } from "../tasks/provisioner.ts";
 import type { ConductorConfig } from "../config.ts";
 import type { EventHub } from "../events/hub.ts";
 import type { AllocationService } from "../allocations/service.ts";
+import type { Membership } from "../cluster/membership.ts";
 import { MIN_VERSION } from "./microversion.ts";
 import type { ViewContext } from "./views.ts";
 
@@ -14,6 +15,7 @@ export interface ApiDeps {
   store: Store;
   provisioner: Provisioner;
   allocations: AllocationService;
+  membership: Membership;
   drivers: DriverRegistry;
   config: ConductorConfig;
   logger: Logger;
@@ -37,6 +39,6 @@ export function viewContext(request: FastifyRequest, deps: ApiDeps): ViewContext
   return {
     minor: request.apiMinor ?? MIN_VERSION,
     baseUrl: baseUrl(request),
-    conductorName: deps.config.name,
+    conductorOf: (node) => deps.membership.ownerOf(node)?.hostname ?? null,
   };
 }

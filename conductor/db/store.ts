@@ -1,4 +1,4 @@
-import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
 import type { CandidateRequest } from "./candidates.ts";
 
 export const NODE_SORT_KEYS = [
@@ -58,6 +58,8 @@ export interface NodeFilter {
   retired?: boolean;
   /** only nodes reserved by this conductor */
   reservation?: string;
+  /** only nodes someone holds (true) or no one holds (false) */
+  reserved?: boolean;
 }
 
 export interface PortFilter {
@@ -123,7 +125,31 @@ export interface Store {
    */
   claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null>;
 
+  /**
+   * Registers a running conductor. In one transaction, rows of the same hostname that are stale (no heartbeat
+   * since `staleBefore`) or listed in `retire` (a crashed predecessor) go offline first.
+   * @throws ConductorAlreadyRegistered while another online row has the hostname
+   */
+  registerConductor(
+    record: ConductorRecord,
+    options: { staleBefore: number; retire: readonly string[] },
+  ): Promise<void>;
+  /** Records a heartbeat (and the URL once known); false when the row is gone or offline. */
+  touchConductor(identity: string, at: number, url?: string): Promise<boolean>;
+  /** Marks the conductor offline (clean stop, or found dead). */
+  retireConductor(identity: string): Promise<void>;
+  /** Every row, online or not, oldest first. */
+  listConductors(): Promise<ConductorRecord[]>;
+
   close(): Promise<void>;
+}
+
+export class ConductorAlreadyRegistered extends Error {
+  constructor(readonly hostname: string) {
+    super(
+      `Conductor ${hostname} already registered and alive; refusing to start a second one under that name.`,
+    );
+  }
 }
 
 export class NodeNotFound extends Error {

@@ -233,38 +233,48 @@ export class Provisioner {
   }
 
   /**
-   * After a restart: release the locks this conductor left and fail the work that was in flight
-   * (wait states stay: their agents call back, or their timeout fails them).
+   * Takeover: a dead conductor's lock on a node this one now owns is freed, and its in-flight work settled
+   * by the same rules as a restart. Returns whether the node was failed.
    */
-  async recover(): Promise<string[]> {
-    const failed: string[] = [];
-    for (const uuid of await this.deps.store.releaseAllReservations(this.deps.holder)) {
-      const node = await this.deps.store.getNode(uuid);
-      const inFlight = node !== null && TRANSIENT_STATES.includes(node.provision_state);
-      if (!node || (!inFlight && node.target_power_state === null)) continue;
-      const task = await this.lock(node);
-      try {
-        const message = `The conductor restarted while the node was in "${node.provision_state}"; the operation was abandoned.`;
-        await task.update({ target_power_state: null, last_error: message });
-        if (inFlight) {
-          await this.fail(task, message);
-          failed.push(uuid);
-        }
-      } finally {
-        await this.release(task);
-      }
+  async takeOver(uuid: string, deadHolder: string, cause: string): Promise<boolean> {
+    await this.deps.store.releaseNode(uuid, deadHolder);
+    return this.abandon(uuid, cause);
+  }
+
+  /** Fails an unlocked node's abandoned transient state (and clears a pending power change). */
+  private async abandon(uuid: string, cause: string): Promise<boolean> {
+    const node = await this.deps.store.getNode(uuid);
+    const inFlight = node !== null && TRANSIENT_STATES.includes(node.provision_state);
+    if (!node || (!inFlight && node.target_power_state === null)) return false;
+    let task: Task;
+    try {
+      task = await this.lock(node);
+    } catch (error) {
+      if (error instanceof NodeLocked) return false; // someone else got to it first
+      throw error;
     }
-    return failed;
+    try {
+      const message = `${cause} while the node was in "${node.provision_state}"; the operation was abandoned.`;
+      await task.update({ target_power_state: null, last_error: message });
+      if (!inFlight) return false;
+      await this.fail(task, message);
+      return true;
+    } finally {
+      await this.release(task);
+    }
   }
 
   /** Fails nodes that waited for their agent longer than their state's timeout. */
-  async failTimedOut(now = Date.now()): Promise<string[]> {
+  async failTimedOut(
+    now = Date.now(),
+    isMine: (node: NodeRecord) => boolean = () => true,
+  ): Promise<string[]> {
     const failed: string[] = [];
     for (const state of WAIT_STATES) {
       const limitS = this.deps.config.timeouts[WAIT_TIMEOUT_KEY[state] ?? "deployWaitS"];
       for (const node of await this.deps.store.listNodes({ provision_state: state }, {})) {
         const since = Date.parse(node.provision_updated_at ?? node.updated_at ?? node.created_at);
-        if (now - since < limitS * 1000) continue;
+        if (now - since < limitS * 1000 || !isMine(node)) continue;
         let task: Task;
         try {
           task = await this.lock(node);

@@ -3,8 +3,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newNode } from "../../conductor/api/nodes.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";
-import { Duplicate, NodeLocked, NodeNotFound, NotFound, type Store } from "../../conductor/db/store.ts";
-import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import {
+  ConductorAlreadyRegistered,
+  Duplicate,
+  NodeLocked,
+  NodeNotFound,
+  NotFound,
+  type Store,
+} from "../../conductor/db/store.ts";
+import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
 
 const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
 
@@ -46,6 +53,21 @@ function allocation(fields: Partial<AllocationRecord> = {}): AllocationRecord {
     owner: null,
     created_at: new Date().toISOString(),
     updated_at: null,
+    ...fields,
+  };
+}
+function conductor(hostname: string, fields: Partial<ConductorRecord> = {}): ConductorRecord {
+  return {
+    identity: `${hostname}/${randomUUID().slice(0, 8)}`,
+    hostname,
+    conductor_group: "",
+    drivers: ["fake-hardware"],
+    url: null,
+    machine: "contract",
+    pid: 1,
+    created_at: new Date().toISOString(),
+    heartbeat_at: 1_000_000,
+    online: true,
     ...fields,
   };
 }
@@ -255,6 +277,33 @@ export function storeContract(
       expect(await claim({ spec: { capabilities: { boot_mode: "%" }, match: "best_fit" } })).toBeNull();
       const named = await claim({ candidateNodes: [`${rc}-small`, big.uuid] });
       expect([small.uuid, big.uuid]).toContain(named?.uuid);
+    });
+
+    it("conductors: one online row per hostname; stale or retired predecessors make way; heartbeats", async () => {
+      const first = conductor("c-1");
+      await store.registerConductor(first, { staleBefore: 0, retire: [] });
+      // a second process under the same name while the first is alive: refused
+      await expect(
+        (second ?? store).registerConductor(conductor("c-1"), { staleBefore: 0, retire: [] }),
+      ).rejects.toThrow(ConductorAlreadyRegistered);
+      expect(await store.touchConductor(first.identity, 2_000_000, "http://127.0.0.1:1")).toBe(true);
+      // once its heartbeat is stale, a newcomer under that name registers and the old row goes offline
+      const next = conductor("c-1", { heartbeat_at: 3_000_000 });
+      await store.registerConductor(next, { staleBefore: 2_500_000, retire: [] });
+      const rows = (await store.listConductors()).filter((r) => r.hostname === "c-1");
+      expect(rows.map((r) => [r.identity, r.online])).toEqual([
+        [first.identity, false],
+        [next.identity, true],
+      ]);
+      expect(rows[0]!.url).toBe("http://127.0.0.1:1");
+      expect(rows[0]!.heartbeat_at).toBe(2_000_000);
+      expect(rows[1]!.drivers).toEqual(["fake-hardware"]);
+      expect(await store.touchConductor(first.identity, 4_000_000)).toBe(false);
+      // a crashed predecessor named in `retire` makes way at once, fresh heartbeat or not
+      const third = conductor("c-1", { heartbeat_at: 5_000_000 });
+      await store.registerConductor(third, { staleBefore: 0, retire: [next.identity] });
+      await store.retireConductor(third.identity);
+      expect((await store.listConductors()).filter((r) => r.online && r.hostname === "c-1")).toEqual([]);
     });
   });
 }

@@ -66,4 +66,20 @@ export const PG_MIGRATIONS: readonly string[] = [
     boot_id TEXT NOT NULL
   );
   `,
+  `
+  CREATE TABLE conductors (
+    identity TEXT PRIMARY KEY,
+    hostname TEXT NOT NULL,
+    conductor_group TEXT NOT NULL DEFAULT '',
+    drivers JSONB NOT NULL,
+    url TEXT,
+    machine TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    heartbeat_at BIGINT NOT NULL,
+    online BOOLEAN NOT NULL
+  );
+  -- two live conductors never share a hostname
+  CREATE UNIQUE INDEX conductors_online_hostname ON conductors (hostname) WHERE online;
+  `,
 ];

@@ -1,7 +1,8 @@
 import pg from "pg";
-import type { AllocationRecord, NodeRecord, PortRecord } from "../../../shared/resources.ts";
+import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../../shared/resources.ts";
 import { isUuid } from "../../../shared/uuid.ts";
 import {
+  ConductorAlreadyRegistered,
   Duplicate,
   NODE_SORT_KEYS,
   NODE_SUMMARY_FIELDS,
@@ -218,6 +219,7 @@ export class PgStore implements Store {
     eq("owner", filter.owner);
     eq("lessee", filter.lessee);
     eq("reservation", filter.reservation);
+    if (filter.reserved !== undefined) where.push(`reservation IS ${filter.reserved ? "NOT " : ""}NULL`);
     if (filter.associated !== undefined)
       where.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
     const paging = pageClause("nodes", page, { allowedKeys: NODE_SORT_KEYS, params });
@@ -509,6 +511,59 @@ export class PgStore implements Store {
       await this.writeNode(db, updated, false);
       return updated;
     });
+  }
+
+  async registerConductor(
+    record: ConductorRecord,
+    options: { staleBefore: number; retire: readonly string[] },
+  ): Promise<void> {
+    await this.inTransaction(async (db) => {
+      await db.query(
+        `UPDATE conductors SET online = FALSE WHERE hostname = $1 AND online
+         AND (heartbeat_at < $2 OR identity = ANY($3::text[]))`,
+        [record.hostname, options.staleBefore, options.retire],
+      );
+      try {
+        await db.query(
+          `INSERT INTO conductors (identity, hostname, conductor_group, drivers, url, machine, pid, created_at, heartbeat_at, online)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, TRUE)`,
+          [
+            record.identity,
+            record.hostname,
+            record.conductor_group,
+            JSON.stringify(record.drivers),
+            record.url,
+            record.machine,
+            record.pid,
+            record.created_at,
+            record.heartbeat_at,
+          ],
+        );
+      } catch (error) {
+        if (pgCode(error) === "23505") throw new ConductorAlreadyRegistered(record.hostname);
+        throw error;
+      }
+    });
+  }
+
+  async touchConductor(identity: string, at: number, url?: string): Promise<boolean> {
+    const result = await this.query(
+      "UPDATE conductors SET heartbeat_at = $1, url = COALESCE($3, url) WHERE identity = $2 AND online",
+      [at, identity, url ?? null],
+    );
+    return (result.rowCount ?? 0) > 0;
+  }
+
+  async retireConductor(identity: string): Promise<void> {
+    await this.query("UPDATE conductors SET online = FALSE WHERE identity = $1", [identity]);
+  }
+
+  async listConductors(): Promise<ConductorRecord[]> {
+    const result = await this.query<Omit<ConductorRecord, "heartbeat_at"> & { heartbeat_at: string }>(
+      "SELECT * FROM conductors ORDER BY created_at, identity",
+    );
+    // BIGINT arrives as a string (it may exceed 2^53; epoch milliseconds do not)
+    return result.rows.map((r) => ({ ...r, heartbeat_at: Number(r.heartbeat_at) }));
   }
 
   async close(): Promise<void> {

@@ -71,4 +71,20 @@ export const MIGRATIONS: readonly string[] = [
     WHERE provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL
       AND power_state IS NOT NULL AND maintenance = 0;
   `,
+  `
+  CREATE TABLE conductors (
+    identity TEXT PRIMARY KEY,
+    hostname TEXT NOT NULL,
+    conductor_group TEXT NOT NULL DEFAULT '',
+    drivers TEXT NOT NULL,
+    url TEXT,
+    machine TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    heartbeat_at INTEGER NOT NULL,
+    online INTEGER NOT NULL
+  );
+  -- two live conductors never share a hostname
+  CREATE UNIQUE INDEX conductors_online_hostname ON conductors (hostname) WHERE online = 1;
+  `,
 ];

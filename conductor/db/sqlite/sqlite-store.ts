@@ -1,6 +1,7 @@
 import Database from "better-sqlite3";
-import type { AllocationRecord, NodeRecord, PortRecord } from "../../../shared/resources.ts";
+import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../../shared/resources.ts";
 import {
+  ConductorAlreadyRegistered,
   Duplicate,
   NODE_SORT_KEYS,
   NodeLocked,
@@ -181,6 +182,7 @@ export class SqliteStore implements Store {
     eq("owner", filter.owner);
     eq("lessee", filter.lessee);
     eq("reservation", filter.reservation);
+    if (filter.reserved !== undefined) where.push(`reservation IS ${filter.reserved ? "NOT " : ""}NULL`);
     if (filter.associated !== undefined)
       where.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
     const paging = pageClause("nodes", page, NODE_SORT_KEYS);
@@ -492,6 +494,59 @@ export class SqliteStore implements Store {
       return updated;
     });
     return claim.immediate();
+  }
+
+  async registerConductor(
+    record: ConductorRecord,
+    options: { staleBefore: number; retire: readonly string[] },
+  ): Promise<void> {
+    this.db
+      .transaction(() => {
+        this.stmt(
+          `UPDATE conductors SET online = 0 WHERE hostname = ? AND online = 1
+           AND (heartbeat_at < ? OR identity IN (SELECT value FROM json_each(?)))`,
+        ).run(record.hostname, options.staleBefore, JSON.stringify(options.retire));
+        try {
+          this.stmt(
+            `INSERT INTO conductors (identity, hostname, conductor_group, drivers, url, machine, pid, created_at, heartbeat_at, online)
+             VALUES (@identity, @hostname, @conductor_group, @drivers, @url, @machine, @pid, @created_at, @heartbeat_at, 1)`,
+          ).run({
+            identity: record.identity,
+            hostname: record.hostname,
+            conductor_group: record.conductor_group,
+            drivers: JSON.stringify(record.drivers),
+            url: record.url,
+            machine: record.machine,
+            pid: record.pid,
+            created_at: record.created_at,
+            heartbeat_at: record.heartbeat_at,
+          });
+        } catch (error) {
+          if (isUniqueViolation(error)) throw new ConductorAlreadyRegistered(record.hostname);
+          throw error;
+        }
+      })
+      .immediate();
+  }
+
+  async touchConductor(identity: string, at: number, url?: string): Promise<boolean> {
+    return (
+      this.stmt(
+        "UPDATE conductors SET heartbeat_at = ?, url = COALESCE(?, url) WHERE identity = ? AND online = 1",
+      ).run(at, url ?? null, identity).changes > 0
+    );
+  }
+
+  async retireConductor(identity: string): Promise<void> {
+    this.stmt("UPDATE conductors SET online = 0 WHERE identity = ?").run(identity);
+  }
+
+  async listConductors(): Promise<ConductorRecord[]> {
+    const rows = this.stmt("SELECT * FROM conductors ORDER BY created_at, identity").all() as (Omit<
+      ConductorRecord,
+      "drivers" | "online"
+    > & { drivers: string; online: number })[];
+    return rows.map((r) => ({ ...r, drivers: JSON.parse(r.drivers) as string[], online: r.online === 1 }));
   }
 
   async close(): Promise<void> {
