@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConductorAlreadyRegistered } from "../../conductor/db/store.ts";
 import { createConductor } from "../../conductor/server.ts";
 import { silentLogger } from "../../shared/log.ts";
-import { api, startConductor } from "../helpers/conductor.ts";
+import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
 
 type ConductorView = { hostname: string; alive: boolean; owned_nodes: number; conductor_group: string };
 
@@ -10,7 +10,7 @@ let a: Awaited<ReturnType<typeof startConductor>>;
 let b: { url: string; stop(): Promise<void> };
 
 beforeAll(async () => {
-  a = await startConductor({ name: "cond-a" });
+  a = await startConductor({ name: "cond-a", fakeDelayMs: 1500, cluster: { heartbeatIntervalS: 1 } });
   const other = createConductor({ ...a.config, port: 0, name: "cond-b" }, { logger: silentLogger });
   b = { url: await other.start(), stop: () => other.stop() };
 });
@@ -52,6 +52,34 @@ describe("conductor membership on one database", () => {
     const one = (await api(`${b.url}/v1/conductors/cond-a`)).body as ConductorView;
     expect(one.alive).toBe(true);
     expect((await api(`${b.url}/v1/conductors/nope`)).status).toBe(404);
+  });
+
+  it("node actions sent to either conductor run on the node's owner", async () => {
+    const nodes = (
+      (await api(`${a.url}/v1/nodes?fields=uuid,conductor`)).body as {
+        nodes: { uuid: string; conductor: string }[];
+      }
+    ).nodes;
+    const target = { "cond-a": b.url, "cond-b": a.url } as Record<string, string>;
+    const picks = ["cond-a", "cond-b"].map((owner) => nodes.find((n) => n.conductor === owner)!);
+    for (const node of picks) {
+      // sent to the conductor that does NOT own it
+      const put = await api(`${target[node.conductor]}/v1/nodes/${node.uuid}/states/provision`, {
+        method: "PUT",
+        body: { target: "manage" },
+      });
+      expect(put.status).toBe(202);
+      const now = (await api(`${a.url}/v1/nodes/${node.uuid}`)).body as { reservation: string | null };
+      expect(now.reservation?.split("/")[0]).toBe(node.conductor);
+    }
+    // errors come back from the owner unchanged, in Ironic's envelope
+    const bad = await api(`${target[picks[0]!.conductor]}/v1/nodes/${picks[0]!.uuid}/states/provision`, {
+      method: "PUT",
+      body: { target: "no-such-verb" },
+    });
+    expect(bad.status).toBe(400);
+    expect(faultOf(bad.body)).toBeTruthy();
+    for (const node of picks) await waitForState(a.url, node.uuid, "manageable");
   });
 
   it("a second live process under a taken name refuses to start", async () => {
