@@ -44,6 +44,10 @@ case "$cmd" in
       chown "$owner" "$dir"
     fi
     chmod 700 "$dir"
+    if ! as_owner test -x "$dir"; then
+      echo "postgres.sh: the server's user cannot enter $dir (a parent directory is private); use a directory directly under /tmp" >&2
+      exit 1
+    fi
     as_owner "$bin/initdb" -D "$dir/data" -U anvil --auth=trust --encoding=UTF8 --no-locale >"$dir/initdb.log" 2>&1 || {
       cat "$dir/initdb.log" >&2
       exit 1
