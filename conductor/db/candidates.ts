@@ -69,7 +69,7 @@ export const FREE_NODE =
 /**
  * WHERE and ORDER BY that choose a free node for the request, from indexed columns only. Without a spec any
  * match will do (lowest id: racing claims skip each other's locked rows); with one, best fit takes the
- * smallest node that satisfies it (memory, then CPUs, then disk), so a 16 GB request leaves the 128 GB machine.
+ * smallest node that satisfies it (memory, then CPUs, then disk, then age), so a 16 GB request leaves the 128 GB machine.
  */
 export function candidateQuery(request: CandidateRequest, sql: Dialect): { where: string; order: string } {
   const where = [FREE_NODE, `maintenance = ${sql.false}`];
@@ -98,8 +98,8 @@ export function candidateQuery(request: CandidateRequest, sql: Dialect): { where
   for (const [key, value] of Object.entries(spec.capabilities ?? {})) {
     where.push(`capabilities LIKE ${sql.param(`%,${likeLiteral(`${key}:${value}`)},%`)} ESCAPE '\\'`);
   }
-  return {
-    where: where.join(" AND "),
-    order: "COALESCE(memory_mb, 0), COALESCE(cpus, 0), COALESCE(local_gb, 0), uuid",
-  };
+  // NOTE: plain columns in the index's order, so the claim reads the first fitting row instead of sorting every
+  // match; a node without a size the spec names never matches, so NULL ordering (first in SQLite, last in
+  // PostgreSQL) only matters for sizes the request leaves open
+  return { where: where.join(" AND "), order: "memory_mb, cpus, local_gb, id" };
 }
