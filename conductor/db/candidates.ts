@@ -84,7 +84,10 @@ export function candidateQuery(request: CandidateRequest, sql: Dialect): { where
     );
   }
   const spec = request.spec;
-  if (spec === null) return { where: where.join(" AND "), order: "id" };
+  // NOTE: with the class fixed, ordering by it too names the partial index's exact column order, so SQLite's
+  // planner (no ANALYZE) takes that index instead of walking the whole table in id order (2 s at 10^5 nodes)
+  const byClass = request.resourceClass === null ? "" : "resource_class, ";
+  if (spec === null) return { where: where.join(" AND "), order: `${byClass}id` };
   const op = spec.match === "exact" ? "=" : ">=";
   const sized: [string, number | undefined][] = [
     ["memory_mb", spec.memory_mb],
@@ -101,5 +104,5 @@ export function candidateQuery(request: CandidateRequest, sql: Dialect): { where
   // NOTE: plain columns in the index's order, so the claim reads the first fitting row instead of sorting every
   // match; a node without a size the spec names never matches, so NULL ordering (first in SQLite, last in
   // PostgreSQL) only matters for sizes the request leaves open
-  return { where: where.join(" AND "), order: "memory_mb, cpus, local_gb, id" };
+  return { where: where.join(" AND "), order: `${byClass}memory_mb, cpus, local_gb, id` };
 }
