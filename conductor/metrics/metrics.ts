@@ -121,6 +121,11 @@ export function createMetrics(): ConductorMetrics {
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [registry],
   });
+  const requestsTotal = new Counter({
+    name: "anvil_http_requests_total",
+    help: "API requests answered.",
+    registers: [registry],
+  });
   const bmcSeconds = new Histogram({
     name: "anvil_bmc_call_duration_seconds",
     help: "BMC (ipmitool) call latency by command and outcome (ok, auth, unreachable, timeout, ...).",
@@ -183,6 +188,7 @@ export function createMetrics(): ConductorMetrics {
       }
     },
     observeRequest(labels, seconds) {
+      requestsTotal.inc();
       requestSeconds.observe(
         { method: labels.method, route: labels.route, status: String(labels.status) },
         seconds,

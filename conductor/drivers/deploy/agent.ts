@@ -96,8 +96,12 @@ const installBootloader = defineStep({
   inBand: true,
   args: z.object({
     boot_mode: z.enum(["uefi", "bios"]).optional().describe("uefi or bios; default: the node's boot mode"),
+    force: z.boolean().optional().describe("install even onto a whole-disk image without software RAID"),
   }),
   async run(task, args) {
+    // As Ironic: a whole-disk image brings its own bootloader, so GRUB is installed only for a partition
+    // image or onto software RAID (where every member needs one), unless the step was asked for by name.
+    if (!args.force && !needsBootloader(task.node)) return;
     const hints = task.node.properties.root_device;
     const bootMode =
       args.boot_mode ??
@@ -111,6 +115,21 @@ const installBootloader = defineStep({
     });
   },
 });
+
+/** Whether a deploy needs GRUB installed: a partition image, or a root on software RAID. */
+export function needsBootloader(node: {
+  instance_info: Record<string, unknown>;
+  raid_config: Record<string, unknown>;
+}): boolean {
+  if (node.instance_info.image_type === "partition") return true;
+  const disks = node.raid_config.logical_disks;
+  return (
+    Array.isArray(disks) &&
+    disks.some(
+      (d) => typeof d === "object" && d !== null && (d as { controller?: unknown }).controller === "software",
+    )
+  );
+}
 
 /** One BMC power cycle from the ramdisk into the written disk (sync first: the image must be on disk). */
 const bootInstance = defineStep({
