@@ -36,6 +36,9 @@ const FLAG_ALIASES: Record<string, string> = {
   "deploy-kernel": "boot.deployKernel",
   "deploy-ramdisk": "boot.deployRamdisk",
   "power-sync-interval": "powerSync.intervalS",
+  "conductor-group": "cluster.group",
+  "heartbeat-interval": "cluster.heartbeatIntervalS",
+  "dead-after": "cluster.deadAfterS",
   // Ironic's option names
   "auth-strategy": "auth.auth_strategy",
   "http-basic-auth-user-file": "auth.http_basic_auth_user_file",

@@ -8,7 +8,7 @@ export const ConductorConfig = z.object({
   name: z.string().default("127.0.0.1"),
   host: z.string().default("127.0.0.1"),
   port: z.number().int().min(0).max(65535).default(6385),
-  /** SQLite file (":memory:" for throwaway runs). */
+  /** SQLite file (":memory:" for throwaway runs), or a postgresql:// URL for a cluster of conductors. */
   databasePath: z.string().default(".anvil/anvil.sqlite"),
   /** Where boot files (iPXE scripts, kernels) live. */
   dataDir: z.string().default(".anvil"),
@@ -170,6 +170,18 @@ export const ConductorConfig = z.object({
     .prefault({}),
   /** Disk erasing in cleaning (Ironic's [deploy] erase options), passed to the agent's erase_devices. */
   erase: EraseConfigSchema.prefault({}),
+  /** Several conductors on one PostgreSQL database: membership, heartbeat and the hash ring. */
+  cluster: z
+    .object({
+      /** Ironic's conductor_group: this conductor serves only nodes of the same group. */
+      group: z.string().default(""),
+      /** Ironic: heartbeat_interval 10 s, heartbeat_timeout 60 s. */
+      heartbeatIntervalS: z.number().positive().default(10),
+      deadAfterS: z.number().positive().default(60),
+      /** 2^n ring points per conductor (Ironic's hash_partition_exponent is 5). */
+      partitionExponent: z.number().int().min(0).max(12).default(7),
+    })
+    .prefault({}),
 });
 export type ConductorConfig = z.infer<typeof ConductorConfig>;
 

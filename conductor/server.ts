@@ -1,5 +1,4 @@
 import { mkdirSync, readFileSync } from "node:fs";
-import { dirname } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "../shared/log.ts";
 import { AllocationService } from "./allocations/service.ts";
@@ -11,9 +10,11 @@ import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
 import { buildApi } from "./api/app.ts";
 import { runPowerSyncPass } from "./cluster/power-sync.ts";
 import { storePowerSyncPort } from "./cluster/power-sync-port.ts";
+import { Membership } from "./cluster/membership.ts";
+import { takeOverOrphans } from "./cluster/takeover.ts";
 import { publicUrlOf } from "./config.ts";
 import type { ConductorConfig } from "./config.ts";
-import { SqliteStore } from "./db/sqlite/sqlite-store.ts";
+import { openStore } from "./db/open-store.ts";
 import type { Store } from "./db/store.ts";
 import { bootFilesPlugin } from "./drivers/boot/http-plugin.ts";
 import type { DriverRegistry } from "./drivers/hardware-type.ts";
@@ -30,6 +31,7 @@ export interface Conductor {
   app: FastifyInstance;
   store: Store;
   provisioner: Provisioner;
+  membership: Membership;
   gateway: AgentGateway;
   events: EventHub;
   drivers: DriverRegistry;
@@ -47,9 +49,8 @@ export function createConductor(
   const { logger } = options;
   const auth = resolveAuth(config, logger);
   const tls = loadTlsMaterial(config.tls);
-  if (config.databasePath !== ":memory:") mkdirSync(dirname(config.databasePath), { recursive: true });
   mkdirSync(httpBootRoot(config), { recursive: true });
-  const store = options.store ?? new SqliteStore(config.databasePath);
+  const store = options.store ?? openStore(config.databasePath);
   let listeningUrl: string | undefined;
   const publicUrl = (): string => publicUrlOf(config, listeningUrl);
   const metrics = createMetrics();
@@ -65,6 +66,15 @@ export function createConductor(
   events.observe((event) => metrics.onEvent(event));
   const history = new HistoryRecorder({ store, logger, conductor: config.name });
   events.observe((event) => void history.onEvent(event));
+  const membership = new Membership(store, {
+    hostname: config.name,
+    group: config.cluster.group,
+    drivers: drivers.list().map((d) => d.name),
+    heartbeatIntervalS: config.cluster.heartbeatIntervalS,
+    deadAfterS: config.cluster.deadAfterS,
+    partitionExponent: config.cluster.partitionExponent,
+    logger,
+  });
   const gateway = createAgentGateway({
     directory: storeDirectory(store, { fastTrack: config.agent.fastTrack }),
     logger,
@@ -81,7 +91,8 @@ export function createConductor(
       store,
       caFingerprint: tls?.pin,
       imageCa: config.tls.imageCa === undefined ? undefined : readFileSync(config.tls.imageCa, "utf8"),
-      holder: config.name,
+      // the unique identity, not the name: a second process with the same name never shares our locks
+      holder: membership.identity,
       logger,
       agents: gateway,
       config,
@@ -96,6 +107,7 @@ export function createConductor(
     store,
     provisioner,
     allocations: new AllocationService(store),
+    membership,
     drivers,
     config,
     logger,
@@ -142,22 +154,34 @@ export function createConductor(
     app,
     store,
     provisioner,
+    membership,
     gateway,
     events,
     drivers,
     async start() {
       for (const hw of drivers.list()) await hw.boot.start?.();
-      const failed = await provisioner.recover();
-      if (failed.length) logger.warn({ nodes: failed }, "failed work abandoned by a previous run");
+      // registered before anything is locked under our identity (takeover relies on that order)
+      await membership.join(null);
+      const takeover = () =>
+        takeOverOrphans({
+          store,
+          membership,
+          logger,
+          takeOver: (uuid, holder, cause) => provisioner.takeOver(uuid, holder, cause),
+        });
+      await takeover();
       gateway.attach(app.server);
       const url = await app.listen({ host: config.host, port: config.port });
       listeningUrl = url;
-      every(config.timeoutCheckIntervalS, () => provisioner.failTimedOut(), "timeout check");
+      await membership.heartbeat(url);
+      every(config.cluster.heartbeatIntervalS, () => membership.heartbeat().then(takeover), "heartbeat");
+      const mine = (node: { uuid: string; conductor_group: string }) => membership.owns(node);
+      every(config.timeoutCheckIntervalS, () => provisioner.failTimedOut(Date.now(), mine), "timeout check");
       every(
         config.powerSync.intervalS,
         async () => {
           const began = performance.now();
-          const report = await runPowerSyncPass(storePowerSyncPort(store, drivers), {
+          const report = await runPowerSyncPass(storePowerSyncPort(store, drivers, mine), {
             concurrency: config.powerSync.concurrency,
             forcePowerStateDuringSync: config.powerSync.force,
             maxFailures: config.powerSync.maxFailures,
@@ -171,7 +195,7 @@ export function createConductor(
         },
         "power sync",
       );
-      logger.info({ url, name: config.name }, "conductor listening");
+      logger.info({ url, name: config.name, identity: membership.identity }, "conductor listening");
       return url;
     },
     async stop() {
@@ -192,6 +216,9 @@ export function createConductor(
       await provisioner.settle();
       await gateway.close();
       await app.close();
+      await membership
+        .leave()
+        .catch((error: unknown) => logger.error({ err: error }, "could not deregister"));
       await store.close();
     },
   };

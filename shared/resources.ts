@@ -117,3 +117,24 @@ export const AllocationRecord = z.object({
   updated_at: nullableString,
 });
 export type AllocationRecord = z.infer<typeof AllocationRecord>;
+
+/** One running conductor process as the conductors table has it (one row per process, never reused). */
+export const ConductorRecord = z.object({
+  /** hostname + a random instance id: unique per process, the holder written into node reservations. */
+  identity: z.string(),
+  /** --name: what Ironic calls the conductor's hostname; at most one online row per hostname. */
+  hostname: z.string(),
+  conductor_group: z.string(),
+  drivers: z.array(z.string()),
+  /** Where other conductors reach its API (forwarding); null before it listens. */
+  url: nullableString,
+  /** The machine it runs on and its pid: a restart on the same machine can tell a crashed predecessor. */
+  machine: z.string(),
+  pid: z.number().int(),
+  created_at: z.string(),
+  /** Last heartbeat, milliseconds since the epoch. */
+  heartbeat_at: z.number(),
+  /** false once it stopped cleanly, or was found dead. */
+  online: z.boolean(),
+});
+export type ConductorRecord = z.infer<typeof ConductorRecord>;

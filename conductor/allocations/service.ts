@@ -4,7 +4,6 @@ import type { AllocationRecord } from "../../shared/resources.ts";
 import { Conflict, Invalid, NotFound } from "../errors.ts";
 import type { Store } from "../db/store.ts";
 import { TRANSIENT_STATES, WAIT_STATES } from "../states/machine.ts";
-import { pickNode } from "./match.ts";
 
 /** The reservation endpoint: picks a node atomically, at request time. */
 export class AllocationService {
@@ -35,20 +34,12 @@ export class AllocationService {
   }
 
   private async process(allocation: AllocationRecord): Promise<AllocationRecord> {
-    const request = {
+    const node = await this.store.claimNode(allocation.uuid, {
+      resourceClass: allocation.resource_class,
       traits: allocation.traits,
       candidateNodes: allocation.candidate_nodes,
       spec: allocation.spec,
-    };
-    // Ironic: an allocation with an owner only picks nodes that project owns or leases
-    const owner = allocation.owner;
-    const node = await this.store.claimNode(allocation.uuid, {
-      resourceClass: allocation.resource_class,
-      pick: (candidates) =>
-        pickNode(
-          owner === null ? candidates : candidates.filter((n) => n.owner === owner || n.lessee === owner),
-          request,
-        ),
+      project: allocation.owner,
     });
     if (!node) {
       const what = allocation.resource_class

@@ -8,6 +8,7 @@ import type { ApiDeps } from "./context.ts";
 import { driversPlugin } from "./drivers.ts";
 import { ApiError, errorBody, notAcceptableBody, toHttpError } from "./errors.ts";
 import { eventsPlugin } from "./events.ts";
+import { forwardToOwner } from "./forward.ts";
 import { lookupPlugin } from "./lookup.ts";
 import { metricsPlugin } from "./metrics.ts";
 import { MAX_VERSION_STRING, MIN_VERSION_STRING, parseVersionHeader } from "./microversion.ts";
@@ -97,6 +98,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       .send(errorBody(`The resource could not be found: ${request.method} ${request.url.split("?")[0]}`));
   });
 
+  // node actions run on the node's owner in a cluster (a no-op with one conductor)
+  app.addHook("preHandler", forwardToOwner(deps));
   for (const plugin of [
     rootPlugin,
     nodesPlugin,

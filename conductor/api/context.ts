@@ -9,6 +9,7 @@ import type { AllocationService } from "../allocations/service.ts";
 import type { ConductorMetrics } from "../metrics/metrics.ts";
 import type { ConductorAuth } from "../auth/strategy.ts";
 import type { HistoryRecorder } from "../history/recorder.ts";
+import type { Membership } from "../cluster/membership.ts";
 import { MIN_VERSION } from "./microversion.ts";
 import type { ViewContext } from "./views.ts";
 
@@ -17,6 +18,7 @@ export interface ApiDeps {
   store: Store;
   provisioner: Provisioner;
   allocations: AllocationService;
+  membership: Membership;
   drivers: DriverRegistry;
   config: ConductorConfig;
   logger: Logger;
@@ -47,6 +49,6 @@ export function viewContext(request: FastifyRequest, deps: ApiDeps): ViewContext
   return {
     minor: request.apiMinor ?? MIN_VERSION,
     baseUrl: baseUrl(request),
-    conductorName: deps.config.name,
+    conductorOf: (node) => deps.membership.ownerOf(node)?.hostname ?? null,
   };
 }

@@ -3,6 +3,7 @@ import { type ApiDeps, baseUrl } from "./context.ts";
 import { MAX_VERSION_STRING, MIN_VERSION_STRING } from "./microversion.ts";
 import { notFound } from "./errors.ts";
 import { authorize } from "../auth/policy.ts";
+import type { ConductorRecord } from "../../shared/resources.ts";
 
 /**
  * The resources the /v1 root links to, each with the microversion that introduced it: a client sees only
@@ -70,29 +71,52 @@ export function rootPlugin(deps: ApiDeps) {
     app.get("/v1/chassis", async () => ({ chassis: [] }));
     app.get("/v1/chassis/detail", async () => ({ chassis: [] }));
 
-    const conductor = (base: string) => ({
-      hostname: deps.config.name,
-      conductor_group: "",
-      alive: true,
-      drivers: deps.drivers.list().map((d) => d.name),
-      created_at: deps.startedAt.toISOString(),
-      updated_at: new Date().toISOString(),
-      links: [
-        { href: `${base}/v1/conductors/${deps.config.name}`, rel: "self" },
-        { href: `${base}/conductors/${deps.config.name}`, rel: "bookmark" },
-      ],
-    });
+    /** One entry per hostname: its live process, else its most recent one (a restart is not a new conductor). */
+    const conductors = async (): Promise<ConductorRecord[]> => {
+      await deps.membership.refresh();
+      const latest = new Map<string, ConductorRecord>();
+      for (const row of deps.membership.all()) {
+        const seen = latest.get(row.hostname);
+        if (!seen || !deps.membership.isAlive(seen)) latest.set(row.hostname, row);
+      }
+      return [...latest.values()];
+    };
+    /** How many nodes the ring gives each live conductor (beyond Ironic: `owned_nodes`). */
+    const ownedCounts = async (): Promise<Map<string, number>> => {
+      const counts = new Map<string, number>();
+      for (const node of await deps.store.listNodeSummaries({}, {})) {
+        const owner = deps.membership.ownerOf(node)?.hostname;
+        if (owner !== undefined) counts.set(owner, (counts.get(owner) ?? 0) + 1);
+      }
+      return counts;
+    };
+    const view = (row: ConductorRecord, options: { base: string; owned: Map<string, number> }) => {
+      const alive = deps.membership.isAlive(row);
+      return {
+        hostname: row.hostname,
+        conductor_group: row.conductor_group,
+        alive,
+        drivers: row.drivers,
+        owned_nodes: alive ? (options.owned.get(row.hostname) ?? 0) : 0,
+        created_at: row.created_at,
+        updated_at: new Date(row.heartbeat_at).toISOString(),
+        links: [
+          { href: `${options.base}/v1/conductors/${row.hostname}`, rel: "self" },
+          { href: `${options.base}/conductors/${row.hostname}`, rel: "bookmark" },
+        ],
+      };
+    };
 
     app.get("/v1/conductors", async (request) => {
       authorize("baremetal:conductor:get", request.identity);
-      return { conductors: [conductor(baseUrl(request))] };
+      const [rows, owned] = [await conductors(), await ownedCounts()];
+      return { conductors: rows.map((row) => view(row, { base: baseUrl(request), owned })) };
     });
     app.get<{ Params: { hostname: string } }>("/v1/conductors/:hostname", async (request) => {
       authorize("baremetal:conductor:get", request.identity);
-      if (request.params.hostname !== deps.config.name) {
-        throw notFound(`Conductor ${request.params.hostname} could not be found.`);
-      }
-      return conductor(baseUrl(request));
+      const row = (await conductors()).find((r) => r.hostname === request.params.hostname);
+      if (!row) throw notFound(`Conductor ${request.params.hostname} could not be found.`);
+      return view(row, { base: baseUrl(request), owned: await ownedCounts() });
     });
   };
 }

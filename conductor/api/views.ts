@@ -12,8 +12,8 @@ export interface ViewContext {
   minor: number;
   /** e.g. http://127.0.0.1:6385 */
   baseUrl: string;
-  /** the name this conductor reports in the node's `conductor` field */
-  conductorName: string;
+  /** the node's `conductor` field: its owner on the hash ring (null when no live conductor serves it) */
+  conductorOf(node: { uuid: string; conductor_group: string }): string | null;
 }
 
 /** Node fields and the microversion that introduced them (absent: present since 1.1). */
@@ -83,7 +83,7 @@ function links(ctx: ViewContext, path: string): { href: string; rel: string }[] 
 function nodeField(node: NodeSummary | NodeRecord, field: string, ctx: ViewContext): unknown {
   switch (field) {
     case "conductor":
-      return ctx.conductorName;
+      return ctx.conductorOf(node);
     case "driver_info":
     case "driver_internal_info":
       return maskSecrets((node as NodeRecord)[field]);

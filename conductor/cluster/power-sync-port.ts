@@ -7,7 +7,11 @@ import type { PowerSyncPort } from "./power-sync.ts";
 const FAILURES_KEY = "power_sync_failures";
 
 /** The power sync over the database and the nodes' own power interfaces. */
-export function storePowerSyncPort(store: Store, drivers: DriverRegistry): PowerSyncPort {
+export function storePowerSyncPort(
+  store: Store,
+  drivers: DriverRegistry,
+  isMine: (node: { uuid: string; conductor_group: string }) => boolean = () => true,
+): PowerSyncPort {
   const load = async (uuid: string) => {
     const node = await store.getNode(uuid);
     const hw = node ? drivers.get(node.driver) : undefined;
@@ -21,6 +25,7 @@ export function storePowerSyncPort(store: Store, drivers: DriverRegistry): Power
         .filter(
           (n) =>
             n.reservation === null &&
+            isMine(n) &&
             STABLE_STATES.includes(n.provision_state) &&
             n.provision_state !== "enroll",
         )

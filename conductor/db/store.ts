@@ -1,6 +1,7 @@
 import type { NodeHistoryRecord } from "../../shared/history.ts";
 import { Conflict, NotFound } from "../errors.ts";
-import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import type { CandidateRequest } from "./candidates.ts";
 
 export const NODE_SORT_KEYS = [
   "id",
@@ -61,6 +62,8 @@ export interface NodeFilter {
   reservation?: string;
   /** only nodes this project owns or leases (a project user's view) */
   project?: string;
+  /** only nodes someone holds (true) or no one holds (false) */
+  reserved?: boolean;
 }
 
 export interface PortFilter {
@@ -76,9 +79,6 @@ export interface AllocationFilter {
   state?: string;
   owner?: string;
 }
-
-/** What makes a node a candidate for an allocation; evaluated inside the claim's transaction. */
-export type CandidatePicker = (candidates: NodeRecord[]) => NodeRecord | undefined;
 
 /** Persistence for nodes, ports and allocations. Every method is atomic on its own. */
 export interface Store {
@@ -128,13 +128,27 @@ export interface Store {
   updateAllocation(uuid: string, patch: Partial<AllocationRecord>): Promise<AllocationRecord>;
   deleteAllocation(uuid: string): Promise<void>;
   /**
-   * In one transaction: lists free nodes (available, unreserved, no instance, not in maintenance, power known),
-   * lets `pick` choose one, and binds it to the allocation. Two racing claims never get the same node.
+   * In one transaction: chooses a free node (available, unreserved, no instance, not in maintenance, power
+   * known) that matches the request, in SQL from indexed columns, and binds it to the allocation. Two racing
+   * claims never get the same node, and neither waits for the other's choice.
    */
-  claimNode(
-    allocationUuid: string,
-    options: { resourceClass: string | null; pick: CandidatePicker },
-  ): Promise<NodeRecord | null>;
+  claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null>;
+
+  /**
+   * Registers a running conductor. In one transaction, rows of the same hostname that are stale (no heartbeat
+   * since `staleBefore`) or listed in `retire` (a crashed predecessor) go offline first.
+   * @throws ConductorAlreadyRegistered while another online row has the hostname
+   */
+  registerConductor(
+    record: ConductorRecord,
+    options: { staleBefore: number; retire: readonly string[] },
+  ): Promise<void>;
+  /** Records a heartbeat (and the URL once known); false when the row is gone or offline. */
+  touchConductor(identity: string, at: number, url?: string): Promise<boolean>;
+  /** Marks the conductor offline (clean stop, or found dead). */
+  retireConductor(identity: string): Promise<void>;
+  /** Every row, online or not, oldest first. */
+  listConductors(): Promise<ConductorRecord[]>;
 
   /** Appends to a node's history (deleted with the node). */
   addNodeHistory(entry: NodeHistoryRecord): Promise<void>;
@@ -143,6 +157,14 @@ export interface Store {
   getNodeHistory(nodeUuid: string, eventUuid: string): Promise<NodeHistoryRecord | null>;
 
   close(): Promise<void>;
+}
+
+export class ConductorAlreadyRegistered extends Conflict {
+  constructor(readonly hostname: string) {
+    super(
+      `Conductor ${hostname} already registered and alive; refusing to start a second one under that name.`,
+    );
+  }
 }
 
 export class NodeNotFound extends NotFound {

@@ -375,30 +375,57 @@ export class Provisioner {
   async recover(): Promise<string[]> {
     const failed: string[] = [];
     for (const uuid of await this.deps.store.releaseAllReservations(this.deps.holder)) {
-      const node = await this.deps.store.getNode(uuid);
-      const inFlight = node !== null && TRANSIENT_STATES.includes(node.provision_state);
-      if (!node || (!inFlight && node.target_power_state === null)) continue;
-      const lock = await this.acquire(node, "recover");
-      await lock.run(async (task) => {
-        const message = `The conductor restarted while the node was in "${node.provision_state}"; the operation was abandoned.`;
-        await task.update({ target_power_state: null, last_error: message });
-        if (inFlight) {
-          await this.fail(task, message);
-          failed.push(uuid);
-        }
-      });
+      if (await this.abandon(uuid, "The conductor restarted")) failed.push(uuid);
     }
     return failed;
   }
 
+  /**
+   * Takeover: a dead conductor's lock on a node this one now owns is freed, and its in-flight work settled
+   * by the same rules as a restart. Returns whether the node was failed.
+   */
+  async takeOver(uuid: string, deadHolder: string, cause: string): Promise<boolean> {
+    await this.deps.store.releaseNode(uuid, deadHolder);
+    return this.abandon(uuid, cause);
+  }
+
+  /**
+   * Fails an unlocked node's abandoned transient state and clears a pending power change; wait and hold
+   * states stay (their agents call back, the operator unholds, or their timeout fails them).
+   */
+  private async abandon(uuid: string, cause: string): Promise<boolean> {
+    const node = await this.deps.store.getNode(uuid);
+    const inFlight = node !== null && TRANSIENT_STATES.includes(node.provision_state);
+    if (!node || (!inFlight && node.target_power_state === null)) return false;
+    let lock: NodeLock;
+    try {
+      lock = await this.acquire(node, "takeover");
+    } catch (error) {
+      if (error instanceof NodeLocked) return false; // someone else got to it first
+      throw error;
+    }
+    let failed = false;
+    await lock.run(async (task) => {
+      const message = `${cause} while the node was in "${node.provision_state}"; the operation was abandoned.`;
+      await task.update({ target_power_state: null, last_error: message });
+      if (!inFlight) return;
+      await this.fail(task, message);
+      failed = true;
+    });
+    return failed;
+  }
+
   /** Fails nodes that waited for their agent longer than their state's timeout. */
-  async failTimedOut(now = Date.now()): Promise<string[]> {
+  async failTimedOut(
+    now = Date.now(),
+    isMine: (node: NodeRecord) => boolean = () => true,
+  ): Promise<string[]> {
     const failed: string[] = [];
     for (const state of WAIT_STATES) {
       const limitS = this.deps.config.timeouts[WAIT_TIMEOUT_KEY[state] ?? "deployWaitS"];
       for (const node of await this.deps.store.listNodes({ provision_state: state }, {})) {
         const since = Date.parse(node.provision_updated_at ?? node.updated_at ?? node.created_at);
-        if (now - since < limitS * 1000) continue;
+        if (now - since < limitS * 1000 || !isMine(node)) continue;
         let lock: NodeLock;
         try {
           lock = await this.acquire(node, "timeout");

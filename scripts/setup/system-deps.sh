@@ -16,6 +16,8 @@ packages=(
   openssl curl bmap-tools
   # The dashboard's browser tests drive Debian's Chromium (nothing is downloaded at test time).
   chromium
+  # The cluster store's tests, benches and lab start a throwaway server (scripts/setup/postgres.sh).
+  postgresql
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -36,7 +36,8 @@ describe("a conductor killed mid-transition", () => {
     await api(`${first.url}/v1/nodes/r1/states/provision`, { method: "PUT", body: { target: "provide" } });
     const cleaning = (await api(`${first.url}/v1/nodes/r1`)).body as Record<string, unknown>;
     expect(cleaning.provision_state).toBe("cleaning");
-    expect(cleaning.reservation).toBe("127.0.0.1");
+    // the holder is the process's unique identity: the name plus an instance id
+    expect(cleaning.reservation).toMatch(/^127\.0\.0\.1\/[0-9a-f]{8}$/);
 
     first.child.kill("SIGKILL");
     await new Promise((resolve) => first.child.once("exit", resolve));

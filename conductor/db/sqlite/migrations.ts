@@ -1,4 +1,5 @@
-/** Schema versions, applied in order; PRAGMA user_version records how many ran. */
+/** Schema versions, applied in order; PRAGMA user_version records how many ran. Columns derived from the
+ * node document (matching columns, traits) are filled by the store re-writing every node after a migration. */
 export const MIGRATIONS: readonly string[] = [
   `
   CREATE TABLE nodes (
@@ -62,5 +63,48 @@ export const MIGRATIONS: readonly string[] = [
     doc TEXT NOT NULL
   );
   CREATE INDEX node_history_node ON node_history (node_uuid, created_at, id);
+  `,
+  `
+  ALTER TABLE nodes ADD COLUMN memory_mb INTEGER;
+  ALTER TABLE nodes ADD COLUMN cpus INTEGER;
+  ALTER TABLE nodes ADD COLUMN local_gb INTEGER;
+  ALTER TABLE nodes ADD COLUMN cpu_arch TEXT;
+  ALTER TABLE nodes ADD COLUMN capabilities TEXT NOT NULL DEFAULT '';
+  CREATE TABLE node_traits (
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    trait TEXT NOT NULL,
+    PRIMARY KEY (trait, node_uuid)
+  );
+  CREATE INDEX node_traits_node ON node_traits (node_uuid);
+  -- NOTE: only free nodes are indexed, so a claim at 10^5 nodes reads a few rows, not the fleet
+  CREATE INDEX nodes_free ON nodes (resource_class, memory_mb, cpus, local_gb)
+    WHERE provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL
+      AND power_state IS NOT NULL AND maintenance = 0;
+  `,
+  `
+  CREATE TABLE conductors (
+    identity TEXT PRIMARY KEY,
+    hostname TEXT NOT NULL,
+    conductor_group TEXT NOT NULL DEFAULT '',
+    drivers TEXT NOT NULL,
+    url TEXT,
+    machine TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    heartbeat_at INTEGER NOT NULL,
+    online INTEGER NOT NULL
+  );
+  -- two live conductors never share a hostname
+  CREATE UNIQUE INDEX conductors_online_hostname ON conductors (hostname) WHERE online = 1;
+  `,
+  `
+  -- claims walk an index in the order they sort by (measured at 10^5 nodes: sorting every match cost 0.7 s)
+  DROP INDEX nodes_free;
+  CREATE INDEX nodes_free_fit ON nodes (resource_class, memory_mb, cpus, local_gb, id)
+    WHERE provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL
+      AND power_state IS NOT NULL AND maintenance = 0;
+  CREATE INDEX nodes_free_id ON nodes (resource_class, id)
+    WHERE provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL
+      AND power_state IS NOT NULL AND maintenance = 0;
   `,
 ];

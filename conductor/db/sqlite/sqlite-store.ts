@@ -1,6 +1,7 @@
 import Database from "better-sqlite3";
-import type { AllocationRecord, NodeRecord, PortRecord } from "../../../shared/resources.ts";
+import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../../shared/resources.ts";
 import {
+  ConductorAlreadyRegistered,
   Duplicate,
   NODE_SORT_KEYS,
   NodeLocked,
@@ -9,7 +10,6 @@ import {
   NotFound,
   type NodeSummary,
   type AllocationFilter,
-  type CandidatePicker,
   type NodeFilter,
   type Page,
   type PortFilter,
@@ -17,6 +17,7 @@ import {
 } from "../store.ts";
 import { MIGRATIONS } from "./migrations.ts";
 import type { NodeHistoryRecord } from "../../../shared/history.ts";
+import { candidateQuery, matchColumns, type CandidateRequest } from "../candidates.ts";
 import { isUuid } from "../../../shared/uuid.ts";
 
 type Row = { doc: string };
@@ -40,6 +41,7 @@ function nodeColumns(node: NodeRecord): Record<string, SqlValue> {
     retired: node.retired ? 1 : 0,
     created_at: node.created_at,
     updated_at: node.updated_at,
+    ...matchColumns(node),
     doc: JSON.stringify(node),
   };
 }
@@ -131,6 +133,14 @@ export class SqliteStore implements Store {
         this.db.pragma(`user_version = ${i + 1}`);
       })();
     }
+    if (version > 0 && version < MIGRATIONS.length) {
+      // derived columns (matching, traits) are filled from the documents by writing every node again
+      this.db.transaction(() => {
+        for (const row of this.db.prepare("SELECT doc FROM nodes").all() as Row[]) {
+          this.writeNode(JSON.parse(row.doc) as NodeRecord, false);
+        }
+      })();
+    }
   }
 
   private nodeRow(ident: string): NodeRecord | null {
@@ -152,6 +162,10 @@ export class SqliteStore implements Store {
           .filter((n) => n !== "uuid")
           .map((n) => `${n} = @${n}`);
         this.stmt(`UPDATE nodes SET ${sets.join(",")} WHERE uuid = @uuid`).run(cols);
+        this.stmt("DELETE FROM node_traits WHERE node_uuid = ?").run(node.uuid);
+      }
+      for (const trait of new Set(node.traits)) {
+        this.stmt("INSERT INTO node_traits (node_uuid, trait) VALUES (?, ?)").run(node.uuid, trait);
       }
     } catch (error) {
       if (isUniqueViolation(error)) {
@@ -197,6 +211,7 @@ export class SqliteStore implements Store {
       where.push("(owner = ? OR lessee = ?)");
       params.push(filter.project, filter.project);
     }
+    if (filter.reserved !== undefined) where.push(`reservation IS ${filter.reserved ? "NOT " : ""}NULL`);
     if (filter.associated !== undefined)
       where.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
     const paging = pageClause("nodes", page, NODE_SORT_KEYS);
@@ -493,25 +508,26 @@ export class SqliteStore implements Store {
     }
   }
 
-  async claimNode(
-    allocationUuid: string,
-    options: { resourceClass: string | null; pick: CandidatePicker },
-  ): Promise<NodeRecord | null> {
+  async claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null> {
     // NOTE: better-sqlite3 transactions are synchronous, so no other claim interleaves with this one;
     // the BEGIN IMMEDIATE also excludes other processes writing the same file.
     const claim = this.db.transaction(() => {
-      const params: SqlValue[] = [];
-      let sql =
-        "SELECT doc FROM nodes WHERE provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL AND maintenance = 0 AND power_state IS NOT NULL";
-      if (options.resourceClass !== null) {
-        sql += " AND resource_class = ?";
-        params.push(options.resourceClass);
-      }
-      const candidates = (this.stmt(sql).all(...params) as Row[]).map((r) => JSON.parse(r.doc) as NodeRecord);
-      const chosen = options.pick(candidates);
-      if (!chosen) return null;
+      // named parameters: the candidate list appears twice in the statement (uuid IN … OR name IN …)
+      const params: Record<string, SqlValue> = {};
+      const query = candidateQuery(request, {
+        param: (value) => {
+          const key = `p${Object.keys(params).length}`;
+          params[key] = value;
+          return `@${key}`;
+        },
+        false: "0",
+      });
+      const row = this.stmt(`SELECT doc FROM nodes WHERE ${query.where} ORDER BY ${query.order} LIMIT 1`).get(
+        params,
+      ) as Row | undefined;
+      if (!row) return null;
       const updated: NodeRecord = {
-        ...chosen,
+        ...(JSON.parse(row.doc) as NodeRecord),
         instance_uuid: allocationUuid,
         allocation_uuid: allocationUuid,
         updated_at: new Date().toISOString(),
@@ -556,6 +572,59 @@ export class SqliteStore implements Store {
       eventUuid,
     ) as Row | undefined;
     return row ? (JSON.parse(row.doc) as NodeHistoryRecord) : null;
+  }
+
+  async registerConductor(
+    record: ConductorRecord,
+    options: { staleBefore: number; retire: readonly string[] },
+  ): Promise<void> {
+    this.db
+      .transaction(() => {
+        this.stmt(
+          `UPDATE conductors SET online = 0 WHERE hostname = ? AND online = 1
+           AND (heartbeat_at < ? OR identity IN (SELECT value FROM json_each(?)))`,
+        ).run(record.hostname, options.staleBefore, JSON.stringify(options.retire));
+        try {
+          this.stmt(
+            `INSERT INTO conductors (identity, hostname, conductor_group, drivers, url, machine, pid, created_at, heartbeat_at, online)
+             VALUES (@identity, @hostname, @conductor_group, @drivers, @url, @machine, @pid, @created_at, @heartbeat_at, 1)`,
+          ).run({
+            identity: record.identity,
+            hostname: record.hostname,
+            conductor_group: record.conductor_group,
+            drivers: JSON.stringify(record.drivers),
+            url: record.url,
+            machine: record.machine,
+            pid: record.pid,
+            created_at: record.created_at,
+            heartbeat_at: record.heartbeat_at,
+          });
+        } catch (error) {
+          if (isUniqueViolation(error)) throw new ConductorAlreadyRegistered(record.hostname);
+          throw error;
+        }
+      })
+      .immediate();
+  }
+
+  async touchConductor(identity: string, at: number, url?: string): Promise<boolean> {
+    return (
+      this.stmt(
+        "UPDATE conductors SET heartbeat_at = ?, url = COALESCE(?, url) WHERE identity = ? AND online = 1",
+      ).run(at, url ?? null, identity).changes > 0
+    );
+  }
+
+  async retireConductor(identity: string): Promise<void> {
+    this.stmt("UPDATE conductors SET online = 0 WHERE identity = ?").run(identity);
+  }
+
+  async listConductors(): Promise<ConductorRecord[]> {
+    const rows = this.stmt("SELECT * FROM conductors ORDER BY created_at, identity").all() as (Omit<
+      ConductorRecord,
+      "drivers" | "online"
+    > & { drivers: string; online: number })[];
+    return rows.map((r) => ({ ...r, drivers: JSON.parse(r.drivers) as string[], online: r.online === 1 }));
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,60 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { ApiDeps } from "./context.ts";
+
+/** Set on a forwarded request: the receiver serves it itself (one hop, even if two rings disagree briefly). */
+export const FORWARDED_BY = "x-anvil-forwarded-by";
+
+/** Node calls that drive hardware or start work: they run on the node's owner. */
+const OWNER_ROUTES =
+  /^\/v1\/nodes\/([^/?]+)\/(?:states\/(?:provision|power)|management\/boot_device(?:\/supported)?|validate)(?:\?|$)/;
+
+/** Headers that describe the hop, not the request. */
+const HOP_HEADERS = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive"]);
+
+function forwardedHeaders(request: FastifyRequest, identity: string): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (value === undefined || HOP_HEADERS.has(name)) continue;
+    headers[name] = Array.isArray(value) ? value.join(", ") : value;
+  }
+  headers[FORWARDED_BY] = identity;
+  return headers;
+}
+
+/**
+ * A preHandler that sends node actions to the conductor owning the node on the hash ring, so power,
+ * management and provisioning run where the node's periodic work and agent session live, and relays
+ * the owner's answer unchanged. Served here when this conductor owns the node, when no live owner has a URL,
+ * or when the owner cannot be reached (its takeover is under way; the lock still keeps the node safe).
+ */
+export function forwardToOwner(deps: ApiDeps) {
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
+    if (request.headers[FORWARDED_BY] !== undefined) return undefined;
+    const match = OWNER_ROUTES.exec(request.url);
+    if (!match?.[1]) return undefined;
+    const node = await deps.store.getNode(decodeURIComponent(match[1]));
+    if (!node) return undefined; // the route itself answers 404
+    const owner = deps.membership.ownerOf(node);
+    if (!owner?.url || owner.identity === deps.membership.identity) return undefined;
+    let response: Response;
+    try {
+      response = await fetch(`${owner.url}${request.url}`, {
+        method: request.method,
+        headers: forwardedHeaders(request, deps.membership.identity),
+        body: request.body === undefined ? undefined : JSON.stringify(request.body),
+        signal: AbortSignal.timeout(30_000),
+      });
+    } catch (error) {
+      deps.logger.warn(
+        { err: error, node: node.uuid, owner: owner.hostname },
+        "owner unreachable; serving here",
+      );
+      return undefined;
+    }
+    for (const [name, value] of response.headers) {
+      if (!HOP_HEADERS.has(name) && name !== "content-encoding") void reply.header(name, value);
+    }
+    await reply.code(response.status).send(Buffer.from(await response.arrayBuffer()));
+    return reply;
+  };
+}

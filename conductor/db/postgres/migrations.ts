@@ -1,0 +1,105 @@
+/** Schema versions, applied in order inside one transaction each; schema_version records how many ran. */
+export const PG_MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE nodes (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    name TEXT UNIQUE,
+    driver TEXT NOT NULL,
+    provision_state TEXT NOT NULL,
+    power_state TEXT,
+    maintenance BOOLEAN NOT NULL DEFAULT FALSE,
+    reservation TEXT,
+    instance_uuid TEXT UNIQUE,
+    resource_class TEXT,
+    conductor_group TEXT NOT NULL DEFAULT '',
+    owner TEXT,
+    lessee TEXT,
+    fault TEXT,
+    retired BOOLEAN NOT NULL DEFAULT FALSE,
+    created_at TEXT NOT NULL,
+    updated_at TEXT,
+    memory_mb INTEGER,
+    cpus INTEGER,
+    local_gb INTEGER,
+    cpu_arch TEXT,
+    capabilities TEXT NOT NULL DEFAULT '',
+    doc JSONB NOT NULL
+  );
+  CREATE TABLE node_traits (
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    trait TEXT NOT NULL,
+    PRIMARY KEY (trait, node_uuid)
+  );
+  CREATE INDEX node_traits_node ON node_traits (node_uuid);
+  -- NOTE: only free nodes are indexed, so a claim at 10^5 nodes reads a few rows, not the fleet
+  CREATE INDEX nodes_free ON nodes (resource_class, memory_mb, cpus, local_gb)
+    WHERE provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL
+      AND power_state IS NOT NULL AND maintenance = FALSE;
+  CREATE INDEX nodes_provision_state ON nodes (provision_state);
+  CREATE INDEX nodes_resource_class ON nodes (resource_class, provision_state);
+  CREATE INDEX nodes_reservation ON nodes (reservation);
+  CREATE TABLE ports (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    address TEXT NOT NULL UNIQUE,
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    doc JSONB NOT NULL
+  );
+  CREATE INDEX ports_node ON ports (node_uuid);
+  CREATE TABLE allocations (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    name TEXT UNIQUE,
+    state TEXT NOT NULL,
+    node_uuid TEXT,
+    resource_class TEXT,
+    doc JSONB NOT NULL
+  );
+  CREATE TABLE inventories (
+    node_uuid TEXT PRIMARY KEY REFERENCES nodes (uuid) ON DELETE CASCADE,
+    doc JSONB NOT NULL
+  );
+  CREATE TABLE agent_tokens (
+    node_uuid TEXT PRIMARY KEY REFERENCES nodes (uuid) ON DELETE CASCADE,
+    digest TEXT NOT NULL,
+    boot_id TEXT NOT NULL
+  );
+  `,
+  `
+  CREATE TABLE conductors (
+    identity TEXT PRIMARY KEY,
+    hostname TEXT NOT NULL,
+    conductor_group TEXT NOT NULL DEFAULT '',
+    drivers JSONB NOT NULL,
+    url TEXT,
+    machine TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    heartbeat_at BIGINT NOT NULL,
+    online BOOLEAN NOT NULL
+  );
+  -- two live conductors never share a hostname
+  CREATE UNIQUE INDEX conductors_online_hostname ON conductors (hostname) WHERE online;
+  `,
+  `
+  -- claims walk an index in the order they sort by (measured at 10^5 nodes: sorting every match cost 0.7 s)
+  DROP INDEX nodes_free;
+  CREATE INDEX nodes_free_fit ON nodes (resource_class, memory_mb, cpus, local_gb, id)
+    WHERE provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL
+      AND power_state IS NOT NULL AND maintenance = FALSE;
+  CREATE INDEX nodes_free_id ON nodes (resource_class, id)
+    WHERE provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL
+      AND power_state IS NOT NULL AND maintenance = FALSE;
+  `,
+  `
+  CREATE TABLE node_history (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    created_at TEXT NOT NULL,
+    doc JSONB NOT NULL
+  );
+  CREATE INDEX node_history_node ON node_history (node_uuid, created_at, id);
+  `,
+];

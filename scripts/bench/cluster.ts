@@ -1,0 +1,300 @@
+// Cluster benchmark: a large fleet (BENCH_NODES, default 100,000) on PostgreSQL behind three conductors and on
+// SQLite behind one, concurrency 8: node create rate, list/detail p99, allocations (resource class, traits,
+// exact spec) per second with POST→active p50/p99, how fast a race loser is told, conductor RSS. Printed beside
+// real Ironic 21.4's figures. Run it under `flock /tmp/anvil-heavy.lock`.
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { newNode } from "../../conductor/api/nodes.ts";
+import { defaultConfig } from "../../conductor/config.ts";
+import { openStore } from "../../conductor/db/open-store.ts";
+import { defaultDrivers } from "../../conductor/drivers/registry.ts";
+
+/**
+ * Real Ironic 21.4.4 (Debian bookworm, 2 API workers + 1 conductor, SQLite, fake-hardware) on this machine
+ * kind, from the project's reference notes "ironic-bench.md" (2026-11-22 quiet run and 2026-11-23 side by side).
+ */
+const IRONIC = {
+  createPerS: 92, // POST /v1/nodes ×1,000, concurrency 8 (quiet run)
+  listMs: 230, // GET /v1/nodes, first 1,000, at 10,000 nodes
+  detailMs: 509, // GET /v1/nodes/detail, first 1,000, at 10,000 nodes
+  allocPerS: 5.8, // 500 × resource_class small at 1,000 nodes, concurrency 8
+  allocP50Ms: 1400,
+  allocP99Ms: 2280,
+  allocTraitsPerS: 9.9, // 40 × small + a trait
+  raceLoserMs: 4100, // race: 20 × large for 10 free, errors after p50 4.1 s
+  rssMiB: 367 + 143, // API 3 processes + conductor at 10,000 nodes
+};
+const GOALS = { allocPerS: 500, allocP99Ms: 50, raceLoserMs: 50, listP99Ms: 50, rssMiB: 300 };
+
+const NODES = Number(process.env.BENCH_NODES ?? 100_000);
+const API_CREATES = Number(process.env.BENCH_API_CREATES ?? 2_000);
+const ALLOCATIONS = Number(process.env.BENCH_ALLOCATIONS ?? 1_000);
+const CONCURRENCY = 8;
+const HEADERS = { "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": "1.78" };
+
+async function call(
+  url: string,
+  init: { method?: string; body?: unknown } = {},
+): Promise<{ status: number; body: unknown }> {
+  const response = await fetch(url, {
+    method: init.method ?? "GET",
+    headers: HEADERS,
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? (JSON.parse(text) as unknown) : null };
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
+}
+
+/** Runs `count` jobs, `concurrency` at a time; returns each job's latency (ms, sorted) and the rate. */
+async function load(
+  count: number,
+  job: (i: number) => Promise<void>,
+): Promise<{ perS: number; p50: number; p99: number }> {
+  const times: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < count) {
+        const i = next++;
+        const t = performance.now();
+        await job(i);
+        times.push(performance.now() - t);
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  times.sort((a, b) => a - b);
+  return { perS: count / seconds, p50: percentile(times, 50), p99: percentile(times, 99) };
+}
+
+function rssMiB(pid: number): number {
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
+  return kb / 1024;
+}
+
+async function spawnConductor(args: string[]): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", "conductor/main.ts", "--port", "0", ...args], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    const lines = createInterface({ input: child.stderr! });
+    lines.on("line", (line) => {
+      const match = /"url":"(http:\/\/[^"]+)"/.exec(line);
+      if (match?.[1]) resolve(match[1]);
+    });
+    child.on("exit", (code) => reject(new Error(`conductor exited ${code}`)));
+  });
+  return { child, url };
+}
+
+const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
+
+/** Fills the database through the Store (the API path is measured separately): available, powered off. */
+async function seed(database: string): Promise<number> {
+  const store = openStore(database);
+  const started = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < NODES) {
+        const i = next++;
+        const large = i % 10 === 0;
+        await store.createNode({
+          ...newNode({ driver: "fake-hardware", name: `bench-${i}` }, fake),
+          provision_state: "available",
+          power_state: "power off",
+          resource_class: large ? "large" : "small",
+          traits: i % 7 === 0 ? ["CUSTOM_FAST"] : [],
+          properties: {
+            memory_mb: large ? 262144 : 16384 * (1 + (i % 4)),
+            cpus: large ? 64 : 8,
+            local_gb: 500,
+          },
+        });
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  await store.close();
+  return NODES / seconds;
+}
+
+interface Result {
+  store: string;
+  conductors: number;
+  seedPerS: number;
+  createPerS: number;
+  listP99: number;
+  detailP99: number;
+  alloc: { perS: number; p50: number; p99: number };
+  traits: { perS: number; p50: number; p99: number };
+  exact: { perS: number; p50: number; p99: number };
+  allActive: boolean;
+  raceWon: number;
+  raceLoserP50: number;
+  raceLoserMax: number;
+  rss: number[];
+}
+
+async function measure(
+  store: string,
+  setup: { database: string; conductors: number; dir: string },
+): Promise<Result> {
+  const { database, conductors, dir } = setup;
+  const seedPerS = await seed(database);
+  const children: ChildProcess[] = [];
+  try {
+    const urls: string[] = [];
+    for (let i = 0; i < conductors; i++) {
+      const c = await spawnConductor([
+        ...["--db", database, "--name", `bench-${i}`, "--data-dir", join(dir, `c${i}`)],
+        ...["--power-sync-interval", "0", "--log-level", "info"],
+      ]);
+      children.push(c.child);
+      urls.push(c.url);
+    }
+    const at = (i: number) => urls[i % urls.length]!;
+
+    const create = await load(API_CREATES, async (i) => {
+      const r = await call(`${at(i)}/v1/nodes`, { method: "POST", body: { driver: "fake-hardware" } });
+      if (r.status !== 201) throw new Error(`create: ${r.status}`);
+    });
+    const list = await load(40, async (i) => {
+      if ((await call(`${at(i)}/v1/nodes?limit=1000`)).status !== 200) throw new Error("list");
+    });
+    const detail = await load(40, async (i) => {
+      if ((await call(`${at(i)}/v1/nodes/detail?limit=1000`)).status !== 200) throw new Error("detail");
+    });
+    let allActive = true;
+    const allocate = (body: Record<string, unknown>) => async (i: number) => {
+      const r = await call(`${at(i)}/v1/allocations`, { method: "POST", body });
+      if ((r.body as { state?: string }).state !== "active") allActive = false;
+    };
+    const alloc = await load(ALLOCATIONS, allocate({ resource_class: "small" }));
+    const traits = await load(200, allocate({ resource_class: "small", traits: ["CUSTOM_FAST"] }));
+    const exact = await load(
+      200,
+      allocate({ resource_class: "small", spec: { memory_mb: 32768, vcpus: 8, match: "exact" } }),
+    );
+
+    // the race: 10 free nodes of a fresh class, 20 clients at once across the conductors
+    const raceClass = `race-${randomUUID().slice(0, 6)}`;
+    const raceStore = openStore(database);
+    for (let i = 0; i < 10; i++) {
+      await raceStore.createNode({
+        ...newNode({ driver: "fake-hardware" }, fake),
+        provision_state: "available",
+        power_state: "power off",
+        resource_class: raceClass,
+      });
+    }
+    await raceStore.close();
+    const race = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const t = performance.now();
+        const r = await call(`${at(i)}/v1/allocations`, {
+          method: "POST",
+          body: { resource_class: raceClass },
+        });
+        return { state: (r.body as { state: string }).state, ms: performance.now() - t };
+      }),
+    );
+    const losers = race
+      .filter((r) => r.state === "error")
+      .map((r) => r.ms)
+      .sort((a, b) => a - b);
+    return {
+      store,
+      conductors,
+      seedPerS,
+      createPerS: create.perS,
+      listP99: list.p99,
+      detailP99: detail.p99,
+      alloc,
+      traits,
+      exact,
+      allActive,
+      raceWon: race.filter((r) => r.state === "active").length,
+      raceLoserP50: percentile(losers, 50),
+      raceLoserMax: losers.at(-1) ?? NaN,
+      rss: children.map((c) => rssMiB(c.pid!)),
+    };
+  } finally {
+    for (const child of children) child.kill("SIGTERM");
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+const fmt = (n: number, digits = 0) => n.toFixed(digits);
+
+function report(r: Result): void {
+  const rss = Math.max(...r.rss);
+  console.log(
+    `\n== ${r.store}, ${NODES} nodes, ${r.conductors} conductor(s), client concurrency ${CONCURRENCY} ==`,
+  );
+  console.log(`seed through the Store (not the API): ${fmt(r.seedPerS)} nodes/s`);
+  console.log(
+    `node create (API):     ${fmt(r.createPerS)}/s   Ironic ${IRONIC.createPerS}/s  → ×${fmt(r.createPerS / IRONIC.createPerS, 1)}`,
+  );
+  console.log(
+    `list p99 (1,000/page): ${fmt(r.listP99, 1)} ms  Ironic ${IRONIC.listMs} ms (median, at 10^4)  goal < ${GOALS.listP99Ms} ms`,
+  );
+  console.log(
+    `detail p99:            ${fmt(r.detailP99, 1)} ms  Ironic ${IRONIC.detailMs} ms (median, at 10^4)`,
+  );
+  const line = (name: string, a: { perS: number; p50: number; p99: number }, ironic: number) =>
+    console.log(
+      `${name}${fmt(a.perS)}/s, POST→active p50 ${fmt(a.p50, 1)} ms p99 ${fmt(a.p99, 1)} ms   Ironic ${ironic}/s → ×${fmt(a.perS / ironic)}`,
+    );
+  line("allocations (class):   ", r.alloc, IRONIC.allocPerS);
+  line("allocations (+trait):  ", r.traits, IRONIC.allocTraitsPerS);
+  line("allocations (exact):   ", r.exact, IRONIC.allocPerS);
+  console.log(
+    `  Ironic p50 ${IRONIC.allocP50Ms} ms, p99 ${IRONIC.allocP99Ms} ms (at 10^3); goal ≥ ${GOALS.allocPerS}/s, p99 < ${GOALS.allocP99Ms} ms; every allocation active: ${r.allActive}`,
+  );
+  console.log(
+    `race 20 clients / 10 nodes: ${r.raceWon} won; losers told p50 ${fmt(r.raceLoserP50, 1)} ms, max ${fmt(r.raceLoserMax, 1)} ms   Ironic ~${IRONIC.raceLoserMs} ms  goal < ${GOALS.raceLoserMs} ms`,
+  );
+  console.log(
+    `conductor RSS: ${r.rss.map((m) => `${fmt(m)} MiB`).join(", ")}   Ironic ${IRONIC.rssMiB} MiB at 10^4  goal < ${GOALS.rssMiB} MiB (max ${fmt(rss)})`,
+  );
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "anvil-cluster-bench-"));
+  // its own temp dir: the server runs as another user, who cannot enter the bench's private one
+  const pgDir = mkdtempSync(join(tmpdir(), "anvil-cluster-bench-pg-"));
+  const only = process.env.BENCH_STORES?.split(",") ?? ["postgresql", "sqlite"];
+  try {
+    if (only.includes("postgresql")) {
+      const url = execFileSync("bash", ["scripts/setup/postgres.sh", "start", pgDir], {
+        encoding: "utf8",
+      }).trim();
+      report(await measure("PostgreSQL", { database: url, conductors: 3, dir }));
+    }
+    if (only.includes("sqlite"))
+      report(await measure("SQLite", { database: join(dir, "bench.sqlite"), conductors: 1, dir }));
+  } finally {
+    try {
+      execFileSync("bash", ["scripts/setup/postgres.sh", "stop", pgDir]);
+    } catch {
+      // never started
+    }
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(pgDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,309 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newNode } from "../../conductor/api/nodes.ts";
+import { defaultConfig } from "../../conductor/config.ts";
+import { defaultDrivers } from "../../conductor/drivers/registry.ts";
+import {
+  ConductorAlreadyRegistered,
+  Duplicate,
+  NodeLocked,
+  NodeNotFound,
+  NotFound,
+  type Store,
+} from "../../conductor/db/store.ts";
+import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+
+const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
+
+function node(fields: Partial<NodeRecord> = {}): NodeRecord {
+  return { ...newNode({ driver: "fake-hardware" }, fake), ...fields };
+}
+function freeNode(fields: Partial<NodeRecord> = {}): NodeRecord {
+  return node({ provision_state: "available", power_state: "power off", ...fields });
+}
+function port(nodeUuid: string, address: string): PortRecord {
+  return {
+    uuid: randomUUID(),
+    address,
+    node_uuid: nodeUuid,
+    portgroup_uuid: null,
+    pxe_enabled: true,
+    physical_network: null,
+    local_link_connection: {},
+    internal_info: {},
+    extra: {},
+    is_smartnic: false,
+    name: null,
+    created_at: new Date().toISOString(),
+    updated_at: null,
+  };
+}
+function allocation(fields: Partial<AllocationRecord> = {}): AllocationRecord {
+  return {
+    uuid: randomUUID(),
+    name: null,
+    state: "allocating",
+    node_uuid: null,
+    resource_class: null,
+    traits: [],
+    candidate_nodes: [],
+    spec: null,
+    last_error: null,
+    extra: {},
+    owner: null,
+    created_at: new Date().toISOString(),
+    updated_at: null,
+    ...fields,
+  };
+}
+function conductor(hostname: string, fields: Partial<ConductorRecord> = {}): ConductorRecord {
+  return {
+    identity: `${hostname}/${randomUUID().slice(0, 8)}`,
+    hostname,
+    conductor_group: "",
+    drivers: ["fake-hardware"],
+    url: null,
+    machine: "contract",
+    pid: 1,
+    created_at: new Date().toISOString(),
+    heartbeat_at: 1_000_000,
+    online: true,
+    ...fields,
+  };
+}
+const request = (fields: Partial<Parameters<Store["claimNode"]>[1]> = {}) => ({
+  resourceClass: null,
+  traits: [],
+  candidateNodes: [],
+  spec: null,
+  ...fields,
+});
+
+/**
+ * The behaviour every Store must have, run against each implementation. `open` gives a store on an empty
+ * database; `openSecond` (optional) a second, independent connection to the same database (another conductor).
+ */
+export function storeContract(
+  name: string,
+  options: { open: () => Promise<Store>; openSecond?: () => Promise<Store>; teardown?: () => Promise<void> },
+): void {
+  describe(`Store contract: ${name}`, () => {
+    let store: Store;
+    let second: Store | undefined;
+    beforeAll(async () => {
+      store = await options.open();
+      second = await options.openSecond?.();
+    });
+    afterAll(async () => {
+      await second?.close();
+      await store?.close();
+      await options.teardown?.();
+    });
+
+    it("creates nodes and finds them by uuid or name; names and instances are unique", async () => {
+      const a = await store.createNode(node({ name: "contract-a" }));
+      expect((await store.getNode(a.uuid))?.name).toBe("contract-a");
+      expect((await store.getNode("contract-a"))?.uuid).toBe(a.uuid);
+      expect(await store.getNode(randomUUID())).toBeNull();
+      await expect(store.createNode(node({ name: "contract-a" }))).rejects.toThrow(Duplicate);
+      await store.updateNode(a.uuid, { instance_uuid: "i-1" });
+      const b = await store.createNode(node());
+      await expect(store.updateNode(b.uuid, { instance_uuid: "i-1" })).rejects.toThrow(Duplicate);
+      await expect(store.updateNode(randomUUID(), {})).rejects.toThrow(NodeNotFound);
+    });
+
+    it("reservation is an atomic test-and-set: of 20 racing holders exactly one wins", async () => {
+      const n = await store.createNode(node());
+      const stores = [store, second ?? store];
+      const results = await Promise.allSettled(
+        Array.from({ length: 20 }, (_, i) => stores[i % 2]!.reserveNode(n.uuid, `holder-${i}`)),
+      );
+      const won = results.filter((r) => r.status === "fulfilled");
+      expect(won).toHaveLength(1);
+      for (const r of results) if (r.status === "rejected") expect(r.reason).toBeInstanceOf(NodeLocked);
+      const holder = (await store.getNode(n.uuid))!.reservation!;
+      expect(holder).toMatch(/^holder-/);
+      await store.releaseNode(n.uuid, "someone-else");
+      expect((await store.getNode(n.uuid))!.reservation).toBe(holder);
+      await expect(store.updateNode(n.uuid, { description: "x" }, { ifReservedBy: null })).rejects.toThrow(
+        NodeLocked,
+      );
+      await store.updateNode(n.uuid, { description: "mine" }, { ifReservedBy: holder });
+      await store.releaseNode(n.uuid, holder);
+      const after = (await store.getNode(n.uuid))!;
+      expect(after.reservation).toBeNull();
+      expect(after.description).toBe("mine");
+      await expect(store.reserveNode(randomUUID(), "x")).rejects.toThrow(NodeNotFound);
+    });
+
+    it("releases every lock a holder left, and only those", async () => {
+      const nodes = await Promise.all([1, 2, 3].map(() => store.createNode(node())));
+      await store.reserveNode(nodes[0]!.uuid, "gone");
+      await store.reserveNode(nodes[1]!.uuid, "gone");
+      await store.reserveNode(nodes[2]!.uuid, "alive");
+      expect((await store.releaseAllReservations("gone")).sort()).toEqual(
+        [nodes[0]!.uuid, nodes[1]!.uuid].sort(),
+      );
+      expect((await store.getNode(nodes[0]!.uuid))!.reservation).toBeNull();
+      expect((await store.getNode(nodes[2]!.uuid))!.reservation).toBe("alive");
+      expect((await store.listNodes({ reservation: "alive" }, {})).map((n) => n.uuid)).toEqual([
+        nodes[2]!.uuid,
+      ]);
+    });
+
+    it("lists with filters, keyset pages and sort keys; summaries and counts agree", async () => {
+      const group = `g-${randomUUID().slice(0, 8)}`;
+      const names = ["p-c", "p-a", "p-e", "p-b", "p-d"];
+      for (const n of names) await store.createNode(node({ name: n, conductor_group: group }));
+      await store.createNode(node({ name: "p-m", conductor_group: group, maintenance: true }));
+      const all = await store.listNodes({ conductor_group: group, maintenance: false }, {});
+      expect(all.map((n) => n.name)).toEqual(names);
+      const page1 = await store.listNodes({ conductor_group: group }, { limit: 2, sortKey: "name" });
+      expect(page1.map((n) => n.name)).toEqual(["p-a", "p-b"]);
+      const page2 = await store.listNodes(
+        { conductor_group: group },
+        { limit: 2, sortKey: "name", marker: page1[1]!.uuid },
+      );
+      expect(page2.map((n) => n.name)).toEqual(["p-c", "p-d"]);
+      const desc = await store.listNodeSummaries(
+        { conductor_group: group },
+        { limit: 3, sortKey: "name", sortDir: "desc" },
+      );
+      expect(desc.map((n) => n.name)).toEqual(["p-m", "p-e", "p-d"]);
+      expect(desc[0]!.maintenance).toBe(true);
+      expect(desc[1]!.maintenance).toBe(false);
+      const counts = await store.countNodesByState();
+      expect(counts.enroll).toBeGreaterThanOrEqual(6);
+    });
+
+    it("ports: unique MACs, a known node, cascade with the node", async () => {
+      const n = await store.createNode(node());
+      const p = await store.createPort(port(n.uuid, "52:54:00:aa:00:01"));
+      await expect(store.createPort(port(n.uuid, "52:54:00:aa:00:01"))).rejects.toThrow(Duplicate);
+      await expect(store.createPort(port(randomUUID(), "52:54:00:aa:00:02"))).rejects.toThrow(NodeNotFound);
+      expect((await store.updatePort(p.uuid, { pxe_enabled: false })).pxe_enabled).toBe(false);
+      expect((await store.listPorts({ node_uuid: n.uuid }, {})).map((x) => x.uuid)).toEqual([p.uuid]);
+      expect((await store.listPorts({ address: "52:54:00:aa:00:01" }, {}))[0]?.pxe_enabled).toBe(false);
+      await store.saveInventory(n.uuid, { cpu: { count: 4 } });
+      expect(await store.getInventory(n.uuid)).toEqual({ cpu: { count: 4 } });
+      await store.setAgentToken(n.uuid, { digest: "d1", bootId: "b1" });
+      await store.setAgentToken(n.uuid, { digest: "d2", bootId: "b2" });
+      expect(await store.getAgentToken(n.uuid)).toEqual({ digest: "d2", bootId: "b2" });
+      await store.deleteNode(n.uuid);
+      expect(await store.getPort(p.uuid)).toBeNull();
+      expect(await store.getAgentToken(n.uuid)).toBeNull();
+      await expect(store.deletePort(p.uuid)).rejects.toThrow(NotFound);
+      await expect(store.deleteNode(n.uuid)).rejects.toThrow(NodeNotFound);
+    });
+
+    it("allocations: unique names, updates, filters", async () => {
+      const a = await store.createAllocation({ ...allocation(), name: "alloc-x", resource_class: "rc-x" });
+      await expect(store.createAllocation({ ...allocation(), name: "alloc-x" })).rejects.toThrow(Duplicate);
+      expect((await store.getAllocation("alloc-x"))?.uuid).toBe(a.uuid);
+      await store.updateAllocation(a.uuid, { state: "error", last_error: "none" });
+      expect((await store.listAllocations({ resource_class: "rc-x" }, {}))[0]?.state).toBe("error");
+      await store.deleteAllocation(a.uuid);
+      await expect(store.deleteAllocation(a.uuid)).rejects.toThrow(NotFound);
+    });
+
+    it("40 racing claims (two connections) for 20 free nodes: exactly 20 win, no node twice", async () => {
+      const rc = `race-${randomUUID().slice(0, 8)}`;
+      const free = await Promise.all(
+        Array.from({ length: 20 }, () => store.createNode(freeNode({ resource_class: rc }))),
+      );
+      await store.createNode(freeNode({ resource_class: rc, maintenance: true }));
+      await store.createNode(freeNode({ resource_class: rc, reservation: "busy" }));
+      await store.createNode(freeNode({ resource_class: rc, power_state: null }));
+      await store.createNode(
+        node({ resource_class: rc, provision_state: "manageable", power_state: "power off" }),
+      );
+      const stores = [store, second ?? store];
+      const claims = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          stores[i % 2]!.claimNode(`alloc-${i}`, request({ resourceClass: rc })),
+        ),
+      );
+      const won = claims.filter((c): c is NodeRecord => c !== null);
+      expect(won).toHaveLength(20);
+      expect(new Set(won.map((n) => n.uuid))).toEqual(new Set(free.map((n) => n.uuid)));
+      for (const n of won) {
+        const stored = (await store.getNode(n.uuid))!;
+        expect(stored.instance_uuid).toBe(n.instance_uuid);
+        expect(stored.allocation_uuid).toBe(stored.instance_uuid);
+      }
+      expect(await store.claimNode("late", request({ resourceClass: rc }))).toBeNull();
+    });
+
+    it("claims match traits, candidate nodes and the spec (best fit and exact) in SQL", async () => {
+      const rc = `fit-${randomUUID().slice(0, 8)}`;
+      const make = (name: string, props: Record<string, unknown>, traits: string[] = []) =>
+        store.createNode(freeNode({ name: `${rc}-${name}`, resource_class: rc, properties: props, traits }));
+      const big = await make("big", { memory_mb: 131072, cpus: 64, local_gb: 2000, cpu_arch: "x86_64" }, [
+        "CUSTOM_GPU",
+        "CUSTOM_FAST",
+      ]);
+      const mid = await make("mid", {
+        memory_mb: 32768,
+        cpus: "16",
+        local_gb: 500,
+        cpu_arch: "x86_64",
+        capabilities: "boot_mode:uefi,disk_label:gpt",
+      });
+      const small = await make("small", { memory_mb: 16384, cpus: 8, local_gb: 100, cpu_arch: "aarch64" });
+      const claim = (fields: Partial<Parameters<Store["claimNode"]>[1]>) =>
+        store.claimNode(randomUUID(), request({ resourceClass: rc, ...fields }));
+      const release = (n: NodeRecord | null) =>
+        n && store.updateNode(n.uuid, { instance_uuid: null, allocation_uuid: null });
+
+      const gpu = await claim({ traits: ["CUSTOM_GPU", "CUSTOM_FAST"] });
+      expect(gpu?.uuid).toBe(big.uuid);
+      expect(await claim({ traits: ["CUSTOM_GPU"] })).toBeNull();
+      await release(gpu);
+
+      const fit = await claim({ spec: { memory_mb: 20000, match: "best_fit" } });
+      expect(fit?.uuid).toBe(mid.uuid);
+      await release(fit);
+      const exact = await claim({ spec: { memory_mb: 16384, vcpus: 8, match: "exact" } });
+      expect(exact?.uuid).toBe(small.uuid);
+      await release(exact);
+      expect(await claim({ spec: { memory_mb: 16000, match: "exact" } })).toBeNull();
+      const arch = await claim({ spec: { cpu_arch: "aarch64", match: "best_fit" } });
+      expect(arch?.uuid).toBe(small.uuid);
+      await release(arch);
+      const caps = await claim({ spec: { capabilities: { boot_mode: "uefi" }, match: "best_fit" } });
+      expect(caps?.uuid).toBe(mid.uuid);
+      await release(caps);
+      // a LIKE wildcard in the request matches nothing it should not
+      expect(await claim({ spec: { capabilities: { boot_mode: "%" }, match: "best_fit" } })).toBeNull();
+      const named = await claim({ candidateNodes: [`${rc}-small`, big.uuid] });
+      expect([small.uuid, big.uuid]).toContain(named?.uuid);
+    });
+
+    it("conductors: one online row per hostname; stale or retired predecessors make way; heartbeats", async () => {
+      const first = conductor("c-1");
+      await store.registerConductor(first, { staleBefore: 0, retire: [] });
+      // a second process under the same name while the first is alive: refused
+      await expect(
+        (second ?? store).registerConductor(conductor("c-1"), { staleBefore: 0, retire: [] }),
+      ).rejects.toThrow(ConductorAlreadyRegistered);
+      expect(await store.touchConductor(first.identity, 2_000_000, "http://127.0.0.1:1")).toBe(true);
+      // once its heartbeat is stale, a newcomer under that name registers and the old row goes offline
+      const next = conductor("c-1", { heartbeat_at: 3_000_000 });
+      await store.registerConductor(next, { staleBefore: 2_500_000, retire: [] });
+      const rows = (await store.listConductors()).filter((r) => r.hostname === "c-1");
+      expect(rows.map((r) => [r.identity, r.online])).toEqual([
+        [first.identity, false],
+        [next.identity, true],
+      ]);
+      expect(rows[0]!.url).toBe("http://127.0.0.1:1");
+      expect(rows[0]!.heartbeat_at).toBe(2_000_000);
+      expect(rows[1]!.drivers).toEqual(["fake-hardware"]);
+      expect(await store.touchConductor(first.identity, 4_000_000)).toBe(false);
+      // a crashed predecessor named in `retire` makes way at once, fresh heartbeat or not
+      const third = conductor("c-1", { heartbeat_at: 5_000_000 });
+      await store.registerConductor(third, { staleBefore: 0, retire: [next.identity] });
+      await store.retireConductor(third.identity);
+      expect((await store.listConductors()).filter((r) => r.online && r.hostname === "c-1")).toEqual([]);
+    });
+  });
+}

@@ -1,0 +1,134 @@
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { api, spawnConductor, waitForState } from "../helpers/conductor.ts";
+import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+
+type Node = {
+  uuid: string;
+  provision_state: string;
+  reservation: string | null;
+  last_error: string | null;
+  conductor: string | null;
+};
+
+let pg: ThrowawayPostgres;
+const dir = mkdtempSync(join(tmpdir(), "anvil-takeover-"));
+const children: ChildProcess[] = [];
+
+function conductorArgs(database: string, name: string): string[] {
+  return [
+    ...["--db", database, "--name", name, "--data-dir", join(dir, name)],
+    ...["--heartbeat-interval", "1", "--dead-after", "3", "--power-sync-interval", "0"],
+    ...["--fake-delay-ms", "4000"],
+  ];
+}
+
+beforeAll(async () => {
+  pg = await startPostgres();
+});
+afterAll(async () => {
+  for (const child of children) child.kill("SIGKILL");
+  await pg?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe("takeover between conductor processes on one PostgreSQL", () => {
+  it("SIGKILL one conductor mid-cleaning: its nodes get a live owner, fail cleanly, keep no dead lock", async () => {
+    const database = await pg.freshDatabase("takeover");
+    const a = await spawnConductor(conductorArgs(database, "cond-a"));
+    children.push(a.child);
+    const b = await spawnConductor(conductorArgs(database, "cond-b"));
+    children.push(b.child);
+
+    const uuids: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      const created = await api(`${a.url}/v1/nodes`, {
+        method: "POST",
+        body: { name: `t-${i}`, driver: "fake-hardware" },
+      });
+      expect(created.status).toBe(201);
+      uuids.push((created.body as Node).uuid);
+    }
+    await Promise.all(
+      uuids.map(async (uuid) => {
+        await api(`${a.url}/v1/nodes/${uuid}/states/provision`, {
+          method: "PUT",
+          body: { target: "manage" },
+        });
+        await waitForState(a.url, uuid, "manageable");
+      }),
+    );
+    // every provide is sent to conductor A; each runs on the conductor that holds the node's lock
+    for (const uuid of uuids) {
+      const put = await api(`${a.url}/v1/nodes/${uuid}/states/provision`, {
+        method: "PUT",
+        body: { target: "provide" },
+      });
+      expect(put.status).toBe(202);
+    }
+    const cleaning = await Promise.all(
+      uuids.map(async (u) => (await api(`${b.url}/v1/nodes/${u}`)).body as Node),
+    );
+    const heldByA = cleaning.filter((n) => n.reservation?.startsWith("cond-a/")).map((n) => n.uuid);
+    expect(heldByA.length).toBeGreaterThan(0);
+    console.log(
+      `takeover: ${heldByA.length} of ${uuids.length} nodes mid-cleaning under cond-a when it is killed`,
+    );
+
+    a.child.kill("SIGKILL");
+    const killedAt = Date.now();
+
+    // conductor B sees A dead and owns every node
+    await until("cond-a declared dead", async () => {
+      const list = (
+        (await api(`${b.url}/v1/conductors`)).body as {
+          conductors: { hostname: string; alive: boolean; owned_nodes: number }[];
+        }
+      ).conductors;
+      const deadA = list.find((c) => c.hostname === "cond-a")?.alive === false;
+      return deadA && list.find((c) => c.hostname === "cond-b")?.owned_nodes === uuids.length
+        ? true
+        : undefined;
+    });
+    // no node keeps a dead reservation; A's in-flight work failed with the reason, the rest finished
+    const settled = await until("every node settled", async () => {
+      const nodes = await Promise.all(
+        uuids.map(async (u) => (await api(`${b.url}/v1/nodes/${u}`)).body as Node),
+      );
+      return nodes.every((n) => n.reservation === null && n.provision_state !== "cleaning")
+        ? nodes
+        : undefined;
+    });
+    console.log(`takeover: all settled ${Date.now() - killedAt} ms after SIGKILL (dead after 3 s)`);
+    for (const node of settled) {
+      expect(node.conductor).toBe("cond-b");
+      if (heldByA.includes(node.uuid)) {
+        expect(node.provision_state).toBe("clean failed");
+        expect(node.last_error).toMatch(
+          /Conductor cond-a stopped heartbeating while the node was in "cleaning"/,
+        );
+      } else {
+        expect(node.provision_state).toBe("available");
+      }
+    }
+    // and a taken-over node can be recovered through the new owner
+    await api(`${b.url}/v1/nodes/${heldByA[0]}/states/provision`, {
+      method: "PUT",
+      body: { target: "manage" },
+    });
+    await waitForState(b.url, heldByA[0]!, "manageable");
+  });
+});
