@@ -18,7 +18,7 @@ import { RaidConfigSchema } from "../../shared/raid.ts";
 import { NodeRecord } from "../../shared/resources.ts";
 import { NotAcceptable } from "../errors.ts";
 import { NODE_SORT_KEYS } from "../db/store.ts";
-import type { HardwareType } from "../drivers/hardware-type.ts";
+import { nodeInterfaces, type HardwareType } from "../drivers/hardware-type.ts";
 import { TRANSIENT_STATES, WAIT_STATES } from "../states/machine.ts";
 import { driverNodeOf } from "../drivers/driver-node.ts";
 import type { DriverNode } from "../drivers/interfaces.ts";
@@ -233,7 +233,7 @@ function patchNode(node: NodeRecord, patch: JsonPatch, limits: ApiLimits): Parti
   return changes;
 }
 
-function validationReport(hw: HardwareType, node: DriverNode): Record<string, unknown> {
+function validationReport(hw: HardwareType, record: NodeRecord, node: DriverNode): Record<string, unknown> {
   const check = (fn: () => void): { result: boolean; reason?: string } => {
     try {
       fn();
@@ -243,6 +243,12 @@ function validationReport(hw: HardwareType, node: DriverNode): Record<string, un
     }
   };
   const notImplemented = { result: null, reason: "not supported" };
+  let raid: Record<string, unknown> = notImplemented;
+  try {
+    if (nodeInterfaces(hw, record).raid.supported) raid = { result: true };
+  } catch (error) {
+    raid = { result: false, reason: error instanceof Error ? error.message : String(error) };
+  }
   return {
     boot: check(() => hw.boot.validate(node)),
     console: notImplemented,
@@ -251,7 +257,7 @@ function validationReport(hw: HardwareType, node: DriverNode): Record<string, un
     management: check(() => hw.management.validate(node)),
     network: { result: true },
     power: check(() => hw.power.validate(node)),
-    raid: notImplemented,
+    raid,
     rescue: notImplemented,
     storage: { result: true },
     bios: notImplemented,
@@ -460,7 +466,7 @@ export function nodesPlugin(deps: ApiDeps) {
     app.get<IdentParams>("/v1/nodes/:ident/validate", async (request) => {
       const node = await loadNode(deps, request.params.ident);
       const hw = hardware(deps, node.driver);
-      return validationReport(hw, await driverNodeOf(deps.store, node));
+      return validationReport(hw, node, await driverNodeOf(deps.store, node));
     });
 
     app.get<IdentParams>("/v1/nodes/:ident/management/boot_device", async (request) => {

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+
+/** Microversion gates and refusals of the step and RAID API, over HTTP. */
+describe("steps and RAID at their microversions", () => {
+  let ctx: Awaited<ReturnType<typeof startConductor>>;
+  const at = (version: string) => ({ "X-OpenStack-Ironic-API-Version": version });
+
+  beforeAll(async () => {
+    ctx = await startConductor();
+    await api(`${ctx.url}/v1/nodes`, { method: "POST", body: { driver: "fake-hardware", name: "v1" } });
+    await api(`${ctx.url}/v1/nodes`, { method: "POST", body: { driver: "ipmi", name: "noraid" } });
+    await api(`${ctx.url}/v1/nodes/v1/states/provision`, { method: "PUT", body: { target: "manage" } });
+    await waitForState(ctx.url, "v1", "manageable");
+  });
+  afterAll(async () => {
+    await ctx.stop();
+  });
+
+  const provision = (body: Record<string, unknown>, version = "1.82") =>
+    api(`${ctx.url}/v1/nodes/v1/states/provision`, { method: "PUT", body, headers: at(version) });
+
+  it("refuses clean before 1.15, deploy_steps before 1.69, disable_ramdisk before 1.70 with 406", async () => {
+    const steps = [{ interface: "raid", step: "delete_configuration" }];
+    expect((await provision({ target: "clean", clean_steps: steps }, "1.14")).status).toBe(406);
+    expect((await provision({ target: "active", deploy_steps: [] }, "1.68")).status).toBe(406);
+    const old = await provision({ target: "clean", clean_steps: steps, disable_ramdisk: true }, "1.69");
+    expect(old.status).toBe(406);
+    expect(faultOf(old.body)).toContain("disable_ramdisk requires API version 1.70");
+  });
+
+  it("accepts a ramdisk-free manual clean with disable_ramdisk", async () => {
+    const accepted = await provision({
+      target: "clean",
+      clean_steps: [{ interface: "raid", step: "delete_configuration" }],
+      disable_ramdisk: true,
+    });
+    expect(accepted.status).toBe(202);
+    await waitForState(ctx.url, "v1", "manageable");
+  });
+
+  it("shows clean_step and deploy_step only from their microversions", async () => {
+    const old = (await api(`${ctx.url}/v1/nodes/v1`, { headers: at("1.6") })).body as Record<string, unknown>;
+    expect(old).not.toHaveProperty("clean_step");
+    const mid = (await api(`${ctx.url}/v1/nodes/v1`, { headers: at("1.43") })).body as Record<
+      string,
+      unknown
+    >;
+    expect(mid.clean_step).toEqual({});
+    expect(mid).not.toHaveProperty("deploy_step");
+    const states = (await api(`${ctx.url}/v1/nodes/v1/states`, { headers: at("1.11") })).body;
+    expect(states).not.toHaveProperty("raid_config");
+  });
+
+  it("answers 404 for RAID on a node whose raid interface is no-raid, 409 while locked", async () => {
+    const raid = { logical_disks: [{ size_gb: 10, raid_level: "1", controller: "software" }] };
+    const none = await api(`${ctx.url}/v1/nodes/noraid/states/raid`, { method: "PUT", body: raid });
+    expect(none.status).toBe(404);
+    expect(faultOf(none.body)).toContain("does not support raid");
+    const node = await ctx.conductor.store.getNode("v1");
+    await ctx.conductor.store.reserveNode(node!.uuid, "someone-else");
+    const locked = await api(`${ctx.url}/v1/nodes/v1/states/raid`, { method: "PUT", body: raid });
+    expect(locked.status).toBe(409);
+    await ctx.conductor.store.releaseNode(node!.uuid, "someone-else");
+    const cleared = await api(`${ctx.url}/v1/nodes/v1/states/raid`, { method: "PUT", body: {} });
+    expect(cleared.status).toBe(204);
+  });
+
+  it("refuses a hardware RAID level the agent cannot build in software", async () => {
+    await api(`${ctx.url}/v1/nodes`, {
+      method: "POST",
+      body: {
+        driver: "ipmi",
+        name: "swraid",
+        raid_interface: "agent",
+        driver_info: { ipmi_address: "192.0.2.9" },
+      },
+    });
+    const bad = await api(`${ctx.url}/v1/nodes/swraid/states/raid`, {
+      method: "PUT",
+      body: { logical_disks: [{ size_gb: "MAX", raid_level: "5+0", controller: "software" }] },
+    });
+    expect(bad.status).toBe(400);
+    expect(faultOf(bad.body)).toContain("software RAID level 5+0 is not supported");
+  });
+});
