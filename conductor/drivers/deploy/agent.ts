@@ -90,6 +90,14 @@ const writeImageStep = defineStep({
   run: writeImage,
 });
 
+/** The node's raid_config has a software RAID volume (built by the agent's create_raid). */
+function hasSoftwareRaid(raidConfig: unknown): boolean {
+  const disks = (raidConfig as { logical_disks?: unknown } | null)?.logical_disks;
+  return (
+    Array.isArray(disks) && disks.some((d) => (d as { controller?: unknown })?.controller === "software")
+  );
+}
+
 const installBootloader = defineStep({
   kind: "deploy",
   interface: "deploy",
@@ -100,6 +108,9 @@ const installBootloader = defineStep({
     boot_mode: z.enum(["uefi", "bios"]).optional().describe("uefi or bios; default: the node's boot mode"),
   }),
   async run(task, args) {
+    // As Ironic's prepare_instance_boot: a whole-disk image brings its own bootloader, unless it sits on
+    // software RAID (then every holder needs one); the agent finds no root filesystem to boot otherwise.
+    if (task.node.instance_info.image_type !== "partition" && !hasSoftwareRaid(task.node.raid_config)) return;
     const hints = task.node.properties.root_device;
     const bootMode =
       args.boot_mode ??
