@@ -18,10 +18,15 @@ export async function labDriverInfo(state: LabState, node: LabNode): Promise<Rec
  * Writes the file `baremetal create FILE` enrolls every node from (nodes with their ports), so BMC
  * passwords never go through argv. The file is 0600: it holds them.
  */
-export async function writeEnrollFile(state: LabState): Promise<string> {
+export async function writeEnrollFile(
+  state: LabState,
+  /** More node fields for every node (e.g. `raid_interface: "agent"`). */
+  nodeFields: Record<string, string> = {},
+): Promise<string> {
   const nodes = [];
   for (const node of state.nodes) {
     nodes.push({
+      ...nodeFields,
       name: node.name,
       driver: "ipmi",
       driver_info: await labDriverInfo(state, node),

@@ -52,3 +52,20 @@ export function labVmArgs(options: LabVmOptions): string[] {
   });
   return args;
 }
+
+/**
+ * The argv without one disk (its `-drive` and the `-device` that uses it): a lab VM restarted with it is a
+ * machine whose disk died. Pure. @throws Error when no drive uses the file
+ */
+export function withoutDisk(argv: readonly string[], file: string): string[] {
+  const driveAt = argv.findIndex(
+    (arg, index) => argv[index - 1] === "-drive" && arg.split(",").includes(`file=${file}`),
+  );
+  if (driveAt < 0) throw new Error(`no -drive uses ${file}`);
+  const id = /(?:^|,)id=([^,]+)/.exec(argv[driveAt] ?? "")?.[1];
+  const deviceAt = argv.findIndex(
+    (arg, index) => argv[index - 1] === "-device" && arg.split(",").includes(`drive=${id}`),
+  );
+  const drop = new Set([driveAt - 1, driveAt, ...(deviceAt < 0 ? [] : [deviceAt - 1, deviceAt])]);
+  return argv.filter((_, index) => !drop.has(index));
+}

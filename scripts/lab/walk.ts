@@ -16,14 +16,17 @@ export interface Walk {
   stopEvents(): void;
 }
 
-/** Enrolls the lab's nodes (`baremetal create FILE`) and starts watching the first. */
-export async function startWalk(state: LabState): Promise<Walk> {
+/**
+ * Enrolls the lab's nodes (`baremetal create FILE`, with any more node fields, e.g. a raid_interface) and
+ * starts watching the first.
+ */
+export async function startWalk(state: LabState, nodeFields: Record<string, string> = {}): Promise<Walk> {
   if (state.conductor === null) throw new Error("the lab has no conductor");
   const node = state.nodes[0];
   if (node === undefined) throw new Error("the lab has no node");
   const bm = baremetal(state.conductor.url);
   const recorder = recordEvents(state.conductor.url);
-  await bm.run(["create", await writeEnrollFile(state)]);
+  await bm.run(["create", await writeEnrollFile(state, nodeFields)]);
   return { bm, node, probe: probeLabNode(node), events: recorder.events, stopEvents: recorder.stop };
 }
 

@@ -88,4 +88,36 @@ describe("manual cleaning through the agent", () => {
       await ctx.stop();
     }
   });
+  it("records erase_devices' per-disk results in driver_internal_info", async () => {
+    const ctx = await startConductor();
+    try {
+      const node = await enrollSimulatedNode({
+        url: ctx.url,
+        dir,
+        name: "c2",
+        mac: "52:54:00:00:02:02",
+        executable,
+      });
+      await writeFile(node.disk, Buffer.alloc(4096, 0xab), { flag: "r+" });
+      await api(`${ctx.url}/v1/nodes/c2/states/provision`, { method: "PUT", body: { target: "manage" } });
+      await waitForState(ctx.url, "c2", "manageable");
+      await api(`${ctx.url}/v1/nodes/c2/states/provision`, {
+        method: "PUT",
+        body: { target: "clean", clean_steps: [{ interface: "deploy", step: "erase_devices" }] },
+      });
+      await waitForState(ctx.url, "c2", "clean wait");
+      agents.push(node.boot());
+      const done = await waitForState(ctx.url, "c2", "manageable");
+      expect(done.last_error).toBeNull();
+      const stored = await ctx.conductor.store.getNode(node.uuid);
+      const result = stored?.driver_internal_info.erase_devices_result as {
+        devices: { device: string; method: string | null; verified: boolean }[];
+      };
+      expect(result.devices.length).toBeGreaterThan(0);
+      for (const disk of result.devices) expect(disk).toMatchObject({ verified: true });
+      expect((await readRange(node.disk, 0, 4096)).equals(Buffer.alloc(4096))).toBe(true);
+    } finally {
+      await ctx.stop();
+    }
+  });
 });

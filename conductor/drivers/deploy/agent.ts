@@ -10,6 +10,17 @@ import { NoArgs, defineStep } from "../step.ts";
 /** How often deploy progress is written to the node (the event stream gets every frame). */
 const PROGRESS_WRITE_MS = 1000;
 
+/**
+ * Runs the agent's erase_devices and keeps its per-disk results (method, verified, bytes, seconds) in
+ * driver_internal_info.erase_devices_result, where an operator can see how each disk was erased.
+ */
+async function eraseAndRecord(task: Task, args: unknown): Promise<void> {
+  const result = await agentCommand(task, { name: "erase_devices", args: EraseOptionsSchema.parse(args) });
+  await task.update({
+    driver_internal_info: { ...task.node.driver_internal_info, erase_devices_result: result },
+  });
+}
+
 const eraseDevices = defineStep({
   kind: "clean",
   interface: "deploy",
@@ -19,11 +30,7 @@ const eraseDevices = defineStep({
   inBand: true,
   args: NoArgs,
   // the conductor's erase settings (Ironic's [deploy] options) and the node's skip_block_devices
-  run: async (task) =>
-    void (await agentCommand(task, {
-      name: "erase_devices",
-      args: EraseOptionsSchema.parse(eraseDevicesArgs(task.deps.config.erase, task.node)),
-    })),
+  run: (task) => eraseAndRecord(task, eraseDevicesArgs(task.deps.config.erase, task.node)),
 });
 
 const eraseDevicesMetadata = defineStep({
@@ -47,11 +54,7 @@ const eraseDevicesExpress = defineStep({
   inBand: true,
   args: NoArgs,
   /** IPA's express erase: the agent uses the fast, hardware-assisted methods only (discard, secure erase). */
-  run: async (task) =>
-    void (await agentCommand(task, {
-      name: "erase_devices",
-      args: EraseOptionsSchema.parse(eraseDevicesArgs(task.deps.config.erase, task.node, { express: true })),
-    })),
+  run: (task) => eraseAndRecord(task, eraseDevicesArgs(task.deps.config.erase, task.node, { express: true })),
 });
 
 async function writeImage(task: Task): Promise<void> {

@@ -39,10 +39,15 @@ export function logicalDisksToCreate(
   return disks;
 }
 
-/** The raid_config recorded after a build: what the agent reports, else what was asked for. */
+const ReportedRaidConfig = z.object({ logical_disks: z.array(z.record(z.string(), z.unknown())) });
+
+/**
+ * The raid_config recorded after a build: what the agent reports (create_raid answers
+ * `{raid_config: {logical_disks}}`), else what was asked for.
+ */
 export function raidConfigFrom(result: unknown, requested: LogicalDisk[]): RaidConfig {
-  const reported = z.object({ logical_disks: z.array(z.record(z.string(), z.unknown())) }).safeParse(result);
+  const reported = z.object({ raid_config: ReportedRaidConfig }).safeParse(result);
   return reported.success
-    ? ({ logical_disks: reported.data.logical_disks } as RaidConfig)
+    ? ({ logical_disks: reported.data.raid_config.logical_disks } as RaidConfig)
     : { logical_disks: requested };
 }
