@@ -17,13 +17,16 @@ function isPlainContainer(value: unknown): value is Record<string, unknown> | un
 }
 
 /** The common case, an object of scalars (driver_info), masked in one loop; null when it nests. */
-function maskFlat(source: Record<string, unknown>): Record<string, unknown> | null {
+function maskFlat(
+  source: Record<string, unknown>,
+  isSecret: (key: string) => boolean,
+): Record<string, unknown> | null {
   const out: Record<string, unknown> = {};
   for (const key in source) {
     if (!Object.prototype.hasOwnProperty.call(source, key)) continue;
     const item = source[key];
     if ((typeof item === "object" && item !== null) || key === "__proto__") return null;
-    out[key] = item !== null && item !== undefined && isSecretKey(key) ? MASK : item;
+    out[key] = item !== null && item !== undefined && isSecret(key) ? MASK : item;
   }
   return out;
 }
@@ -31,12 +34,13 @@ function maskFlat(source: Record<string, unknown>): Record<string, unknown> | nu
 /**
  * A copy of `value` with every secret-keyed value (at any depth, inside objects and arrays) replaced by
  * `******`; null values stay null so clients can tell "unset". Non-plain objects (errors, buffers) are kept
- * as they are. Iterative: a hostile document's depth cannot overflow the stack.
+ * as they are. Iterative: a hostile document's depth cannot overflow the stack. `isSecret` widens what counts
+ * as secret for one use (the node history also keeps config drives out).
  */
-export function maskSecrets<T>(value: T): T {
+export function maskSecrets<T>(value: T, isSecret: (key: string) => boolean = isSecretKey): T {
   if (!isPlainContainer(value)) return value;
   if (!Array.isArray(value)) {
-    const flat = maskFlat(value);
+    const flat = maskFlat(value, isSecret);
     if (flat !== null) return flat as T;
   }
   type Container = Record<string, unknown> | unknown[];
@@ -59,7 +63,7 @@ export function maskSecrets<T>(value: T): T {
     const out = target as Record<string, unknown>;
     for (const key of Object.keys(source)) {
       const item = source[key];
-      const shown = isSecretKey(key) && item !== null && item !== undefined ? MASK : visit(item);
+      const shown = isSecret(key) && item !== null && item !== undefined ? MASK : visit(item);
       // a "__proto__" key must stay an own key of the copy instead of replacing its prototype
       if (key === "__proto__") {
         Object.defineProperty(out, key, {

@@ -1,18 +1,12 @@
-const MASK = "******";
-/** Keys whose values never enter the history: credentials, and config drives (user data may hold secrets). */
-const SECRET = /password|secret|token|_key$|^key$|configdrive|user_data|credential/i;
+import { MASK, isSecretKey, maskSecrets } from "../../shared/secrets.ts";
 
-/** A deep copy with every secret-looking key's value replaced by "******". Pure. */
-export function maskDeep(value: unknown, depth = 0): unknown {
-  if (depth > 20) return MASK; // hostile nesting: stop, don't recurse forever
-  if (Array.isArray(value)) return value.map((v) => maskDeep(v, depth + 1));
-  if (value !== null && typeof value === "object") {
-    const out: Record<string, unknown> = {};
-    for (const [key, v] of Object.entries(value))
-      out[key] = SECRET.test(key) && v != null ? MASK : maskDeep(v, depth + 1);
-    return out;
-  }
-  return value;
+/** Besides credentials, config drives and user data never enter the history (they may hold secrets). */
+const HISTORY_ONLY = /configdrive|user_data/i;
+const isHidden = (key: string): boolean => isSecretKey(key) || HISTORY_ONLY.test(key);
+
+/** A copy with every secret-looking key's value replaced by "******", at any depth (shared/secrets.ts). */
+export function maskDeep(value: unknown): unknown {
+  return maskSecrets(value, isHidden);
 }
 
 /** JSON Patch operations with their values masked when the path names a secret (/driver_info/ipmi_password). */
@@ -21,7 +15,7 @@ export function maskPatch(ops: unknown): unknown {
   return ops.map((op: unknown) => {
     if (op === null || typeof op !== "object") return op;
     const { path, value, ...rest } = op as { path?: unknown; value?: unknown };
-    const secretPath = typeof path === "string" && path.split("/").some((segment) => SECRET.test(segment));
+    const secretPath = typeof path === "string" && path.split("/").some((segment) => isHidden(segment));
     return {
       ...rest,
       path,
