@@ -213,6 +213,7 @@ export async function runDemo(
   say(
     `sim-1 is active: inspected as ${String(props.cpus)} CPUs, ${String(props.memory_mb)} MiB, ${String(props.local_gb)} GiB; image written to its disk file.\n`,
   );
+  say(`Watch the fleet in the dashboard: ${url}/ui/`);
   say(`Try the stock client (Debian: python3-ironicclient):`);
   say(`  baremetal --os-auth-type none --os-endpoint ${url} node list`);
   say(`  baremetal --os-auth-type none --os-endpoint ${url} node undeploy demo-1 --wait 60`);
