@@ -44,42 +44,38 @@ export const SkipBlockDeviceSchema = z.union([
 ]);
 export type SkipBlockDevice = z.infer<typeof SkipBlockDeviceSchema>;
 
-/** What the conductor tells the agent about erasing; defaults are Ironic's `[deploy]` defaults. */
-export const EraseOptionsSchema = z
-  .object({
-    /** Only these disks (paths); default: every disk of the machine. */
-    devices: z.array(z.string().min(1).max(4096)).max(256).optional(),
-    skip_block_devices: z.array(SkipBlockDeviceSchema).max(256).optional(),
-    /** [deploy] enable_nvme_secure_erase: NVMe format / sanitize. */
-    enable_nvme_secure_erase: z.boolean().default(true),
-    /** [deploy] enable_ata_secure_erase: hdparm security erase. */
-    enable_ata_secure_erase: z.boolean().default(true),
-    /** Anvil: a discard (or WRITE ZEROES) the device promises reads back as zeros counts as an erase. */
-    enable_discard: z.boolean().default(true),
-    /** [deploy] continue_if_disk_secure_erase_fails: fall back to overwriting when firmware erase fails. */
-    continue_if_disk_secure_erase_fails: z.boolean().default(false),
-    /** [deploy] erase_skip_read_only: skip read-only disks instead of failing (a full erase only). */
-    erase_skip_read_only: z.boolean().default(false),
-    /** [deploy] shred_random_overwrite_iterations. */
-    shred_random_overwrite_iterations: z.number().int().min(0).max(16).default(1),
-    /** [deploy] shred_final_overwrite_with_zeros. */
-    shred_final_overwrite_with_zeros: z.boolean().default(true),
-    /** [deploy] disk_erasure_concurrency: disks erased at once. */
-    disk_erasure_concurrency: z.number().int().min(1).max(64).default(4),
-    /** erase_devices_express: firmware or zeroing-discard only, the metadata erase for everything else. */
-    express: z.boolean().default(false),
-  })
-  .strict();
-export type EraseOptions = z.infer<typeof EraseOptionsSchema>;
-
 /** erase_devices_metadata takes the disk choice only. */
 export const EraseMetadataOptionsSchema = z
   .object({
+    /** Only these disks (paths); default: every disk of the machine. */
     devices: z.array(z.string().min(1).max(4096)).max(256).optional(),
     skip_block_devices: z.array(SkipBlockDeviceSchema).max(256).optional(),
   })
   .strict();
 export type EraseMetadataOptions = z.infer<typeof EraseMetadataOptionsSchema>;
+
+/** erase_devices: the disk choice plus Ironic's erase options, defaulting as Ironic's `[deploy]` options. */
+export const EraseOptionsSchema = EraseMetadataOptionsSchema.extend({
+  /** [deploy] enable_nvme_secure_erase: NVMe format / sanitize. */
+  enable_nvme_secure_erase: z.boolean().default(true),
+  /** [deploy] enable_ata_secure_erase: hdparm security erase. */
+  enable_ata_secure_erase: z.boolean().default(true),
+  /** Anvil: a discard (or WRITE ZEROES) the device promises reads back as zeros counts as an erase. */
+  enable_discard: z.boolean().default(true),
+  /** [deploy] continue_if_disk_secure_erase_fails: fall back to overwriting when firmware erase fails. */
+  continue_if_disk_secure_erase_fails: z.boolean().default(false),
+  /** [deploy] erase_skip_read_only: skip read-only disks instead of failing (a full erase only). */
+  erase_skip_read_only: z.boolean().default(false),
+  /** [deploy] shred_random_overwrite_iterations. */
+  shred_random_overwrite_iterations: z.number().int().min(0).max(16).default(1),
+  /** [deploy] shred_final_overwrite_with_zeros. */
+  shred_final_overwrite_with_zeros: z.boolean().default(true),
+  /** [deploy] disk_erasure_concurrency: disks erased at once. */
+  disk_erasure_concurrency: z.number().int().min(1).max(64).default(4),
+  /** erase_devices_express: firmware or zeroing-discard only, the metadata erase for everything else. */
+  express: z.boolean().default(false),
+}).strict();
+export type EraseOptions = z.infer<typeof EraseOptionsSchema>;
 
 /** One disk's line in the step's output. */
 export const EraseDiskResultSchema = z.object({
