@@ -3,14 +3,14 @@
 // cache off, i.e. bcrypt per request as a naive implementation would; a bearer token; http_basic over HTTPS),
 // each timed on GET /v1/nodes/{id} and GET /v1/nodes?limit=1000 with 8 keep-alive clients.
 // Run: flock /tmp/anvil-heavy.lock node --import tsx scripts/bench/api-auth.ts
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import bcrypt from "bcryptjs";
+import { startBenchConductor } from "./conductor-process.ts";
 import { HttpBasicAuthenticator } from "../../conductor/auth/authenticator.ts";
 import { TokenService } from "../../conductor/auth/tokens.ts";
 import { UserStore } from "../../conductor/auth/user-store.ts";
@@ -32,33 +32,8 @@ interface Mode {
   samples: number;
 }
 
-async function startConductor(dir: string, mode: Mode): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      "conductor/main.ts",
-      "--port",
-      "0",
-      "--db",
-      join(dir, "bench.sqlite"),
-      "--data-dir",
-      dir,
-      "--power-sync-interval",
-      "0",
-      ...mode.args,
-    ],
-    { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ANVIL_LOG_LEVEL: "info", ...mode.env } },
-  );
-  const url = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stderr! }).on("line", (line) => {
-      const match = /"url":"(https?:\/\/[^"]+)"/.exec(line);
-      if (match?.[1]) resolve(match[1]);
-    });
-    child.on("exit", (code) => reject(new Error(`conductor (${mode.name}) exited ${code}`)));
-  });
-  return { child, url };
+function startConductor(dir: string, mode: Mode): Promise<{ child: ChildProcess; url: string }> {
+  return startBenchConductor(dir, { args: mode.args, env: mode.env, name: mode.name });
 }
 
 function client(https: boolean, ca: string) {

@@ -1,11 +1,10 @@
 // API benchmark: 10,000 nodes created through the API (concurrency 8), then list/detail/show latencies and the
 // conductor's RSS, printed beside real Ironic 21.4 measured on this machine kind (shared/reference/ironic-bench.md).
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { Agent, request } from "node:http";
+import { startBenchConductor } from "./conductor-process.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 10_000);
 const CONCURRENCY = 8;
@@ -63,30 +62,7 @@ async function timed(
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-bench-"));
-  const child = spawn(
-    process.execPath,
-    [
-      "--import",
-      "tsx",
-      "conductor/main.ts",
-      "--port",
-      "0",
-      "--db",
-      join(dir, "bench.sqlite"),
-      "--data-dir",
-      dir,
-      "--power-sync-interval",
-      "0",
-    ],
-    { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ANVIL_LOG_LEVEL: "info" } },
-  );
-  const url = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stderr }).on("line", (line) => {
-      const match = /"url":"(http:\/\/[^"]+)"/.exec(line);
-      if (match?.[1]) resolve(match[1]);
-    });
-    child.on("exit", (code) => reject(new Error(`conductor exited ${code}`)));
-  });
+  const { child, url } = await startBenchConductor(dir);
   try {
     let next = 0;
     let failed = 0;
