@@ -11,7 +11,8 @@ import { buildApi } from "./api/app.ts";
 import { runPowerSyncPass } from "./cluster/power-sync.ts";
 import { storePowerSyncPort } from "./cluster/power-sync-port.ts";
 import { Membership } from "./cluster/membership.ts";
-import { takeOverOrphans } from "./cluster/takeover.ts";
+import { adoptWaitingNodes, awaitsAdoption, takeOverOrphans } from "./cluster/takeover.ts";
+import { rehomeAgents, ringOwnerElsewhere } from "./cluster/agent-owner.ts";
 import { publicUrlOf } from "./config.ts";
 import type { ConductorConfig } from "./config.ts";
 import { openStore } from "./db/open-store.ts";
@@ -85,6 +86,8 @@ export function createConductor(
     maxConnections: config.agent.maxConnections,
     maxConnectionsPerSource: config.agent.maxConnectionsPerSource,
     maxFramesPerSecond: config.agent.maxFramesPerSecond,
+    // an agent that dials a conductor not owning its node is sent to the owner (one hop)
+    ownerElsewhere: ringOwnerElsewhere(membership),
   });
   const provisioner = new Provisioner(
     {
@@ -97,6 +100,11 @@ export function createConductor(
       agents: gateway,
       config,
       publicUrl,
+      peerUrls: () =>
+        membership
+          .alive()
+          .filter((r) => r.identity !== membership.identity && r.conductor_group === config.cluster.group)
+          .flatMap((r) => (r.url ? [r.url] : [])),
       publish: (e) => events.publish(e),
     },
     drivers,
@@ -162,21 +170,50 @@ export function createConductor(
       for (const hw of drivers.list()) await hw.boot.start?.();
       // registered before anything is locked under our identity (takeover relies on that order)
       await membership.join(null);
-      const takeover = () =>
+      // dead conductors' locks are freed and their in-flight work settled; then their waiting nodes adopted,
+      // and agents of nodes now owned elsewhere sent to the owner
+      const freeOrphans = () =>
         takeOverOrphans({
           store,
           membership,
           logger,
           takeOver: (uuid, holder, cause) => provisioner.takeOver(uuid, holder, cause),
         });
-      await takeover();
+      const takeover = async (): Promise<void> => {
+        await freeOrphans();
+        await adoptWaitingNodes({
+          store,
+          membership,
+          logger,
+          adoptWaiting: (uuid) => provisioner.adoptWaiting(uuid),
+        });
+        await rehomeAgents({
+          store,
+          membership,
+          gateway,
+          logger,
+          isWorking: (uuid) => provisioner.isWorking(uuid),
+        });
+      };
+      await freeOrphans();
       gateway.attach(app.server);
       const url = await app.listen({ host: config.host, port: config.port });
       listeningUrl = url;
-      await membership.heartbeat(url);
+      // the URL other conductors forward API calls to and name to agents: the one nodes reach us at
+      await membership.heartbeat(publicUrl());
+      // adoption writes our URL into boot files: only once we listen
+      await takeover();
       every(config.cluster.heartbeatIntervalS, () => membership.heartbeat().then(takeover), "heartbeat");
       const mine = (node: { uuid: string; conductor_group: string }) => membership.owns(node);
-      every(config.timeoutCheckIntervalS, () => provisioner.failTimedOut(Date.now(), mine), "timeout check");
+      // a node still waiting on a dead conductor's boot files is adopted (timer restarted), not timed out
+      const timesOutHere = (
+        node: Parameters<typeof awaitsAdoption>[0] & { uuid: string; conductor_group: string },
+      ) => mine(node) && !awaitsAdoption(node, membership);
+      every(
+        config.timeoutCheckIntervalS,
+        () => provisioner.failTimedOut(Date.now(), timesOutHere),
+        "timeout check",
+      );
       every(
         config.powerSync.intervalS,
         async () => {

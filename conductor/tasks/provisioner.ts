@@ -14,7 +14,7 @@ import {
 import { Invalid, NotFound } from "../errors.ts";
 import type { Flow } from "../flows/flow.ts";
 import type { UrlSigner } from "../flows/image-request.ts";
-import { retireAgentToken } from "../flows/ramdisk.ts";
+import { retireAgentToken, rewriteRamdiskBoot } from "../flows/ramdisk.ts";
 import { flowFor } from "../flows/select.ts";
 import { TRANSIENT_STATES, WAIT_STATES, nextState, verbEvent } from "../states/machine.ts";
 import { TaskManager, type NodeLock } from "./lock.ts";
@@ -92,6 +92,11 @@ export class Provisioner {
 
   private interfacesOf(node: NodeRecord): NodeInterfaces {
     return nodeInterfaces(this.hardware(node), node);
+  }
+
+  /** Is work of this conductor running on the node (it holds the node's lock)? */
+  isWorking(uuid: string): boolean {
+    return this.tasks.isRunning(uuid);
   }
 
   /** Waits until no work is running (tests, shutdown). */
@@ -387,6 +392,32 @@ export class Provisioner {
   async takeOver(uuid: string, deadHolder: string, cause: string): Promise<boolean> {
     await this.deps.store.releaseNode(uuid, deadHolder);
     return this.abandon(uuid, cause);
+  }
+
+  /**
+   * Takeover of a node that a conductor now gone left waiting for its agent (Ironic keeps wait states across
+   * a takeover): its ramdisk boot configuration is written again here, so a reboot lands on this conductor,
+   * and its wait timer restarts; the agent's call-back (here, or redirected here) resumes the flow. The
+   * agent token is kept. Returns false when the node is locked, gone or no longer waiting.
+   */
+  async adoptWaiting(uuid: string): Promise<boolean> {
+    const node = await this.deps.store.getNode(uuid);
+    if (!node || !WAIT_STATES.includes(node.provision_state)) return false;
+    let lock: NodeLock;
+    try {
+      lock = await this.acquire(node, "takeover");
+    } catch (error) {
+      if (error instanceof NodeLocked || error instanceof NodeNotFound) return false;
+      throw error;
+    }
+    const adopted = await lock.run(async (task) => {
+      if (!WAIT_STATES.includes(task.node.provision_state)) return false;
+      await rewriteRamdiskBoot(task);
+      return true;
+    });
+    // an agent that reconnected here before the takeover saw the node as ours: its call-back resumes now
+    if (adopted && this.deps.agents.isConnected(uuid)) await this.agentConnected(uuid);
+    return adopted;
   }
 
   /**
