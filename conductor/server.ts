@@ -5,7 +5,7 @@ import { AllocationService } from "./allocations/service.ts";
 import { resolveAuth } from "./auth/strategy.ts";
 import { HistoryRecorder } from "./history/recorder.ts";
 import { loadTlsMaterial } from "./tls/material.ts";
-import { storeDirectory } from "./agents/directory-store.ts";
+import { lookupAllowed, storeDirectory } from "./agents/directory-store.ts";
 import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
 import { buildApi } from "./api/app.ts";
 import { runPowerSyncPass } from "./cluster/power-sync.ts";
@@ -193,6 +193,7 @@ export function createConductor(
           gateway,
           logger,
           isWorking: (uuid) => provisioner.isWorking(uuid),
+          acceptsAgent: (node) => lookupAllowed(node, config.agent.fastTrack),
         });
       };
       await freeOrphans();

@@ -2,6 +2,7 @@ import type { Logger } from "../../shared/log.ts";
 import type { AgentGateway } from "../agents/gateway.ts";
 import { agentEndpointOf } from "../agents/endpoint.ts";
 import type { AgentOwner, OwnerElsewhere } from "../agents/handshake.ts";
+import type { NodeRecord } from "../../shared/resources.ts";
 import type { Store } from "../db/store.ts";
 import type { Membership, RingKey } from "./membership.ts";
 
@@ -24,6 +25,8 @@ export interface RehomeDeps {
   gateway: Pick<AgentGateway, "sessionNodes" | "redirect">;
   /** Work of ours holds the node's lock: its agent stays until the work lets go (never moved mid-step). */
   isWorking(uuid: string): boolean;
+  /** Would a conductor admit an agent for the node in its state? If not, moving it would only strand it. */
+  acceptsAgent(node: NodeRecord): boolean;
   logger: Logger;
 }
 
@@ -36,7 +39,7 @@ export async function rehomeAgents(deps: RehomeDeps): Promise<string[]> {
   for (const uuid of deps.gateway.sessionNodes()) {
     if (deps.isWorking(uuid)) continue;
     const node = await deps.store.getNode(uuid);
-    const owner = node === null ? null : ownerOtherThanMe(deps.membership, node);
+    const owner = node === null || !deps.acceptsAgent(node) ? null : ownerOtherThanMe(deps.membership, node);
     if (owner === null || deps.isWorking(uuid)) continue;
     if (deps.gateway.redirect(uuid, owner)) moved.push(uuid);
   }

@@ -51,13 +51,14 @@ async function cluster(
 async function member(
   name: string,
   databasePath: string,
-  options: { fakeDelayMs?: number; logger?: ReturnType<typeof recordingLogger> } = {},
+  options: { fakeDelayMs?: number; logger?: ReturnType<typeof recordingLogger>; fastTrack?: boolean } = {},
 ): Promise<Ctx> {
   const ctx = await startConductor(
     {
       name,
       databasePath,
       fakeDelayMs: options.fakeDelayMs ?? 0,
+      agent: { fastTrack: options.fastTrack ?? false },
       cluster: { heartbeatIntervalS: 0.3, deadAfterS: 1.5 },
       timeoutCheckIntervalS: 0.3,
     },
@@ -226,5 +227,35 @@ describe("agents in a cluster of conductors", () => {
     // the owner now works on it
     expect((await provision(b.url, uuid, "deleted")).status).toBe(202);
     await waitForState(a.url, uuid, "available");
+  });
+
+  it("after a rebalance, an idle agent (fast track) is sent to its node's new owner, which can then use it", async () => {
+    const databasePath = join(dir, `cluster-${databaseCounter++}.sqlite`);
+    const b = await member("c-b", databasePath, { fastTrack: true });
+    const uuid = uuidOwnedBy(["c-a", "c-b"], "c-a");
+    const node = await agentNode(b.url, uuid);
+    await toCleanWait(b.url, uuid);
+    const link = node.boot([ws(b)]);
+    await waitForState(b.url, uuid, "available");
+    expect(b.conductor.gateway.isConnected(uuid)).toBe(true); // fast track keeps the agent
+
+    const a = await member("c-a", databasePath, { fastTrack: true });
+    await waitFor(() => a.conductor.gateway.isConnected(uuid), {
+      what: "the agent to move to the new owner",
+      timeoutMs: 20_000,
+    });
+    expect(b.conductor.gateway.isConnected(uuid)).toBe(false);
+    expect(link.conductorUrl).toBe(ws(a));
+    // the owner commands it: manual cleaning runs its step on the fast-track agent now connected to c-a
+    expect((await provision(b.url, uuid, "manage")).status).toBe(202);
+    await waitForState(a.url, uuid, "manageable");
+    const clean = await api(`${b.url}/v1/nodes/${uuid}/states/provision`, {
+      method: "PUT",
+      body: { target: "clean", clean_steps: [{ interface: "deploy", step: "erase_devices_metadata" }] },
+    });
+    expect(clean.status).toBe(202);
+    const cleaned = await waitForState(a.url, uuid, "manageable");
+    expect(cleaned.last_error).toBeNull();
+    expect(a.conductor.gateway.isConnected(uuid)).toBe(true);
   });
 });
