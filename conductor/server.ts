@@ -11,7 +11,7 @@ import { buildApi } from "./api/app.ts";
 import { runPowerSyncPass } from "./cluster/power-sync.ts";
 import { storePowerSyncPort } from "./cluster/power-sync-port.ts";
 import { Membership } from "./cluster/membership.ts";
-import { adoptWaitingNodes, awaitsAdoption, takeOverOrphans } from "./cluster/takeover.ts";
+import { BootAdoption, awaitsAdoption, takeOverOrphans } from "./cluster/takeover.ts";
 import { rehomeAgents, ringOwnerElsewhere } from "./cluster/agent-owner.ts";
 import { publicUrlOf } from "./config.ts";
 import type { ConductorConfig } from "./config.ts";
@@ -179,14 +179,15 @@ export function createConductor(
           logger,
           takeOver: (uuid, holder, cause) => provisioner.takeOver(uuid, holder, cause),
         });
+      const adoption = new BootAdoption({
+        store,
+        membership,
+        logger,
+        adoptBoot: (uuid) => provisioner.adoptBoot(uuid),
+      });
       const takeover = async (): Promise<void> => {
         await freeOrphans();
-        await adoptWaitingNodes({
-          store,
-          membership,
-          logger,
-          adoptWaiting: (uuid) => provisioner.adoptWaiting(uuid),
-        });
+        await adoption.run();
         await rehomeAgents({
           store,
           membership,

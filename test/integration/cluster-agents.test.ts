@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { truncate, writeFile } from "node:fs/promises";
+import { readFile, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -12,6 +12,9 @@ import { HashRing } from "../../conductor/cluster/hash-ring.ts";
 import type { FakeBoot } from "../../conductor/drivers/boot/fake.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { recordingLogger, sampleInventory, waitFor } from "../helpers/agent.ts";
+import { sha256 } from "../helpers/disk.ts";
+import { startHttpImageServer } from "../helpers/http-image-server.ts";
+import { runOk } from "../helpers/run.ts";
 import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
 
 type Ctx = Awaited<ReturnType<typeof startConductor>>;
@@ -257,5 +260,49 @@ describe("agents in a cluster of conductors", () => {
     const cleaned = await waitForState(a.url, uuid, "manageable");
     expect(cleaned.last_error).toBeNull();
     expect(a.conductor.gateway.isConnected(uuid)).toBe(true);
+  });
+
+  it("takeover of an active node: the new owner writes its instance boot configuration again", async () => {
+    const images = await startHttpImageServer();
+    running.push({ stop: () => images.close() });
+    const file = join(dir, "instance.raw");
+    await writeFile(file, Buffer.alloc(4 * 1024 * 1024));
+    await runOk("sfdisk", ["--quiet", "--label", "gpt", file], { input: "start=2048, size=4096\n" });
+    images.serve("/instance.raw", file);
+    const {
+      conductors: [a, b],
+    } = await cluster(["c-a", "c-b"]);
+    const uuid = uuidOwnedBy(["c-a", "c-b"], "c-a");
+    const node = await agentNode(b!.url, uuid);
+    const patch = await api(`${b!.url}/v1/nodes/${uuid}`, {
+      method: "PATCH",
+      body: [
+        { op: "add", path: "/automated_clean", value: false },
+        { op: "add", path: "/instance_info/image_source", value: `${images.url}/instance.raw` },
+        { op: "add", path: "/instance_info/image_os_hash_algo", value: "sha256" },
+        { op: "add", path: "/instance_info/image_os_hash_value", value: sha256(await readFile(file)) },
+      ],
+    });
+    expect(patch.status).toBe(200);
+    for (const target of ["manage", "provide"])
+      expect((await provision(b!.url, uuid, target)).status).toBe(202);
+    await waitForState(b!.url, uuid, "available");
+    expect((await provision(b!.url, uuid, "active")).status).toBe(202);
+    await waitForState(b!.url, uuid, "wait call-back");
+    node.boot([ws(a!)]);
+    const deployed = (await waitForState(b!.url, uuid, "active")) as unknown as NodeView;
+    expect(deployed.driver_internal_info.instance_prepared_by).toBe(a!.conductor.membership.identity);
+    expect(fakeBoot(a!).stateOf(uuid).kind).toBe("instance");
+    expect(fakeBoot(b!).stateOf(uuid).kind).toBe("none");
+
+    await a!.stop();
+    await waitFor(() => fakeBoot(b!).stateOf(uuid).kind === "instance", {
+      what: "the new owner to write the instance boot files",
+      timeoutMs: 20_000,
+    });
+    const adopted = await getNode(b!.url, uuid);
+    expect(adopted.provision_state).toBe("active");
+    expect(adopted.reservation).toBeNull();
+    expect(adopted.driver_internal_info.instance_prepared_by).toBe(b!.conductor.membership.identity);
   });
 });
