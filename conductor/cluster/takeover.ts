@@ -69,8 +69,8 @@ export function awaitsAdoption(
 }
 
 export interface AdoptionDeps {
-  store: Store;
-  membership: Membership;
+  store: Pick<Store, "listNodes">;
+  membership: Pick<Membership, "generation" | "owns" | "identity" | "isLiveIdentity">;
   /** Writes the node's boot configuration again here (wait states: and restarts the wait); false when it could not. */
   adoptBoot(uuid: string): Promise<boolean>;
   logger: Logger;
