@@ -17,7 +17,10 @@ options:
   --no-conductor  only the nodes
   --fast-track    start the conductor with --fast-track
   --memory MB     RAM per VM (default 768)
-  --raid-disks    nodes get two virtio disks (RAID-1 members) beside the NVMe disk`;
+  --raid-disks    nodes get two virtio disks (RAID-1 members) beside the NVMe disk
+  --tls           HTTPS/WSS with a lab CA (tls/ca.crt) the ramdisk pins; boot files stay on plain HTTP
+  --auth STRATEGY noauth (default) or http_basic: a lab-admin user, password in auth/password (0600)
+  --capture       each VM power-on writes its NIC's frames to <node>/vm/nic-<ms>.pcap`;
 
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
@@ -29,12 +32,18 @@ async function main(): Promise<void> {
       "fast-track": { type: "boolean" },
       memory: { type: "string" },
       "raid-disks": { type: "boolean" },
+      tls: { type: "boolean" },
+      auth: { type: "string" },
+      capture: { type: "boolean" },
       keep: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
   const [command, count] = positionals;
   const dir = values.dir;
+  const auth = values.auth ?? "noauth";
+  if (auth !== "noauth" && auth !== "http_basic")
+    throw new Error(`--auth is noauth or http_basic, not ${auth}`);
   switch (command ?? "help") {
     case "up": {
       const state = await labUp({
@@ -45,6 +54,9 @@ async function main(): Promise<void> {
         conductorArgs: values["fast-track"] ? ["--fast-track"] : [],
         memoryMb: values.memory === undefined ? undefined : Number(values.memory),
         shape: values["raid-disks"] === true ? "raid" : "standard",
+        tls: values.tls === true,
+        auth,
+        captureNic: values.capture === true,
       });
       for (const node of state.nodes) {
         console.log(
