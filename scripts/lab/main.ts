@@ -10,7 +10,7 @@ const USAGE = `npm run lab -- <command> [options]
   down            stop everything the lab started (by pid); logs stay in the lab dir
   status          what runs
   demo            up 1, walk the node from enroll to active with the stock baremetal CLI, then down
-                  (--keep leaves the lab up)
+                  (--keep leaves the lab up; --tls and --auth as for up)
 options:
   --dir DIR       the lab's state (default .tmp/lab)
   --port PORT     the conductor's port (default 6385; 0 picks a free one)
@@ -92,6 +92,8 @@ async function main(): Promise<void> {
         dir,
         port: values.port === undefined ? 0 : Number(values.port),
         keep: values.keep === true,
+        tls: values.tls === true,
+        auth,
       });
       return;
     default:

@@ -142,6 +142,11 @@ async function capturedWalk(name: string, tls: boolean): Promise<CapturedWalk> {
   };
 }
 
+/** Captures are 100-200 MB a run: kept when a case fails (to look at), removed once it passed. */
+async function dropCaptures(run: CapturedWalk): Promise<void> {
+  for (const file of [run.pcap, ...run.nicFiles]) await rm(file, { force: true });
+}
+
 /** Which of the secrets the captured bytes hold in clear. */
 function leaks(bytes: Buffer, run: CapturedWalk): string[] {
   const found: string[] = [];
@@ -202,6 +207,7 @@ describe("the lab with http_basic, driven by the stock baremetal CLI, under a tr
         `  searched for                      ${run.digests.size} agent tokens (SHA-256 of every 43-char base64url window), the marker, 4 config drive slices, the password, the Basic credentials: none found`,
       ].join("\n"),
     );
+    await dropCaptures(run);
   });
 
   it("control, without TLS: the same walk and the same search find every one of them in clear", async () => {
@@ -219,5 +225,6 @@ describe("the lab with http_basic, driven by the stock baremetal CLI, under a tr
     console.log(
       `\ncontrol lab e2e (http_basic, no TLS): ${seconds(run.totalMs)}; found in clear: ${leaks(run.bytes, run).join(", ")}`,
     );
+    await dropCaptures(run);
   });
 });
