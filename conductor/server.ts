@@ -22,6 +22,9 @@ import type { DriverRegistry } from "./drivers/hardware-type.ts";
 import { defaultDrivers, httpBootRoot } from "./drivers/registry.ts";
 import { EventHub } from "./events/hub.ts";
 import { createMetrics } from "./metrics/metrics.ts";
+import { buildMetricsListener } from "./metrics/listener.ts";
+import { buildBootFilesListener } from "./drivers/boot/http-listener.ts";
+import { parseListenAddress } from "./listen-address.ts";
 import { uiPlugin } from "./ui/ui-plugin.ts";
 import type { UrlSigner } from "./flows/image-request.ts";
 import { Provisioner } from "./tasks/provisioner.ts";
@@ -36,6 +39,8 @@ export interface Conductor {
   gateway: AgentGateway;
   events: EventHub;
   drivers: DriverRegistry;
+  /** The separate plain-HTTP listeners' URLs once started (metrics.listen, boot.httpListen), if configured. */
+  sideUrls: { metrics?: string; boot?: string };
   /** Listens and starts the periodic tasks; resolves with the bound URL. */
   start(): Promise<string>;
   /** Stops listening, cancels running work (a restart's recovery fails it cleanly) and closes the database. */
@@ -133,6 +138,22 @@ export function createConductor(
     void app.register(localImagesPlugin, { prefix: "/images", root: config.images.localRoot });
   }
 
+  // Side listeners: plain HTTP, one job each, started after the API and closed with it.
+  const side: { name: "metrics" | "boot"; app: FastifyInstance; listen: string }[] = [];
+  if (config.metrics.listen !== undefined)
+    side.push({
+      name: "metrics",
+      app: buildMetricsListener({ store, events, metrics }),
+      listen: config.metrics.listen,
+    });
+  if (config.boot.httpListen !== undefined)
+    side.push({
+      name: "boot",
+      app: buildBootFilesListener({ boot: httpBootRoot(config), images: config.images.localRoot }),
+      listen: config.boot.httpListen,
+    });
+  const sideUrls: Conductor["sideUrls"] = {};
+
   gateway.onConnected((uuid) => {
     events.publish({ type: "agent", node: uuid, connected: true });
     provisioner
@@ -166,6 +187,7 @@ export function createConductor(
     gateway,
     events,
     drivers,
+    sideUrls,
     async start() {
       for (const hw of drivers.list()) await hw.boot.start?.();
       // registered before anything is locked under our identity (takeover relies on that order)
@@ -201,6 +223,12 @@ export function createConductor(
       gateway.attach(app.server);
       const url = await app.listen({ host: config.host, port: config.port });
       listeningUrl = url;
+      for (const listener of side) {
+        // the schema checked the address; a refused bind (port taken) fails the start like the API's would
+        const address = parseListenAddress(listener.listen)!;
+        sideUrls[listener.name] = await listener.app.listen({ host: address.host, port: address.port });
+        logger.info({ url: sideUrls[listener.name] }, `${listener.name} listener (plain HTTP) listening`);
+      }
       // the URL other conductors forward API calls to and name to agents: the one nodes reach us at
       await membership.heartbeat(publicUrl());
       // adoption writes our URL into boot files: only once we listen
@@ -255,6 +283,7 @@ export function createConductor(
       await provisioner.settle();
       await gateway.close();
       await app.close();
+      for (const listener of side) await listener.app.close();
       await membership
         .leave()
         .catch((error: unknown) => logger.error({ err: error }, "could not deregister"));
