@@ -1,0 +1,376 @@
+// Routing benchmark (issue #14): what it costs to route a node action to the node's owner. Three conductor
+// processes share one throwaway PostgreSQL; at client concurrency 1 and 8 it measures
+//   (a) an owner-routed call served by the owner directly,
+//   (b) the same call sent to a conductor that does not own the node, forwarded over HTTP (conductor/api/forward),
+//   (c) a LISTEN/NOTIFY round trip on the same PostgreSQL server (a prototype that lives only here): one client
+//       NOTIFYs a request the size of a forwarded one, another LISTENs and answers with a NOTIFY on a reply channel.
+// Prints p50/p99 and rate for each, forwarded/direct, and the NOTIFY round trip beside the HTTP hop
+// (forwarded − direct). Run it under `flock /tmp/anvil-heavy.lock`. BENCH_CALLS sets the calls per measure.
+import { execFileSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { Agent, request } from "undici";
+import { startBenchConductor } from "./conductor-process.ts";
+
+const CALLS = Number(process.env.BENCH_CALLS ?? 2_000);
+const WARMUP = 200;
+const CONDUCTORS = 3;
+const NODES = 24;
+const HEADERS = { "content-type": "application/json", "x-openstack-ironic-api-version": "1.78" };
+
+// The bench's own client keeps its connections, so what differs between (a) and (b) is the conductors' hop.
+const client = new Agent({ keepAliveTimeout: 60_000, connections: 16 });
+
+async function call(
+  url: string,
+  init: { method?: "GET" | "PUT" | "POST"; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<{ status: number; text: string }> {
+  const response = await request(url, {
+    method: init.method ?? "GET",
+    headers: { ...HEADERS, ...init.headers },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+    dispatcher: client,
+  });
+  return { status: response.statusCode, text: await response.body.text() };
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
+}
+
+interface Figures {
+  p50: number;
+  p99: number;
+  perS: number;
+}
+
+/** Runs `count` jobs `concurrency` at a time after a warm-up; latency percentiles (ms) and the rate. */
+async function load(
+  options: { count: number; concurrency: number },
+  job: (i: number) => Promise<void>,
+): Promise<Figures> {
+  for (let i = 0; i < WARMUP; i++) await job(i);
+  const times: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: options.concurrency }, async () => {
+      while (next < options.count) {
+        const i = next++;
+        const t = performance.now();
+        await job(i);
+        times.push(performance.now() - t);
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  times.sort((a, b) => a - b);
+  return { p50: percentile(times, 50), p99: percentile(times, 99), perS: options.count / seconds };
+}
+
+/** TCP sockets (any state, TIME_WAIT included) whose remote port is one of `ports`: new connections leave a trace. */
+function socketsTo(ports: ReadonlySet<number>): number {
+  let count = 0;
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text: string;
+    try {
+      text = readFileSync(table, "utf8");
+    } catch {
+      continue;
+    }
+    for (const line of text.split("\n").slice(1)) {
+      const remote = line.trim().split(/\s+/)[2];
+      const port = remote ? parseInt(remote.split(":").at(-1) ?? "", 16) : NaN;
+      if (ports.has(port)) count++;
+    }
+  }
+  return count;
+}
+
+interface Cluster {
+  urls: string[];
+  names: string[];
+  children: ChildProcess[];
+}
+
+async function startCluster(database: string, dir: string): Promise<Cluster> {
+  const cluster: Cluster = { urls: [], names: [], children: [] };
+  for (let i = 0; i < CONDUCTORS; i++) {
+    const name = `route-${i}`;
+    const started = await startBenchConductor(join(dir, name), {
+      db: database,
+      name,
+      // a fast heartbeat so every conductor's ring holds all three before measuring
+      args: ["--name", name, "--heartbeat-interval", "1"],
+    });
+    cluster.urls.push(started.url);
+    cluster.names.push(name);
+    cluster.children.push(started.child);
+  }
+  return cluster;
+}
+
+/** Waits until every conductor names the same owner for every node; returns each node's owner index. */
+async function ownersAgreed(cluster: Cluster, uuids: string[]): Promise<number[]> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const views = await Promise.all(
+      cluster.urls.map(async (url) => {
+        const listed = JSON.parse((await call(`${url}/v1/nodes?fields=uuid,conductor`)).text) as {
+          nodes: { uuid: string; conductor: string | null }[];
+        };
+        return new Map(listed.nodes.map((n) => [n.uuid, n.conductor]));
+      }),
+    );
+    const owners = uuids.map((uuid) => {
+      const names = new Set(views.map((view) => view.get(uuid)));
+      return names.size === 1 ? cluster.names.indexOf([...names][0] ?? "") : -1;
+    });
+    const everyOwnerOwns = cluster.names.every((_, i) => owners.includes(i));
+    if (owners.every((o) => o >= 0) && everyOwnerOwns) return owners;
+    if (Date.now() > deadline) throw new Error("the conductors' rings did not agree within 60 s");
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
+interface RouteCall {
+  name: string;
+  method: "GET" | "PUT";
+  path: (uuid: string) => string;
+  body?: unknown;
+  expect: number;
+}
+
+const ROUTED_CALLS: RouteCall[] = [
+  {
+    name: "PUT management/boot_device",
+    method: "PUT",
+    path: (u) => `/v1/nodes/${u}/management/boot_device`,
+    body: { boot_device: "pxe", persistent: false },
+    expect: 204,
+  },
+  { name: "GET validate", method: "GET", path: (u) => `/v1/nodes/${u}/validate`, expect: 200 },
+];
+
+/**
+ * Proves a call sent to a non-owner runs on the owner: a boot device set through the non-owner is read back
+ * from the owner, and the non-owner's own (fake, in-memory) management never saw it.
+ */
+async function checkForwarding(cluster: Cluster, uuid: string, owner: number): Promise<void> {
+  const other = (owner + 1) % CONDUCTORS;
+  const put = await call(`${cluster.urls[other]}/v1/nodes/${uuid}/management/boot_device`, {
+    method: "PUT",
+    body: { boot_device: "disk", persistent: true },
+  });
+  if (put.status !== 204) throw new Error(`forwarded PUT boot_device: ${put.status} ${put.text}`);
+  const read = (url: string, headers?: Record<string, string>) =>
+    call(`${url}/v1/nodes/${uuid}/management/boot_device`, { headers }).then(
+      (r) => JSON.parse(r.text) as { boot_device: string | null },
+    );
+  const atOwner = await read(cluster.urls[owner]!);
+  // the header makes the non-owner answer itself instead of forwarding the GET
+  const atOther = await read(cluster.urls[other]!, { "x-anvil-forwarded-by": "routing-bench" });
+  if (atOwner.boot_device !== "disk" || atOther.boot_device === "disk") {
+    throw new Error(
+      `forwarding not observed: owner ${atOwner.boot_device}, non-owner ${atOther.boot_device}`,
+    );
+  }
+}
+
+interface CallFigures {
+  call: string;
+  concurrency: number;
+  direct: Figures;
+  forwarded: Figures;
+  newSockets: number;
+}
+
+async function measureCalls(
+  cluster: Cluster,
+  nodes: { uuid: string; owner: number }[],
+): Promise<CallFigures[]> {
+  const ports = new Set(cluster.urls.map((u) => Number(new URL(u).port)));
+  const results: CallFigures[] = [];
+  for (const routed of ROUTED_CALLS) {
+    for (const concurrency of [1, 8]) {
+      const send = (route: "direct" | "forwarded") => async (i: number) => {
+        const node = nodes[i % nodes.length]!;
+        const at = route === "direct" ? node.owner : (node.owner + 1 + (i % 2)) % CONDUCTORS;
+        const r = await call(`${cluster.urls[at]}${routed.path(node.uuid)}`, {
+          method: routed.method,
+          body: routed.body,
+        });
+        if (r.status !== routed.expect) throw new Error(`${routed.name}: ${r.status} ${r.text}`);
+      };
+      const direct = await load({ count: CALLS, concurrency }, send("direct"));
+      const before = socketsTo(ports);
+      const forwarded = await load({ count: CALLS, concurrency }, send("forwarded"));
+      const newSockets = Math.max(0, socketsTo(ports) - before);
+      results.push({ call: routed.name, concurrency, direct, forwarded, newSockets });
+    }
+  }
+  return results;
+}
+
+/** What a forwarded request carries (method, URL, the client's headers, body), as a NOTIFY would have to. */
+function typicalForwardedRequest(uuid: string): string {
+  return JSON.stringify({
+    method: "PUT",
+    url: `/v1/nodes/${uuid}/states/power`,
+    headers: {
+      accept: "application/json",
+      "content-type": "application/json",
+      "user-agent": "python-ironicclient keystoneauth1/5.1.2 python-requests/2.28.1 CPython/3.11.2",
+      "x-openstack-ironic-api-version": "1.78",
+      // a Keystone Fernet token is ~180 characters
+      "x-auth-token": "gAAAAA".padEnd(183, "x"),
+      "x-anvil-forwarded-by": "route-1/3fa2b9c1",
+    },
+    body: { target: "power on" },
+  });
+}
+
+/**
+ * The LISTEN/NOTIFY prototype: a requester NOTIFYs `anvil_route_req` with an id and the request; a responder
+ * LISTENing there parses it and NOTIFYs `anvil_route_reply` with the id and a reply; the requester, LISTENing
+ * on the reply channel, matches the id. NOTIFY has no reply of its own, so the ids and the waiting are ours.
+ * Sends go through pools (a LISTENing connection stays free to receive), as a conductor would have to.
+ */
+async function notifyRoundTrips(
+  database: string,
+  payloads: { request: string; reply: string },
+): Promise<{ concurrency: number; figures: Figures }[]> {
+  const requester = new pg.Client({ connectionString: database });
+  const responder = new pg.Client({ connectionString: database });
+  const requestSend = new pg.Pool({ connectionString: database, max: 8 });
+  const replySend = new pg.Pool({ connectionString: database, max: 8 });
+  const waiting = new Map<number, () => void>();
+  try {
+    await Promise.all([requester.connect(), responder.connect()]);
+    responder.on("notification", (message) => {
+      const { id } = JSON.parse(message.payload ?? "{}") as { id: number };
+      const reply = JSON.stringify({ id, reply: payloads.reply });
+      void replySend.query("SELECT pg_notify('anvil_route_reply', $1)", [reply]);
+    });
+    requester.on("notification", (message) => {
+      const { id } = JSON.parse(message.payload ?? "{}") as { id: number };
+      waiting.get(id)?.();
+      waiting.delete(id);
+    });
+    await responder.query("LISTEN anvil_route_req");
+    await requester.query("LISTEN anvil_route_reply");
+    let nextId = 0;
+    const roundTrip = async () => {
+      const id = nextId++;
+      const answered = new Promise<void>((resolve) => waiting.set(id, resolve));
+      const message = JSON.stringify({ id, request: payloads.request });
+      await requestSend.query("SELECT pg_notify('anvil_route_req', $1)", [message]);
+      await answered;
+    };
+    const results: { concurrency: number; figures: Figures }[] = [];
+    for (const concurrency of [1, 8]) {
+      results.push({ concurrency, figures: await load({ count: CALLS, concurrency }, roundTrip) });
+    }
+    return results;
+  } finally {
+    await Promise.all([requester.end(), responder.end(), requestSend.end(), replySend.end()]);
+  }
+}
+
+const ms = (n: number) => `${n.toFixed(2)} ms`;
+const line = (name: string, f: Figures) =>
+  `${name.padEnd(12)} p50 ${ms(f.p50).padStart(9)}  p99 ${ms(f.p99).padStart(9)}  ${f.perS.toFixed(0).padStart(5)}/s`;
+
+function report(
+  calls: CallFigures[],
+  notify: { concurrency: number; figures: Figures }[],
+  sizes: { request: number; reply: number },
+): void {
+  console.log(
+    `\n== routing: ${CONDUCTORS} conductors on one PostgreSQL, ${NODES} fake-hardware nodes, ${CALLS} calls per line ==`,
+  );
+  for (const c of calls) {
+    const hop = c.forwarded.p50 - c.direct.p50;
+    console.log(`\n${c.call}, concurrency ${c.concurrency}`);
+    console.log(line("  direct", c.direct));
+    console.log(line("  forwarded", c.forwarded));
+    console.log(
+      `  forwarded/direct: p50 ×${(c.forwarded.p50 / c.direct.p50).toFixed(2)}, p99 ×${(c.forwarded.p99 / c.direct.p99).toFixed(2)}, rate ×${(c.forwarded.perS / c.direct.perS).toFixed(2)}; HTTP hop (p50 difference) ${ms(hop)}`,
+    );
+    console.log(`  TCP connections opened to conductors during the forwarded run: ${c.newSockets}`);
+  }
+  console.log(
+    `\nLISTEN/NOTIFY round trip (request ${sizes.request} B, reply ${sizes.reply} B; transport only, no API work):`,
+  );
+  for (const n of notify) {
+    console.log(line(`  conc. ${n.concurrency}`, n.figures));
+    for (const c of calls.filter((x) => x.concurrency === n.concurrency)) {
+      const hop = c.forwarded.p50 - c.direct.p50;
+      console.log(
+        `    vs HTTP hop of ${c.call}: NOTIFY p50 / hop p50 = ×${(n.figures.p50 / hop).toFixed(2)} (${ms(n.figures.p50)} vs ${ms(hop)})`,
+      );
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "anvil-routing-bench-"));
+  // its own temp dir: the server runs as another user, who cannot enter the bench's private one
+  const pgDir = mkdtempSync(join(tmpdir(), "anvil-routing-bench-pg-"));
+  let cluster: Cluster | undefined;
+  try {
+    const database = execFileSync("bash", ["scripts/setup/postgres.sh", "start", pgDir], {
+      encoding: "utf8",
+    }).trim();
+    cluster = await startCluster(database, dir);
+    const uuids: string[] = [];
+    for (let i = 0; i < NODES; i++) {
+      const created = await call(`${cluster.urls[0]}/v1/nodes`, {
+        method: "POST",
+        body: { driver: "fake-hardware", name: `route-${i}` },
+      });
+      if (created.status !== 201) throw new Error(`create: ${created.status} ${created.text}`);
+      uuids.push((JSON.parse(created.text) as { uuid: string }).uuid);
+    }
+    const owners = await ownersAgreed(cluster, uuids);
+    const nodes = uuids.map((uuid, i) => ({ uuid, owner: owners[i]! }));
+    console.log(
+      `ring shares: ${cluster.names.map((n, i) => `${n}=${owners.filter((o) => o === i).length}`).join(" ")}`,
+    );
+    await checkForwarding(cluster, nodes[0]!.uuid, nodes[0]!.owner);
+    const calls = await measureCalls(cluster, nodes);
+
+    const validate = await call(`${cluster.urls[nodes[0]!.owner]}/v1/nodes/${nodes[0]!.uuid}/validate`);
+    const payloads = {
+      request: typicalForwardedRequest(nodes[0]!.uuid),
+      reply: JSON.stringify({
+        status: 200,
+        headers: { "content-type": "application/json" },
+        body: validate.text,
+      }),
+    };
+    const notify = await notifyRoundTrips(database, payloads);
+    report(calls, notify, {
+      request: Buffer.byteLength(payloads.request),
+      reply: Buffer.byteLength(payloads.reply),
+    });
+  } finally {
+    for (const child of cluster?.children ?? []) child.kill("SIGTERM");
+    await new Promise((r) => setTimeout(r, 500));
+    await client.close();
+    try {
+      execFileSync("bash", ["scripts/setup/postgres.sh", "stop", pgDir]);
+    } catch {
+      // never started
+    }
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(pgDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
