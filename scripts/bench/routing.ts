@@ -6,8 +6,18 @@
 //       NOTIFYs a request the size of a forwarded one, another LISTENs and answers with a NOTIFY on a reply channel.
 // Prints p50/p99 and rate for each, forwarded/direct, and the NOTIFY round trip beside the HTTP hop
 // (forwarded − direct). Run it under `flock /tmp/anvil-heavy.lock`. BENCH_CALLS sets the calls per measure.
+// BENCH_BASELINE_REV=<git revision> also runs (a) and (b) on conductors of that revision (extracted with
+// git archive, on their own database of the same server) in the same run, to show a change's before/after.
 import { execFileSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import {
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -15,7 +25,10 @@ import { Agent, request } from "undici";
 import { startBenchConductor } from "./conductor-process.ts";
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 2_000);
+const BASELINE_REV = process.env.BENCH_BASELINE_REV;
 const WARMUP = 200;
+// direct and forwarded runs alternate in rounds, so a neighbour's load on the shared machine hits both alike
+const ROUNDS = 4;
 const CONDUCTORS = 3;
 const NODES = 24;
 const HEADERS = { "content-type": "application/json", "x-openstack-ironic-api-version": "1.78" };
@@ -46,12 +59,16 @@ interface Figures {
   perS: number;
 }
 
-/** Runs `count` jobs `concurrency` at a time after a warm-up; latency percentiles (ms) and the rate. */
+interface Samples {
+  times: number[];
+  seconds: number;
+}
+
+/** Runs `count` jobs `concurrency` at a time; each job's latency (ms) and the wall time. */
 async function load(
   options: { count: number; concurrency: number },
   job: (i: number) => Promise<void>,
-): Promise<Figures> {
-  for (let i = 0; i < WARMUP; i++) await job(i);
+): Promise<Samples> {
   const times: number[] = [];
   let next = 0;
   const started = performance.now();
@@ -65,13 +82,53 @@ async function load(
       }
     }),
   );
-  const seconds = (performance.now() - started) / 1000;
-  times.sort((a, b) => a - b);
-  return { p50: percentile(times, 50), p99: percentile(times, 99), perS: options.count / seconds };
+  return { times, seconds: (performance.now() - started) / 1000 };
 }
 
-/** TCP sockets (any state, TIME_WAIT included) whose remote port is one of `ports`: new connections leave a trace. */
+function summarize(samples: Samples[]): Figures {
+  const times = samples.flatMap((s) => s.times).sort((a, b) => a - b);
+  const seconds = samples.reduce((sum, s) => sum + s.seconds, 0);
+  return { p50: percentile(times, 50), p99: percentile(times, 99), perS: times.length / seconds };
+}
+
+/** Warms up, then runs each series in `ROUNDS` alternating slices of CALLS / ROUNDS calls. */
+async function alternating(
+  concurrency: number,
+  series: ((i: number) => Promise<void>)[],
+  between?: (index: number, phase: "before" | "after") => void,
+): Promise<Figures[]> {
+  for (const job of series) for (let i = 0; i < WARMUP; i++) await job(i);
+  const samples: Samples[][] = series.map(() => []);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [index, job] of series.entries()) {
+      between?.(index, "before");
+      samples[index]!.push(await load({ count: Math.ceil(CALLS / ROUNDS), concurrency }, job));
+      between?.(index, "after");
+    }
+  }
+  return samples.map(summarize);
+}
+
+/** Inodes of this process's own sockets (the bench's client connections). */
+function ownSockets(): Set<string> {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync("/proc/self/fd")) {
+    try {
+      const match = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/self/fd/${fd}`));
+      if (match?.[1]) inodes.add(match[1]);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return inodes;
+}
+
+/**
+ * TCP sockets (TIME_WAIT included, which outlive a closed connection for a minute) whose remote port is one of
+ * `ports`, not counting the bench's own: connections between conductors. A new connection per call leaves one each.
+ */
 function socketsTo(ports: ReadonlySet<number>): number {
+  const own = ownSockets();
   let count = 0;
   for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
     let text: string;
@@ -81,9 +138,9 @@ function socketsTo(ports: ReadonlySet<number>): number {
       continue;
     }
     for (const line of text.split("\n").slice(1)) {
-      const remote = line.trim().split(/\s+/)[2];
-      const port = remote ? parseInt(remote.split(":").at(-1) ?? "", 16) : NaN;
-      if (ports.has(port)) count++;
+      const fields = line.trim().split(/\s+/);
+      const port = fields[2] ? parseInt(fields[2].split(":").at(-1) ?? "", 16) : NaN;
+      if (ports.has(port) && !own.has(fields[9] ?? "")) count++;
     }
   }
   return count;
@@ -95,13 +152,15 @@ interface Cluster {
   children: ChildProcess[];
 }
 
-async function startCluster(database: string, dir: string): Promise<Cluster> {
+async function startCluster(setup: { database: string; dir: string; cwd?: string }): Promise<Cluster> {
+  const { database, dir, cwd } = setup;
   const cluster: Cluster = { urls: [], names: [], children: [] };
   for (let i = 0; i < CONDUCTORS; i++) {
     const name = `route-${i}`;
     const started = await startBenchConductor(join(dir, name), {
       db: database,
       name,
+      cwd,
       // a fast heartbeat so every conductor's ring holds all three before measuring
       args: ["--name", name, "--heartbeat-interval", "1"],
     });
@@ -204,11 +263,18 @@ async function measureCalls(
         });
         if (r.status !== routed.expect) throw new Error(`${routed.name}: ${r.status} ${r.text}`);
       };
-      const direct = await load({ count: CALLS, concurrency }, send("direct"));
-      const before = socketsTo(ports);
-      const forwarded = await load({ count: CALLS, concurrency }, send("forwarded"));
-      const newSockets = Math.max(0, socketsTo(ports) - before);
-      results.push({ call: routed.name, concurrency, direct, forwarded, newSockets });
+      let newSockets = 0;
+      let before = 0;
+      const [direct, forwarded] = await alternating(
+        concurrency,
+        [send("direct"), send("forwarded")],
+        (index, phase) => {
+          if (index !== 1) return;
+          if (phase === "before") before = socketsTo(ports);
+          else newSockets += Math.max(0, socketsTo(ports) - before);
+        },
+      );
+      results.push({ call: routed.name, concurrency, direct: direct!, forwarded: forwarded!, newSockets });
     }
   }
   return results;
@@ -271,7 +337,8 @@ async function notifyRoundTrips(
     };
     const results: { concurrency: number; figures: Figures }[] = [];
     for (const concurrency of [1, 8]) {
-      results.push({ concurrency, figures: await load({ count: CALLS, concurrency }, roundTrip) });
+      const [figures] = await alternating(concurrency, [roundTrip]);
+      results.push({ concurrency, figures: figures! });
     }
     return results;
   } finally {
@@ -283,48 +350,79 @@ const ms = (n: number) => `${n.toFixed(2)} ms`;
 const line = (name: string, f: Figures) =>
   `${name.padEnd(12)} p50 ${ms(f.p50).padStart(9)}  p99 ${ms(f.p99).padStart(9)}  ${f.perS.toFixed(0).padStart(5)}/s`;
 
-function report(
-  calls: CallFigures[],
-  notify: { concurrency: number; figures: Figures }[],
-  sizes: { request: number; reply: number },
-): void {
-  console.log(
-    `\n== routing: ${CONDUCTORS} conductors on one PostgreSQL, ${NODES} fake-hardware nodes, ${CALLS} calls per line ==`,
-  );
+const hopOf = (c: CallFigures) => c.forwarded.p50 - c.direct.p50;
+
+function reportCalls(label: string, calls: CallFigures[]): void {
+  console.log(`\n== ${label}: ${CONDUCTORS} conductors on one PostgreSQL, ${NODES} fake-hardware nodes ==`);
   for (const c of calls) {
-    const hop = c.forwarded.p50 - c.direct.p50;
     console.log(`\n${c.call}, concurrency ${c.concurrency}`);
     console.log(line("  direct", c.direct));
     console.log(line("  forwarded", c.forwarded));
     console.log(
-      `  forwarded/direct: p50 ×${(c.forwarded.p50 / c.direct.p50).toFixed(2)}, p99 ×${(c.forwarded.p99 / c.direct.p99).toFixed(2)}, rate ×${(c.forwarded.perS / c.direct.perS).toFixed(2)}; HTTP hop (p50 difference) ${ms(hop)}`,
+      `  forwarded/direct: p50 ×${(c.forwarded.p50 / c.direct.p50).toFixed(2)}, p99 ×${(c.forwarded.p99 / c.direct.p99).toFixed(2)}, rate ×${(c.forwarded.perS / c.direct.perS).toFixed(2)}; HTTP hop (p50 difference) ${ms(hopOf(c))}`,
     );
-    console.log(`  TCP connections opened to conductors during the forwarded run: ${c.newSockets}`);
+    console.log(
+      `  TCP connections the conductors opened to each other during the forwarded runs: ${c.newSockets}`,
+    );
   }
+}
+
+function reportBeforeAfter(before: CallFigures[], after: CallFigures[]): void {
+  console.log(`\n== before (${BASELINE_REV}) → after (this checkout), same run ==`);
+  for (const [i, a] of after.entries()) {
+    const b = before[i]!;
+    console.log(
+      `${`${a.call}, c=${a.concurrency}`.padEnd(34)} forwarded/direct p50 ×${(b.forwarded.p50 / b.direct.p50).toFixed(2)} → ×${(a.forwarded.p50 / a.direct.p50).toFixed(2)}; hop ${ms(hopOf(b))} → ${ms(hopOf(a))}; forwarded rate ${b.forwarded.perS.toFixed(0)}/s → ${a.forwarded.perS.toFixed(0)}/s`,
+    );
+  }
+}
+
+function reportNotify(
+  calls: CallFigures[],
+  notify: { concurrency: number; figures: Figures }[],
+  sizes: { request: number; reply: number },
+): void {
   console.log(
     `\nLISTEN/NOTIFY round trip (request ${sizes.request} B, reply ${sizes.reply} B; transport only, no API work):`,
   );
   for (const n of notify) {
     console.log(line(`  conc. ${n.concurrency}`, n.figures));
     for (const c of calls.filter((x) => x.concurrency === n.concurrency)) {
-      const hop = c.forwarded.p50 - c.direct.p50;
       console.log(
-        `    vs HTTP hop of ${c.call}: NOTIFY p50 / hop p50 = ×${(n.figures.p50 / hop).toFixed(2)} (${ms(n.figures.p50)} vs ${ms(hop)})`,
+        `    vs the HTTP hop of ${c.call}: NOTIFY p50 / hop p50 = ×${(n.figures.p50 / hopOf(c)).toFixed(2)} (${ms(n.figures.p50)} vs ${ms(hopOf(c))})`,
       );
     }
   }
 }
 
-async function main(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), "anvil-routing-bench-"));
-  // its own temp dir: the server runs as another user, who cannot enter the bench's private one
-  const pgDir = mkdtempSync(join(tmpdir(), "anvil-routing-bench-pg-"));
-  let cluster: Cluster | undefined;
+async function freshDatabase(url: string, name: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
   try {
-    const database = execFileSync("bash", ["scripts/setup/postgres.sh", "start", pgDir], {
-      encoding: "utf8",
-    }).trim();
-    cluster = await startCluster(database, dir);
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  return url.replace(/\/anvil$/, `/${name}`);
+}
+
+/** The revision's conductor, extracted beside this checkout's node_modules. */
+function checkoutOf(revision: string, dir: string): string {
+  // the whole tree (~3 MB): the conductor's imports reach beyond conductor/
+  execFileSync("git", ["archive", "--output", join(dir, "revision.tar"), revision]);
+  execFileSync("tar", ["-x", "-C", dir, "-f", join(dir, "revision.tar")]);
+  symlinkSync(realpathSync("node_modules"), join(dir, "node_modules"));
+  return dir;
+}
+
+/** Starts a cluster from `cwd` (this checkout when absent) on its own database, measures (a) and (b), stops it. */
+async function measureCluster(setup: { database: string; dir: string; cwd?: string }): Promise<{
+  calls: CallFigures[];
+  /** A node's uuid and its validate answer, to size the NOTIFY payloads like real ones. */
+  sample: { uuid: string; validate: string };
+}> {
+  const cluster = await startCluster(setup);
+  try {
     const uuids: string[] = [];
     for (let i = 0; i < NODES; i++) {
       const created = await call(`${cluster.urls[0]}/v1/nodes`, {
@@ -341,24 +439,49 @@ async function main(): Promise<void> {
     );
     await checkForwarding(cluster, nodes[0]!.uuid, nodes[0]!.owner);
     const calls = await measureCalls(cluster, nodes);
+    const { uuid, owner } = nodes[0]!;
+    const validate = (await call(`${cluster.urls[owner]}/v1/nodes/${uuid}/validate`)).text;
+    return { calls, sample: { uuid, validate } };
+  } finally {
+    for (const child of cluster.children) child.kill("SIGTERM");
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
 
-    const validate = await call(`${cluster.urls[nodes[0]!.owner]}/v1/nodes/${nodes[0]!.uuid}/validate`);
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "anvil-routing-bench-"));
+  // its own temp dir: the server runs as another user, who cannot enter the bench's private one
+  const pgDir = mkdtempSync(join(tmpdir(), "anvil-routing-bench-pg-"));
+  try {
+    const server = execFileSync("bash", ["scripts/setup/postgres.sh", "start", pgDir], {
+      encoding: "utf8",
+    }).trim();
+    let baseline: CallFigures[] | undefined;
+    if (BASELINE_REV) {
+      const cwd = checkoutOf(BASELINE_REV, mkdtempSync(join(dir, "baseline-")));
+      const database = await freshDatabase(server, "routing_baseline");
+      baseline = (await measureCluster({ database, dir: join(dir, "baseline-data"), cwd })).calls;
+      reportCalls(`baseline ${BASELINE_REV}`, baseline);
+    }
+    const database = await freshDatabase(server, "routing");
+    const current = await measureCluster({ database, dir: join(dir, "data") });
+    reportCalls("this checkout", current.calls);
+    if (baseline) reportBeforeAfter(baseline, current.calls);
+
     const payloads = {
-      request: typicalForwardedRequest(nodes[0]!.uuid),
+      request: typicalForwardedRequest(current.sample.uuid),
       reply: JSON.stringify({
         status: 200,
         headers: { "content-type": "application/json" },
-        body: validate.text,
+        body: current.sample.validate,
       }),
     };
     const notify = await notifyRoundTrips(database, payloads);
-    report(calls, notify, {
+    reportNotify(current.calls, notify, {
       request: Buffer.byteLength(payloads.request),
       reply: Buffer.byteLength(payloads.reply),
     });
   } finally {
-    for (const child of cluster?.children ?? []) child.kill("SIGTERM");
-    await new Promise((r) => setTimeout(r, 500));
     await client.close();
     try {
       execFileSync("bash", ["scripts/setup/postgres.sh", "stop", pgDir]);
