@@ -6,8 +6,9 @@
 //       NOTIFYs a request the size of a forwarded one, another LISTENs and answers with a NOTIFY on a reply channel.
 // Prints p50/p99 and rate for each, forwarded/direct, and the NOTIFY round trip beside the HTTP hop
 // (forwarded − direct). Run it under `flock /tmp/anvil-heavy.lock`. BENCH_CALLS sets the calls per measure.
-// BENCH_BASELINE_REV=<git revision> also runs (a) and (b) on conductors of that revision (extracted with
-// git archive, on their own database of the same server) in the same run, to show a change's before/after.
+// BENCH_BASELINE_REV=<git revision> also runs (a) and (b) on three conductors of that revision (extracted with
+// git archive, on their own database of the same server), alternating with this checkout's in the same rounds,
+// to show a change's before/after.
 import { execFileSync, type ChildProcess } from "node:child_process";
 import {
   mkdtempSync,
@@ -246,35 +247,53 @@ interface CallFigures {
   newSockets: number;
 }
 
-async function measureCalls(
-  cluster: Cluster,
-  nodes: { uuid: string; owner: number }[],
-): Promise<CallFigures[]> {
-  const ports = new Set(cluster.urls.map((u) => Number(new URL(u).port)));
-  const results: CallFigures[] = [];
+/** A running cluster with its nodes and their owners. */
+interface Deployment {
+  cluster: Cluster;
+  nodes: { uuid: string; owner: number }[];
+}
+
+/**
+ * Measures every routed call direct and forwarded on each deployment, all series alternating in the same
+ * rounds (so a baseline and this checkout see the same neighbours' load); figures per deployment.
+ */
+async function measureCalls(deployments: Deployment[]): Promise<CallFigures[][]> {
+  const results: CallFigures[][] = deployments.map(() => []);
   for (const routed of ROUTED_CALLS) {
     for (const concurrency of [1, 8]) {
-      const send = (route: "direct" | "forwarded") => async (i: number) => {
-        const node = nodes[i % nodes.length]!;
-        const at = route === "direct" ? node.owner : (node.owner + 1 + (i % 2)) % CONDUCTORS;
-        const r = await call(`${cluster.urls[at]}${routed.path(node.uuid)}`, {
-          method: routed.method,
-          body: routed.body,
-        });
-        if (r.status !== routed.expect) throw new Error(`${routed.name}: ${r.status} ${r.text}`);
-      };
-      let newSockets = 0;
+      const send =
+        ({ cluster, nodes }: Deployment, route: "direct" | "forwarded") =>
+        async (i: number) => {
+          const node = nodes[i % nodes.length]!;
+          const at = route === "direct" ? node.owner : (node.owner + 1 + (i % 2)) % CONDUCTORS;
+          const r = await call(`${cluster.urls[at]}${routed.path(node.uuid)}`, {
+            method: routed.method,
+            body: routed.body,
+          });
+          if (r.status !== routed.expect) throw new Error(`${routed.name}: ${r.status} ${r.text}`);
+        };
+      const ports = deployments.map((d) => new Set(d.cluster.urls.map((u) => Number(new URL(u).port))));
+      const newSockets = deployments.map(() => 0);
       let before = 0;
-      const [direct, forwarded] = await alternating(
+      const figures = await alternating(
         concurrency,
-        [send("direct"), send("forwarded")],
+        deployments.flatMap((d) => [send(d, "direct"), send(d, "forwarded")]),
         (index, phase) => {
-          if (index !== 1) return;
-          if (phase === "before") before = socketsTo(ports);
-          else newSockets += Math.max(0, socketsTo(ports) - before);
+          if (index % 2 === 0) return; // only the forwarded series
+          const d = (index - 1) / 2;
+          if (phase === "before") before = socketsTo(ports[d]!);
+          else newSockets[d]! += Math.max(0, socketsTo(ports[d]!) - before);
         },
       );
-      results.push({ call: routed.name, concurrency, direct: direct!, forwarded: forwarded!, newSockets });
+      for (const [d, list] of results.entries()) {
+        list.push({
+          call: routed.name,
+          concurrency,
+          direct: figures[2 * d]!,
+          forwarded: figures[2 * d + 1]!,
+          newSockets: newSockets[d]!,
+        });
+      }
     }
   }
   return results;
@@ -307,7 +326,7 @@ function typicalForwardedRequest(uuid: string): string {
 async function notifyRoundTrips(
   database: string,
   payloads: { request: string; reply: string },
-): Promise<{ concurrency: number; figures: Figures }[]> {
+): Promise<{ concurrency: number; figures: Figures; payloadLimit?: string }[]> {
   const requester = new pg.Client({ connectionString: database });
   const responder = new pg.Client({ connectionString: database });
   const requestSend = new pg.Pool({ connectionString: database, max: 8 });
@@ -335,11 +354,19 @@ async function notifyRoundTrips(
       await requestSend.query("SELECT pg_notify('anvil_route_req', $1)", [message]);
       await answered;
     };
-    const results: { concurrency: number; figures: Figures }[] = [];
+    const results: { concurrency: number; figures: Figures; payloadLimit?: string }[] = [];
     for (const concurrency of [1, 8]) {
       const [figures] = await alternating(concurrency, [roundTrip]);
       results.push({ concurrency, figures: figures! });
     }
+    // the payload limit, on a channel nobody listens to: what a forwarded request would have to fit in
+    const outcome = (bytes: number) =>
+      requestSend.query("SELECT pg_notify('anvil_route_limit', $1)", ["x".repeat(bytes)]).then(
+        () => `${bytes} B accepted`,
+        (error: unknown) =>
+          `${bytes} B refused ("${error instanceof Error ? error.message : String(error)}")`,
+      );
+    results[0]!.payloadLimit = `${await outcome(7_999)}, ${await outcome(8_000)}`;
     return results;
   } finally {
     await Promise.all([requester.end(), responder.end(), requestSend.end(), replySend.end()]);
@@ -379,12 +406,13 @@ function reportBeforeAfter(before: CallFigures[], after: CallFigures[]): void {
 
 function reportNotify(
   calls: CallFigures[],
-  notify: { concurrency: number; figures: Figures }[],
+  notify: { concurrency: number; figures: Figures; payloadLimit?: string }[],
   sizes: { request: number; reply: number },
 ): void {
   console.log(
     `\nLISTEN/NOTIFY round trip (request ${sizes.request} B, reply ${sizes.reply} B; transport only, no API work):`,
   );
+  console.log(`  payload limit: ${notify[0]?.payloadLimit ?? "not checked"}`);
   for (const n of notify) {
     console.log(line(`  conc. ${n.concurrency}`, n.figures));
     for (const c of calls.filter((x) => x.concurrency === n.concurrency)) {
@@ -415,73 +443,70 @@ function checkoutOf(revision: string, dir: string): string {
   return dir;
 }
 
-/** Starts a cluster from `cwd` (this checkout when absent) on its own database, measures (a) and (b), stops it. */
-async function measureCluster(setup: { database: string; dir: string; cwd?: string }): Promise<{
-  calls: CallFigures[];
-  /** A node's uuid and its validate answer, to size the NOTIFY payloads like real ones. */
-  sample: { uuid: string; validate: string };
-}> {
+/** Starts a cluster from `cwd` (this checkout when absent) on its own database, with its nodes spread by the ring. */
+async function deploy(
+  setup: { database: string; dir: string; cwd?: string },
+  running: Cluster[],
+): Promise<Deployment> {
   const cluster = await startCluster(setup);
-  try {
-    const uuids: string[] = [];
-    for (let i = 0; i < NODES; i++) {
-      const created = await call(`${cluster.urls[0]}/v1/nodes`, {
-        method: "POST",
-        body: { driver: "fake-hardware", name: `route-${i}` },
-      });
-      if (created.status !== 201) throw new Error(`create: ${created.status} ${created.text}`);
-      uuids.push((JSON.parse(created.text) as { uuid: string }).uuid);
-    }
-    const owners = await ownersAgreed(cluster, uuids);
-    const nodes = uuids.map((uuid, i) => ({ uuid, owner: owners[i]! }));
-    console.log(
-      `ring shares: ${cluster.names.map((n, i) => `${n}=${owners.filter((o) => o === i).length}`).join(" ")}`,
-    );
-    await checkForwarding(cluster, nodes[0]!.uuid, nodes[0]!.owner);
-    const calls = await measureCalls(cluster, nodes);
-    const { uuid, owner } = nodes[0]!;
-    const validate = (await call(`${cluster.urls[owner]}/v1/nodes/${uuid}/validate`)).text;
-    return { calls, sample: { uuid, validate } };
-  } finally {
-    for (const child of cluster.children) child.kill("SIGTERM");
-    await new Promise((r) => setTimeout(r, 500));
+  running.push(cluster);
+  const uuids: string[] = [];
+  for (let i = 0; i < NODES; i++) {
+    const created = await call(`${cluster.urls[0]}/v1/nodes`, {
+      method: "POST",
+      body: { driver: "fake-hardware", name: `route-${i}` },
+    });
+    if (created.status !== 201) throw new Error(`create: ${created.status} ${created.text}`);
+    uuids.push((JSON.parse(created.text) as { uuid: string }).uuid);
   }
+  const owners = await ownersAgreed(cluster, uuids);
+  const nodes = uuids.map((uuid, i) => ({ uuid, owner: owners[i]! }));
+  console.log(
+    `ring shares: ${cluster.names.map((n, i) => `${n}=${owners.filter((o) => o === i).length}`).join(" ")}`,
+  );
+  await checkForwarding(cluster, nodes[0]!.uuid, nodes[0]!.owner);
+  return { cluster, nodes };
 }
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-routing-bench-"));
   // its own temp dir: the server runs as another user, who cannot enter the bench's private one
   const pgDir = mkdtempSync(join(tmpdir(), "anvil-routing-bench-pg-"));
+  const running: Cluster[] = [];
   try {
     const server = execFileSync("bash", ["scripts/setup/postgres.sh", "start", pgDir], {
       encoding: "utf8",
     }).trim();
-    let baseline: CallFigures[] | undefined;
+    const deployments: Deployment[] = [];
     if (BASELINE_REV) {
       const cwd = checkoutOf(BASELINE_REV, mkdtempSync(join(dir, "baseline-")));
       const database = await freshDatabase(server, "routing_baseline");
-      baseline = (await measureCluster({ database, dir: join(dir, "baseline-data"), cwd })).calls;
-      reportCalls(`baseline ${BASELINE_REV}`, baseline);
+      deployments.push(await deploy({ database, dir: join(dir, "baseline-data"), cwd }, running));
     }
     const database = await freshDatabase(server, "routing");
-    const current = await measureCluster({ database, dir: join(dir, "data") });
-    reportCalls("this checkout", current.calls);
-    if (baseline) reportBeforeAfter(baseline, current.calls);
+    const current = await deploy({ database, dir: join(dir, "data") }, running);
+    deployments.push(current);
 
+    const measured = await measureCalls(deployments);
+    const calls = measured.at(-1)!;
+    if (BASELINE_REV) reportCalls(`baseline ${BASELINE_REV}`, measured[0]!);
+    reportCalls("this checkout", calls);
+    if (BASELINE_REV) reportBeforeAfter(measured[0]!, calls);
+
+    const { uuid, owner } = current.nodes[0]!;
+    const validate = (await call(`${current.cluster.urls[owner]}/v1/nodes/${uuid}/validate`)).text;
     const payloads = {
-      request: typicalForwardedRequest(current.sample.uuid),
-      reply: JSON.stringify({
-        status: 200,
-        headers: { "content-type": "application/json" },
-        body: current.sample.validate,
-      }),
+      request: typicalForwardedRequest(uuid),
+      reply: JSON.stringify({ status: 200, headers: { "content-type": "application/json" }, body: validate }),
     };
     const notify = await notifyRoundTrips(database, payloads);
-    reportNotify(current.calls, notify, {
+    reportNotify(calls, notify, {
       request: Buffer.byteLength(payloads.request),
       reply: Buffer.byteLength(payloads.reply),
     });
   } finally {
+    for (const child of running.flatMap((c) => c.children)) child.kill("SIGTERM");
+    await new Promise((r) => setTimeout(r, 500));
     await client.close();
     try {
       execFileSync("bash", ["scripts/setup/postgres.sh", "stop", pgDir]);
