@@ -9,8 +9,19 @@ export const FORWARDED_BY = "x-anvil-forwarded-by";
 const OWNER_ROUTES =
   /^\/v1\/nodes\/([^/?]+)\/(?:states\/(?:provision|power)|management\/boot_device(?:\/supported)?|validate)(?:\?|$)/;
 
-/** Headers that describe the hop, not the request. */
-const HOP_HEADERS = new Set(["host", "connection", "content-length", "transfer-encoding", "keep-alive"]);
+/**
+ * Headers that describe the hop, not the request. `expect: 100-continue` (curl sends it with bodies over 1 KiB)
+ * was answered by this server already, and the HTTP client refuses to send it or `upgrade` on.
+ */
+const HOP_HEADERS = new Set([
+  "host",
+  "connection",
+  "content-length",
+  "transfer-encoding",
+  "keep-alive",
+  "expect",
+  "upgrade",
+]);
 
 function forwardedHeaders(request: FastifyRequest, identity: string): Record<string, string> {
   const headers: Record<string, string> = {};

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
+import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -82,5 +83,30 @@ describe("forwarding node actions to the node's owner", () => {
     expect(refused.headers.get("content-type")).toMatch(/application\/json/);
     // the refusal was the owner's
     expect(bLog.lines.some((l) => l.includes("request refused") && l.includes(uuid))).toBe(true);
+  });
+
+  it("forwards a request sent with Expect: 100-continue (as curl sends large bodies) instead of serving it here", async () => {
+    const { a, b } = await pair();
+    const uuid = await nodeOwnedBy(a.url, "fw-b");
+    const body = JSON.stringify({ boot_device: "disk", persistent: true });
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(`${a.url}/v1/nodes/${uuid}/management/boot_device`, {
+        method: "PUT",
+        headers: {
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(body),
+          expect: "100-continue",
+        },
+      });
+      req.on("continue", () => req.end(body));
+      req.on("response", (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+    });
+    expect(status).toBe(204);
+    const atOwner = await api(`${b.url}/v1/nodes/${uuid}/management/boot_device`);
+    expect(atOwner.body).toEqual({ boot_device: "disk", persistent: true });
   });
 });
