@@ -100,7 +100,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   });
 
   // node actions run on the node's owner in a cluster (a no-op with one conductor)
-  app.addHook("preHandler", forwardToOwner(deps));
+  forwardToOwner(app, deps);
   for (const plugin of [
     rootPlugin,
     nodesPlugin,

@@ -3,21 +3,32 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 
 /**
- * A conductor as its own process for a benchmark: a SQLite file in `dir`, an OS-chosen port, no power sync;
- * resolves with the URL it logs once listening.
+ * A conductor as its own process for a benchmark: a SQLite file in `dir` (or `options.db`, e.g. a PostgreSQL URL),
+ * an OS-chosen port, no power sync; resolves with the URL it logs once listening. `options.cwd` runs another
+ * checkout's conductor (a baseline revision).
  */
 export async function startBenchConductor(
   dir: string,
-  options: { args?: readonly string[]; env?: Record<string, string>; name?: string } = {},
+  options: {
+    args?: readonly string[];
+    env?: Record<string, string>;
+    name?: string;
+    db?: string;
+    cwd?: string;
+  } = {},
 ): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(
     process.execPath,
     [
       ...["--import", "tsx", "conductor/main.ts", "--port", "0"],
-      ...["--db", join(dir, "bench.sqlite"), "--data-dir", dir, "--power-sync-interval", "0"],
+      ...["--db", options.db ?? join(dir, "bench.sqlite"), "--data-dir", dir, "--power-sync-interval", "0"],
       ...(options.args ?? []),
     ],
-    { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ANVIL_LOG_LEVEL: "info", ...options.env } },
+    {
+      cwd: options.cwd,
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, ANVIL_LOG_LEVEL: "info", ...options.env },
+    },
   );
   const url = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stderr! }).on("line", (line) => {

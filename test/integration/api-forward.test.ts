@@ -1,0 +1,112 @@
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { HashRing } from "../../conductor/cluster/hash-ring.ts";
+import { silentLogger } from "../../shared/log.ts";
+import { recordingLogger, waitFor } from "../helpers/agent.ts";
+import { api, faultOf, startConductor } from "../helpers/conductor.ts";
+
+type Ctx = Awaited<ReturnType<typeof startConductor>>;
+
+const dir = mkdtempSync(join(tmpdir(), "anvil-forward-"));
+const running: Ctx[] = [];
+afterEach(async () => {
+  for (const ctx of running.splice(0).reverse()) await ctx.stop().catch(() => undefined);
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Two conductors on one SQLite file; `b` records its log. */
+async function pair() {
+  const databasePath = join(dir, `${randomUUID()}.sqlite`);
+  const bLog = recordingLogger();
+  const start = (name: string, logger = silentLogger) =>
+    startConductor({ name, databasePath, cluster: { heartbeatIntervalS: 0.3, deadAfterS: 1.5 } }, { logger });
+  const a = await start("fw-a");
+  running.push(a);
+  const b = await start("fw-b", bLog);
+  running.push(b);
+  await waitFor(() => [a, b].every((c) => c.conductor.membership.alive().length === 2), {
+    what: "both conductors to see each other",
+  });
+  return { a, b, bLog };
+}
+
+/** A fake-hardware node (created through `url`) that the ring gives to `owner`. */
+async function nodeOwnedBy(url: string, owner: string): Promise<string> {
+  const ring = new HashRing(["fw-a", "fw-b"]);
+  let uuid = randomUUID();
+  while (ring.lookup(uuid, 1)[0] !== owner) uuid = randomUUID();
+  const created = await api(`${url}/v1/nodes`, { method: "POST", body: { uuid, driver: "fake-hardware" } });
+  expect(created.status).toBe(201);
+  return uuid;
+}
+
+describe("forwarding node actions to the node's owner", () => {
+  it("runs a call sent to a non-owner on the owner, over connections the non-owner keeps", async () => {
+    const { a, b } = await pair();
+    const uuid = await nodeOwnedBy(a.url, "fw-b");
+    let ownerConnections = 0;
+    b.conductor.app.server.on("connection", () => ownerConnections++);
+
+    for (let i = 0; i < 20; i++) {
+      const put = await api(`${a.url}/v1/nodes/${uuid}/management/boot_device`, {
+        method: "PUT",
+        body: { boot_device: i % 2 ? "disk" : "pxe", persistent: true },
+      });
+      expect(put.status).toBe(204);
+    }
+    // fake management keeps the device in the memory of the conductor that set it: the owner's
+    const atOwner = await api(`${b.url}/v1/nodes/${uuid}/management/boot_device`);
+    expect(atOwner.body).toEqual({ boot_device: "disk", persistent: true });
+    const atNonOwner = await api(`${a.url}/v1/nodes/${uuid}/management/boot_device`, {
+      headers: { "X-Anvil-Forwarded-By": "test" }, // served where it lands
+    });
+    expect((atNonOwner.body as { boot_device: string | null }).boot_device).not.toBe("disk");
+    // 20 sequential forwarded calls share one kept-alive connection (a new one each would be 20)
+    expect(ownerConnections).toBeLessThanOrEqual(2);
+    expect(ownerConnections).toBeGreaterThanOrEqual(1);
+  });
+
+  it("relays the owner's refusal unchanged: status, Ironic's error envelope, version headers", async () => {
+    const { a, bLog } = await pair();
+    const uuid = await nodeOwnedBy(a.url, "fw-b");
+    const refused = await api(`${a.url}/v1/nodes/${uuid}/management/boot_device`, {
+      method: "PUT",
+      body: { boot_device: "floppy" },
+    });
+    expect(refused.status).toBe(400);
+    expect(faultOf(refused.body)).toMatch(/floppy|boot_device/);
+    expect(refused.headers.get("x-openstack-ironic-api-version")).toBe("1.78");
+    expect(refused.headers.get("content-type")).toMatch(/application\/json/);
+    // the refusal was the owner's
+    expect(bLog.lines.some((l) => l.includes("request refused") && l.includes(uuid))).toBe(true);
+  });
+
+  it("forwards a request sent with Expect: 100-continue (as curl sends large bodies) instead of serving it here", async () => {
+    const { a, b } = await pair();
+    const uuid = await nodeOwnedBy(a.url, "fw-b");
+    const body = JSON.stringify({ boot_device: "disk", persistent: true });
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(`${a.url}/v1/nodes/${uuid}/management/boot_device`, {
+        method: "PUT",
+        headers: {
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(body),
+          expect: "100-continue",
+        },
+      });
+      req.on("continue", () => req.end(body));
+      req.on("response", (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+    });
+    expect(status).toBe(204);
+    const atOwner = await api(`${b.url}/v1/nodes/${uuid}/management/boot_device`);
+    expect(atOwner.body).toEqual({ boot_device: "disk", persistent: true });
+  });
+});
