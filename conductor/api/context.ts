@@ -29,8 +29,11 @@ export interface ApiDeps {
   auth?: ConductorAuth;
   /** Node history; absent means none is kept. */
   history?: HistoryRecorder;
-  /** Serve HTTPS (and so WSS) with this key and certificate. */
-  tls?: { cert: string; key: string };
+  /**
+   * Serve HTTPS (and so WSS) with this key and certificate; `trust` is the CA other conductors of the
+   * cluster present certificates from (they share it), so forwarded calls can check them.
+   */
+  tls?: { cert: string; key: string; trust?: string };
 }
 
 declare module "fastify" {

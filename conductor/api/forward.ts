@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { rootCertificates } from "node:tls";
 import { Agent, request as httpRequest } from "undici";
 import type { ApiDeps } from "./context.ts";
 
@@ -50,6 +51,9 @@ export function forwardToOwner(app: FastifyInstance, deps: ApiDeps): void {
     keepAliveTimeout: 60_000,
     headersTimeout: OWNER_TIMEOUT_MS,
     bodyTimeout: OWNER_TIMEOUT_MS,
+    // conductors of one cluster serve certificates from one CA, often a private one: trust it beside the
+    // system's roots, or a TLS cluster would silently serve every call where it landed
+    ...(deps.tls?.trust === undefined ? {} : { connect: { ca: [...rootCertificates, deps.tls.trust] } }),
   });
   app.addHook("onClose", async () => owners.close());
   app.addHook("preHandler", async (request: FastifyRequest, reply: FastifyReply) => {

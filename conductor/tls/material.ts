@@ -13,6 +13,8 @@ export interface TlsMaterial {
   key: string;
   /** SHA-256 of the CA certificate (tls.ca) if given, else of the server certificate itself. */
   pin: string;
+  /** PEM that peers presenting this material are checked against: the CA (tls.ca), else the certificate. */
+  trust: string;
 }
 
 /**
@@ -24,9 +26,9 @@ export function loadTlsMaterial(tls: TlsSettings): TlsMaterial | null {
   if (tls.cert === undefined || tls.key === undefined) throw new Error("TLS needs both tls.cert and tls.key");
   const leaf = readFileSync(tls.cert, "utf8");
   const key = readFileSync(tls.key, "utf8");
-  if (tls.ca === undefined) return { cert: leaf, key, pin: fingerprintOfPem(leaf) };
+  if (tls.ca === undefined) return { cert: leaf, key, pin: fingerprintOfPem(leaf), trust: leaf };
   const ca = readFileSync(tls.ca, "utf8");
   // serve the chain with the CA in it: an agent holding only the CA's fingerprint needs to see it
   const cert = leaf.includes(ca.trim()) ? leaf : `${leaf.trimEnd()}\n${ca.trim()}\n`;
-  return { cert, key, pin: fingerprintOfPem(ca) };
+  return { cert, key, pin: fingerprintOfPem(ca), trust: ca };
 }

@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Agent, fetch as undiciFetch } from "undici";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { HashRing } from "../../conductor/cluster/hash-ring.ts";
+import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { recordingLogger, waitFor } from "../helpers/agent.ts";
 import { api, faultOf, startConductor } from "../helpers/conductor.ts";
@@ -18,12 +20,13 @@ afterEach(async () => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** Two conductors on one SQLite file; `b` records its log. */
-async function pair() {
+/** Two conductors on one SQLite file (both over TLS when given); `b` records its log. */
+async function pair(tls?: { cert: string; key: string; ca: string }) {
   const databasePath = join(dir, `${randomUUID()}.sqlite`);
   const bLog = recordingLogger();
+  const cluster = { heartbeatIntervalS: 0.3, deadAfterS: 1.5 };
   const start = (name: string, logger = silentLogger) =>
-    startConductor({ name, databasePath, cluster: { heartbeatIntervalS: 0.3, deadAfterS: 1.5 } }, { logger });
+    startConductor({ name, databasePath, cluster, ...(tls ? { tls } : {}) }, { logger });
   const a = await start("fw-a");
   running.push(a);
   const b = await start("fw-b", bLog);
@@ -108,5 +111,42 @@ describe("forwarding node actions to the node's owner", () => {
     expect(status).toBe(204);
     const atOwner = await api(`${b.url}/v1/nodes/${uuid}/management/boot_device`);
     expect(atOwner.body).toEqual({ boot_device: "disk", persistent: true });
+  });
+
+  it("forwards between conductors serving HTTPS with certificates from a private CA", async () => {
+    const ca = await makeLabCa({ dir: join(dir, `ca-${randomUUID()}`), names: ["127.0.0.1"] });
+    const { a, b } = await pair({ cert: ca.cert, key: ca.key, ca: ca.caCert });
+    expect(a.url).toMatch(/^https:/);
+    const client = new Agent({ connect: { ca: readFileSync(ca.caCert, "utf8") } });
+    const call = (
+      url: string,
+      init: { method?: string; body?: unknown; headers?: Record<string, string> } = {},
+    ) =>
+      undiciFetch(url, {
+        dispatcher: client,
+        method: init.method ?? "GET",
+        headers: { "content-type": "application/json", ...init.headers },
+        body: init.body === undefined ? undefined : JSON.stringify(init.body),
+      });
+    try {
+      const ring = new HashRing(["fw-a", "fw-b"]);
+      let uuid = randomUUID();
+      while (ring.lookup(uuid, 1)[0] !== "fw-b") uuid = randomUUID();
+      const created = await call(`${a.url}/v1/nodes`, {
+        method: "POST",
+        body: { uuid, driver: "fake-hardware" },
+      });
+      expect(created.status).toBe(201);
+      const put = await call(`${a.url}/v1/nodes/${uuid}/management/boot_device`, {
+        method: "PUT",
+        body: { boot_device: "disk", persistent: true },
+      });
+      expect(put.status).toBe(204);
+      // it ran on the owner: fake management remembers the device in the conductor that set it
+      const atOwner = await call(`${b.url}/v1/nodes/${uuid}/management/boot_device`);
+      expect(await atOwner.json()).toEqual({ boot_device: "disk", persistent: true });
+    } finally {
+      await client.close();
+    }
   });
 });
