@@ -8,8 +8,9 @@ import type { CommandContext } from "./command.ts";
 const PROGRESS_EVERY_MS = 1_000;
 
 /**
- * What erase_devices (full or express) and erase_devices_metadata share: pick the disks, erase them in
- * parallel with per-disk progress frames, and turn failures into wire errors that name disk and method.
+ * What erase_devices (full or express) and erase_devices_metadata share: pick the disks (software RAID
+ * assembled first: an array is erased, its members skipped), erase them in parallel with per-disk progress
+ * frames, and turn failures into wire errors that name disk and method.
  * @throws CodedError BAD_ARGS for disks the machine does not have, COMMAND_FAILED when a disk fails
  */
 export async function eraseDisks(
@@ -17,6 +18,12 @@ export async function eraseDisks(
   context: CommandContext,
 ): Promise<{ devices: unknown[] }> {
   const { backend, signal, progress, logger } = context;
+  // Arrays create_raid made are assembled first (nothing in the ramdisk does it at boot), so their members
+  // are recognised and left alone and the arrays themselves erased, as IPA does with udev-assembled arrays.
+  if (backend.md !== undefined && (await backend.md.listArrays()).length === 0) {
+    const arrays = await backend.md.assemble(signal);
+    if (arrays.length > 0) logger.info({ arrays: arrays.map((a) => a.device) }, "software RAID assembled");
+  }
   const disks = await chooseDisks(await backend.disks(), request.options.devices);
   const lastReport = new Map<string, number>();
   try {

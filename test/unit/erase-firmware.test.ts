@@ -61,6 +61,7 @@ class FakeTools implements DiskTools {
       kind: "block",
       readOnly: false,
       raidArray: false,
+      raidMember: false,
       discard: { supported: false, zeroes: false },
       writeZeroes: false,
       nvme: this.nvmeCaps,
