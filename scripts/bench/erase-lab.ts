@@ -1,0 +1,234 @@
+/**
+ * Erase benchmark in the lab's machine (not a test): the deploy ramdisk boots in QEMU (TCG) with disks shaped
+ * like the lab node's — qcow2 virtio disks with discard=unmap and an NVMe disk — plus a 10 GiB thin virtio
+ * disk. In the same boot, on the same devices, a small init in front of the ramdisk's own times the stock
+ * tools (`dd if=/dev/zero of=DEV bs=4M oflag=direct`, `blkdiscard`, `nvme format`), then the ramdisk starts
+ * the agent as usual and the benchmark has it erase the same devices (erase_devices, one method forced at a
+ * time through Ironic's options):
+ *   (a) the agent's overwrite (one pass of zeros, with its verify pass) against dd          goal: >= 0.95x dd
+ *   (b) the agent's discard (blkdiscard, or WRITE ZEROES, with its read-back) against blkdiscard
+ *   (c) the agent's NVMe format against `nvme format --ses=1`
+ *   (d) N disks erased in parallel against the sum of erasing each alone                  goal: ~the time of one
+ *   (e) discard of the 10 GiB thin device (blkdiscard and the agent)                      goal: seconds
+ * Usage: node --import tsx scripts/bench/erase-lab.ts [--size-gib 1] [--disks 3] [--thin-gib 10]
+ * Run it under `flock /tmp/anvil-heavy.lock` on a shared machine (it builds the agent and ramdisk if stale).
+ */
+import { chmod, mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { exec } from "../../shared/system/exec.ts";
+import { bootRamdisk, buildRamdisk } from "../../test/helpers/ramdisk-vm.ts";
+import type { QemuDisk } from "../../test/helpers/qemu.ts";
+import { runOk } from "../../test/helpers/run.ts";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+const DIR = join(ROOT, ".tmp/bench-erase-lab");
+
+const { values } = parseArgs({
+  options: {
+    "size-gib": { type: "string", default: "1" },
+    disks: { type: "string", default: "3" },
+    "thin-gib": { type: "string", default: "10" },
+  },
+});
+const SIZE_GIB = Number(values["size-gib"]);
+const DISKS = Number(values.disks);
+const THIN_GIB = Number(values["thin-gib"]);
+if (!(SIZE_GIB > 0) || !(DISKS >= 2 && DISKS <= 8) || !(THIN_GIB > 0)) {
+  throw new Error("--size-gib > 0, --disks 2..8, --thin-gib > 0");
+}
+
+/** virtio disks vda..: DISKS for overwriting (the first also for dd), one for discard, one thin. */
+const overwriteDisks = Array.from({ length: DISKS }, (_, i) => `/dev/vd${String.fromCharCode(97 + i)}`);
+const discardDisk = `/dev/vd${String.fromCharCode(97 + DISKS)}`;
+const thinDisk = `/dev/vd${String.fromCharCode(98 + DISKS)}`;
+const nvmeDisk = "/dev/nvme0n1";
+
+/**
+ * The benchmark's init (PID 1 before the ramdisk's /init): loads the disk drivers, times the stock tools on
+ * the devices the agent erases next, prints `ANVIL-BENCH name seconds rc` lines, then hands over to /init.
+ */
+function benchInit(): string {
+  const waits = [...overwriteDisks, discardDisk, thinDisk, nvmeDisk].map((d) => d.slice(5)).join(" ");
+  return `#!/bin/sh
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t devtmpfs devtmpfs /dev
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+exec >/dev/console 2>&1
+for m in virtio_pci virtio_blk nvme; do modprobe "$m"; done
+for name in ${waits}; do
+  tries=0
+  while [ ! -e "/sys/block/$name" ] && [ "$tries" -lt 100 ]; do sleep 0.1; tries=$((tries + 1)); done
+done
+now() { cut -d' ' -f1 /proc/uptime; }
+timed() {
+  name=$1; shift
+  a=$(now); "$@" >/tmp/bench.out 2>&1; rc=$?; b=$(now)
+  echo "ANVIL-BENCH $name $(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", b - a}') $rc"
+  [ "$rc" = 0 ] || sed 's/^/ANVIL-BENCH-OUT /' /tmp/bench.out
+}
+timed dd dd if=/dev/zero of=${overwriteDisks[0]} bs=4M oflag=direct
+timed blkdiscard blkdiscard ${discardDisk}
+timed blkdiscard-zeroout blkdiscard --zeroout ${discardDisk}
+timed nvme-format nvme format ${nvmeDisk} --ses=1 --force
+timed blkdiscard-thin blkdiscard ${thinDisk}
+echo "ANVIL-BENCH-TOOLS-DONE"
+umount /sys /proc
+umount /dev
+exec /init
+`;
+}
+
+/** The ramdisk with the benchmark's init appended as a second (uncompressed) cpio archive. */
+async function benchRamdisk(ramdisk: { kernel: string; initrd: string }): Promise<string> {
+  const stage = join(DIR, "stage");
+  await rm(stage, { recursive: true, force: true });
+  await mkdir(join(stage, "bench"), { recursive: true });
+  await writeFile(join(stage, "bench", "init"), benchInit());
+  await chmod(join(stage, "bench", "init"), 0o755);
+  const cpio = join(DIR, "bench.cpio");
+  const listed = await exec(
+    "sh",
+    ["-c", `cd "${stage}" && find . -mindepth 1 | cpio -o -H newc -R 0:0 --quiet > "${cpio}"`],
+    { timeoutMs: 60_000 },
+  );
+  if (listed.code !== 0) throw new Error(`cpio failed: ${listed.stderr}`);
+  const initrd = join(DIR, "bench.initramfs");
+  // NOTE: the kernel unpacks concatenated archives in order; the second adds /bench/init
+  await writeFile(initrd, Buffer.concat([await readFile(ramdisk.initrd), await readFile(cpio)]));
+  return initrd;
+}
+
+async function qcow2(name: string, sizeGib: number): Promise<string> {
+  const path = join(DIR, `${name}.qcow2`);
+  await runOk("qemu-img", ["create", "-q", "-f", "qcow2", path, `${sizeGib}G`], { timeoutMs: 60_000 });
+  return path;
+}
+
+/** Every disk gets data first, so erasing has something to remove (a fresh qcow2 is all holes). */
+async function fill(path: string, gib: number): Promise<void> {
+  await runOk("qemu-io", ["-f", "qcow2", "-c", `write -P 0xab 0 ${gib}G`, path], { timeoutMs: 30 * 60_000 });
+}
+
+interface EraseDevice {
+  device: string;
+  method: string | null;
+  seconds: number;
+  verified: boolean;
+}
+
+const ZEROS = {
+  enable_discard: false,
+  enable_nvme_secure_erase: false,
+  shred_random_overwrite_iterations: 0,
+  shred_final_overwrite_with_zeros: true,
+};
+
+async function main(): Promise<void> {
+  await rm(DIR, { recursive: true, force: true });
+  await mkdir(DIR, { recursive: true });
+  const ramdisk = await buildRamdisk(join(DIR, "ramdisk"));
+  const initrd = await benchRamdisk(ramdisk);
+  const disks: QemuDisk[] = [];
+  for (const device of [...overwriteDisks, discardDisk]) {
+    const path = await qcow2(device.slice(5), SIZE_GIB);
+    await fill(path, SIZE_GIB);
+    disks.push({
+      path,
+      format: "qcow2",
+      bus: "virtio",
+      serial: `BENCH-${device.slice(5)}`,
+      discard: "unmap",
+    });
+  }
+  const thin = await qcow2("thin", THIN_GIB);
+  await fill(thin, Math.min(THIN_GIB, 2));
+  disks.push({ path: thin, format: "qcow2", bus: "virtio", serial: "BENCH-THIN", discard: "unmap" });
+  const nvme = await qcow2("nvme", SIZE_GIB);
+  await fill(nvme, SIZE_GIB);
+  disks.push({ path: nvme, format: "qcow2", bus: "nvme", serial: "BENCH-NVME", discard: "unmap" });
+
+  const serialLog = join(DIR, "serial.log");
+  const node = await bootRamdisk({
+    ramdisk: { kernel: ramdisk.kernel, initrd },
+    disks,
+    append: "rdinit=/bench/init",
+    serialLog,
+  });
+  try {
+    await node.vm.waitForSerial(/ANVIL-BENCH-TOOLS-DONE/, { timeoutMs: 30 * 60_000, failOn: /Kernel panic/ });
+    const tools = new Map<string, { seconds: number; rc: number }>();
+    for (const match of (await node.vm.readSerial()).matchAll(/^ANVIL-BENCH (\S+) ([\d.]+) (\d+)/gm)) {
+      tools.set(match[1]!, { seconds: Number(match[2]), rc: Number(match[3]) });
+    }
+    const erase = async (
+      args: Record<string, unknown>,
+    ): Promise<{ wall: number; devices: EraseDevice[] }> => {
+      const started = performance.now();
+      const result = (await node.call("erase_devices", args, 60 * 60_000)) as { devices: EraseDevice[] };
+      return { wall: (performance.now() - started) / 1000, devices: result.devices };
+    };
+    const overwrite = await erase({ ...ZEROS, devices: [overwriteDisks[0]] });
+    const discard = await erase({
+      devices: [discardDisk],
+      shred_final_overwrite_with_zeros: false,
+      shred_random_overwrite_iterations: 0,
+    });
+    const format = await erase({ devices: [nvmeDisk] });
+    const thinErase = await erase({
+      devices: [thinDisk],
+      shred_final_overwrite_with_zeros: false,
+      shred_random_overwrite_iterations: 0,
+    });
+    const singles: number[] = [];
+    for (const device of overwriteDisks) singles.push((await erase({ ...ZEROS, devices: [device] })).wall);
+    const parallel = await erase({ ...ZEROS, devices: overwriteDisks, disk_erasure_concurrency: DISKS });
+
+    const tool = (name: string): string => {
+      const t = tools.get(name);
+      return t === undefined ? "not run" : `${t.seconds.toFixed(2)} s${t.rc === 0 ? "" : ` (exit ${t.rc})`}`;
+    };
+    const agent = (run: { wall: number; devices: EraseDevice[] }): string =>
+      run.devices
+        .map(
+          (d) =>
+            `${d.method ?? "skipped"} ${d.seconds.toFixed(2)} s (verified=${d.verified}; wall ${run.wall.toFixed(2)} s)`,
+        )
+        .join(", ");
+    const ratio = (baseline: number | undefined, ours: number): string =>
+      baseline === undefined || ours <= 0 ? "n/a" : `${(baseline / ours).toFixed(2)}x`;
+    const ddSeconds = tools.get("dd")?.seconds;
+    const sum = singles.reduce((a, b) => a + b, 0);
+    const rows: [string, string][] = [
+      [`(a) dd bs=4M oflag=direct ${overwriteDisks[0]} (${SIZE_GIB} GiB)`, tool("dd")],
+      ["    agent overwrite, zeros + verify", agent(overwrite)],
+      ["    speed vs dd (goal >= 0.95x)", ratio(ddSeconds, overwrite.devices[0]?.seconds ?? 0)],
+      [`(b) blkdiscard ${discardDisk}`, tool("blkdiscard")],
+      [`    blkdiscard --zeroout ${discardDisk}`, tool("blkdiscard-zeroout")],
+      ["    agent discard/write_zeroes + read-back", agent(discard)],
+      [`(c) nvme format --ses=1 ${nvmeDisk}`, tool("nvme-format")],
+      ["    agent NVMe erase + verify", agent(format)],
+      [
+        `(d) ${DISKS} disks alone, sum of walls`,
+        `${sum.toFixed(2)} s (${singles.map((s) => s.toFixed(2)).join(" + ")})`,
+      ],
+      [`    ${DISKS} disks in parallel, wall`, `${parallel.wall.toFixed(2)} s`],
+      [
+        "    parallel vs one disk alone (goal ~1x)",
+        `${(parallel.wall / (sum / DISKS)).toFixed(2)}x the time of one`,
+      ],
+      ["    parallel vs the sum", ratio(sum, parallel.wall)],
+      [`(e) blkdiscard of the ${THIN_GIB} GiB thin disk`, tool("blkdiscard-thin")],
+      ["    agent erase of the thin disk", agent(thinErase)],
+    ];
+    const width = Math.max(...rows.map(([k]) => k.length));
+    console.log(`\nerase in the lab's machine (QEMU TCG, qcow2 discard=unmap), same boot, same devices`);
+    for (const [k, v] of rows) console.log(`  ${k.padEnd(width)}  ${v}`);
+  } finally {
+    await node.stop();
+    await rm(DIR, { recursive: true, force: true });
+  }
+}
+
+await main();
