@@ -250,6 +250,33 @@ describe("failures name the disk", () => {
   });
 });
 
+describe("software RAID members", () => {
+  it("a disk named as holding an md member is skipped untouched, whatever its sysfs said", async () => {
+    const tools = new FakeTools();
+    tools.nvmeCaps = nvme({});
+    const before = await readFile(device);
+    const results = await eraseDevices({
+      disks: [blankDisk(device, SIZE)],
+      mode: "full",
+      options: EraseOptionsSchema.parse({}),
+      tools,
+      signal: new AbortController().signal,
+      logger: silentLogger,
+      report: () => undefined,
+      raidMembers: new Set([device]),
+    });
+    expect(results).toEqual([
+      expect.objectContaining({
+        device,
+        method: null,
+        skipped: expect.stringMatching(/software RAID member/),
+      }),
+    ]);
+    expect(tools.calls).toEqual([]);
+    expect((await readFile(device)).equals(before)).toBe(true);
+  });
+});
+
 describe("NVMe format and sanitize through nvme-cli", () => {
   it("a crypto format keeps the namespace's LBA format", async () => {
     const tools = new FakeTools();
