@@ -111,6 +111,12 @@ async function fill(path: string, gib: number): Promise<void> {
   await runOk("qemu-io", ["-f", "qcow2", "-c", `write -P 0xab 0 ${gib}G`, path], { timeoutMs: 30 * 60_000 });
 }
 
+interface EraseRun {
+  wall: number;
+  devices: EraseDevice[];
+  error: string | null;
+}
+
 interface EraseDevice {
   device: string;
   method: string | null;
@@ -155,6 +161,7 @@ async function main(): Promise<void> {
     disks,
     append: "rdinit=/bench/init",
     serialLog,
+    timeoutMs: 90 * 60_000,
   });
   try {
     await node.vm.waitForSerial(/ANVIL-BENCH-TOOLS-DONE/, { timeoutMs: 30 * 60_000, failOn: /Kernel panic/ });
@@ -162,12 +169,14 @@ async function main(): Promise<void> {
     for (const match of (await node.vm.readSerial()).matchAll(/^ANVIL-BENCH (\S+) ([\d.]+) (\d+)/gm)) {
       tools.set(match[1]!, { seconds: Number(match[2]), rc: Number(match[3]) });
     }
-    const erase = async (
-      args: Record<string, unknown>,
-    ): Promise<{ wall: number; devices: EraseDevice[] }> => {
+    const erase = async (args: Record<string, unknown>): Promise<EraseRun> => {
       const started = performance.now();
-      const result = (await node.call("erase_devices", args, 60 * 60_000)) as { devices: EraseDevice[] };
-      return { wall: (performance.now() - started) / 1000, devices: result.devices };
+      try {
+        const result = (await node.call("erase_devices", args, 60 * 60_000)) as { devices: EraseDevice[] };
+        return { wall: (performance.now() - started) / 1000, devices: result.devices, error: null };
+      } catch (error) {
+        return { wall: (performance.now() - started) / 1000, devices: [], error: (error as Error).message };
+      }
     };
     const overwrite = await erase({ ...ZEROS, devices: [overwriteDisks[0]] });
     const discard = await erase({
@@ -189,13 +198,15 @@ async function main(): Promise<void> {
       const t = tools.get(name);
       return t === undefined ? "not run" : `${t.seconds.toFixed(2)} s${t.rc === 0 ? "" : ` (exit ${t.rc})`}`;
     };
-    const agent = (run: { wall: number; devices: EraseDevice[] }): string =>
-      run.devices
-        .map(
-          (d) =>
-            `${d.method ?? "skipped"} ${d.seconds.toFixed(2)} s (verified=${d.verified}; wall ${run.wall.toFixed(2)} s)`,
-        )
-        .join(", ");
+    const agent = (run: EraseRun): string =>
+      run.error !== null
+        ? `failed: ${run.error}`
+        : run.devices
+            .map(
+              (d) =>
+                `${d.method ?? "skipped"} ${d.seconds.toFixed(2)} s (verified=${d.verified}; wall ${run.wall.toFixed(2)} s)`,
+            )
+            .join(", ");
     const ratio = (baseline: number | undefined, ours: number): string =>
       baseline === undefined || ours <= 0 ? "n/a" : `${(baseline / ours).toFixed(2)}x`;
     const ddSeconds = tools.get("dd")?.seconds;

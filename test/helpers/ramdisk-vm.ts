@@ -45,6 +45,8 @@ export async function bootRamdisk(options: {
   append?: string;
   /** Serial console (ttyS0) goes to this file. */
   serialLog?: string;
+  /** Kill QEMU after this long (default: startQemu's). */
+  timeoutMs?: number;
 }): Promise<RamdiskVm> {
   const conductor = await FakeConductor.start();
   const vm = await startQemu({
@@ -52,6 +54,7 @@ export async function bootRamdisk(options: {
     nics: [{ kind: "user", mac: MAC }],
     disks: options.disks,
     ...(options.serialLog === undefined ? {} : { serialLog: options.serialLog }),
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
     boot: {
       kernel: options.ramdisk.kernel,
       initrd: options.ramdisk.initrd,
