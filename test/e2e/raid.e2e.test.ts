@@ -264,19 +264,13 @@ describe("software RAID-1 and erasing in the lab, driven by the stock baremetal 
         skipped: ["/dev/vda", "/dev/vdb"],
       });
       const wholeDisk = await testImage(state, "anvil-test.linux-disk.raw");
-      await bm.run([
-        "node",
-        "unset",
-        node.name,
-        "--instance-info",
-        "image_type",
-        "--instance-info",
-        "root_gb",
-      ]);
+      // undeploy cleared instance_info, as Ironic's does: the whole-disk image is set from scratch
       await bm.run([
         ...["node", "set", node.name],
         ...["--instance-info", `image_source=${wholeDisk.source}`],
+        ...["--instance-info", "image_os_hash_algo=sha256"],
         ...["--instance-info", `image_os_hash_value=${wholeDisk.sha256}`],
+        ...["--instance-info", "image_disk_format=raw"],
       ]);
       const wholeDiskMs = await provision(walk, ["deploy"]);
       await waitForMarkers(walk, 3, 300_000);
