@@ -10,9 +10,10 @@
 # Writes OUT/ID.raw, OUT/ID.qcow2, OUT/ID.compressed.qcow2 (qcow2 with compressed clusters),
 # OUT/ID.partition.raw (a partition image: an ext4 root filesystem holding /boot/vmlinuz and /boot/initrd.img,
 # the same kernel and init, no bootloader: install_bootloader puts GRUB in front of it), OUT/ID.linux-disk.raw
-# (a whole-disk image: an MBR and one ext4 root partition with the same kernel and init and its own
-# /boot/grub/grub.cfg, whose kernel command line carries anvil.grub_cfg=image; no boot code: on software RAID
-# install_bootloader puts GRUB on every holder, as IPA does for whole-disk images) and
+# (a whole-disk image: an MBR and one ext4 root partition with the same kernel and init, its own
+# /boot/grub/grub.cfg, whose kernel command line carries anvil.grub_cfg=image, and its own grub-install with
+# its libraries and i386-pc modules, and mdadm; no boot code: on software RAID install_bootloader runs the image's
+# grub-install in a chroot for every holder, as IPA does for whole-disk images) and
 # OUT/ID.sha256sums (default OUT: build/test-images, ID: anvil-test). Same inputs, same bytes; when nothing
 # changed since the last build into OUT, it only prints the sizes.
 set -euo pipefail
@@ -61,13 +62,22 @@ partition="$out/$id.partition.raw"
 linux_disk="$out/$id.linux-disk.raw"
 # The whole-disk image's root filesystem UUID (another one than the partition image's).
 disk_root_uuid=414e5649-4c00-4000-8000-6469736b7266
+# The whole-disk image carries its own GRUB (BIOS) for install_bootloader to run in a chroot.
+grub_install=/usr/sbin/grub-install
+grub_modules=/usr/lib/grub/i386-pc
+mdadm=/usr/sbin/mdadm
+[ -x "$grub_install" ] && [ -f "$grub_modules/modinfo.sh" ] && [ -x "$mdadm" ] || {
+  echo "build.sh: $grub_install, $grub_modules or $mdadm is missing: run scripts/setup/system-deps.sh" >&2
+  exit 1
+}
 # The partition image's root filesystem, with a fixed UUID so the same inputs give the same bytes.
 root_mib=48
 root_uuid=414e5649-4c00-4000-8000-726f6f746673
 stamp="$out/.$id.inputs"
 
 inputs=$({
-  sha256sum "$0" "$kernel_dir/vmlinuz" "$(command -v busybox)" "$syslinux_dir/mbr/mbr.bin" "$syslinux_efi" "$ldlinux_e64"
+  sha256sum "$0" "$kernel_dir/vmlinuz" "$(command -v busybox)" "$syslinux_dir/mbr/mbr.bin" "$syslinux_efi" "$ldlinux_e64" \
+    "$grub_install" "$grub_modules/modinfo.sh" "$mdadm"
   echo "$id $epoch $disk_mib $root_mib $root_uuid $disk_root_uuid $image_modules $(syslinux --version 2>&1 | head -n 1)"
 } | sha256sum | cut -d' ' -f1)
 
@@ -185,9 +195,19 @@ EOF
     sed "s|.*|sif & ctime @$epoch|" | E2FSPROGS_FAKE_TIME=$epoch debugfs -w -f - "$work/root.ext4" >/dev/null
 
   # The whole-disk Linux image: the same files plus the image's own grub.cfg, in an ext4 root partition at 1 MiB.
-  mkdir -p "$work/diskroot/boot/grub" "$work/diskroot/etc"
+  mkdir -p "$work/diskroot/boot/grub" "$work/diskroot/etc" "$work/diskroot/dev" "$work/diskroot/proc" "$work/diskroot/sys"
   cp "$work/vmlinuz" "$work/initrd.img" "$work/diskroot/boot/"
   echo "$id" >"$work/diskroot/etc/image-id"
+  # grub-install and mdadm (GRUB asks `mdadm --detail` which array /boot is on; Ironic requires mdadm in
+  # images for software RAID) with every library ldd lists, at the same paths; the modules GRUB installs.
+  for bin in "$grub_install" "$mdadm"; do
+    install -D -m 0755 "$bin" "$work/diskroot$bin"
+    ldd "$bin" | awk '/=> \// {print $3} /^\t\// {print $1}' | while read -r lib; do
+      install -D -m 0755 "$(realpath "$lib")" "$work/diskroot$lib"
+    done
+  done
+  mkdir -p "$work/diskroot$grub_modules"
+  cp -a "$grub_modules/." "$work/diskroot$grub_modules/"
   cat >"$work/diskroot/boot/grub/grub.cfg" <<GRUBCFG
 # The image's own GRUB configuration.
 set timeout=0
