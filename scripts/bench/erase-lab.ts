@@ -109,7 +109,10 @@ async function qcow2(name: string, sizeGib: number): Promise<string> {
 /** Every disk gets data first, so erasing has something to remove (a fresh qcow2 is all holes). */
 async function fill(path: string, gib: number): Promise<void> {
   // qemu-io takes at most 2 GiB - 1 per request: 256 MiB writes
-  const chunks = Array.from({ length: Math.ceil(gib * 4) }, (_, i) => ["-c", `write -P 0xab ${i * 256}M 256M`]);
+  const chunks = Array.from({ length: Math.ceil(gib * 4) }, (_, i) => [
+    "-c",
+    `write -P 0xab ${i * 256}M 256M`,
+  ]);
   await runOk("qemu-io", ["-f", "qcow2", ...chunks.flat(), path], { timeoutMs: 30 * 60_000 });
 }
 
