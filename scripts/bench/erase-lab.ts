@@ -95,8 +95,11 @@ async function benchRamdisk(ramdisk: { kernel: string; initrd: string }): Promis
   );
   if (listed.code !== 0) throw new Error(`cpio failed: ${listed.stderr}`);
   const initrd = join(DIR, "bench.initramfs");
-  // NOTE: the kernel unpacks concatenated archives in order; the second adds /bench/init
-  await writeFile(initrd, Buffer.concat([await readFile(ramdisk.initrd), await readFile(cpio)]));
+  // NOTE: the kernel unpacks concatenated archives in order, but looks for a cpio header only at a 4-byte
+  // boundary after a compressed one (zeros in between are skipped): pad the ramdisk to one
+  const head = await readFile(ramdisk.initrd);
+  const pad = Buffer.alloc((4 - (head.length % 4)) % 4);
+  await writeFile(initrd, Buffer.concat([head, pad, await readFile(cpio)]));
   return initrd;
 }
 
