@@ -204,6 +204,17 @@ export const ConductorConfig = z.object({
     ),
   /** Disk erasing in cleaning (Ironic's [deploy] erase options), passed to the agent's erase_devices. */
   erase: EraseConfigSchema.prefault({}),
+  /**
+   * Software RAID in automated cleaning (Ironic's [deploy] options of the same names): a priority above 0 runs
+   * raid.delete_configuration / raid.create_configuration in every automated clean of a node with the agent
+   * RAID interface; unset, the agent's priority (0) keeps them to manual cleaning and the RAID survives.
+   */
+  raid: z
+    .object({
+      deleteConfigurationPriority: z.number().int().min(0).max(1000).optional(),
+      createConfigurationPriority: z.number().int().min(0).max(1000).optional(),
+    })
+    .prefault({}),
   /** Several conductors on one PostgreSQL database: membership, heartbeat and the hash ring. */
   cluster: z
     .object({

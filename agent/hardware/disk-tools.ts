@@ -34,8 +34,10 @@ export interface DiskCapabilities {
   disk: Disk;
   kind: "file" | "block";
   readOnly: boolean;
-  /** A software RAID array (md): erasing its member disks erases it. */
+  /** A software RAID array (md): erased as a disk of its own, its members left alone. */
   raidArray: boolean;
+  /** The disk (or one of its partitions) is a member of a running md array. */
+  raidMember: boolean;
   /** DISCARD is supported and the device promises zeros from discarded blocks. */
   discard: { supported: boolean; zeroes: boolean };
   /** WRITE ZEROES is offloaded to the device (sysfs write_zeroes_max_bytes > 0). */

@@ -20,6 +20,7 @@ export async function fileCapabilities(disk: Disk): Promise<DiskCapabilities> {
     kind: "file",
     readOnly: !writable,
     raidArray: false,
+    raidMember: false,
     discard: { supported: true, zeroes: true },
     writeZeroes: true,
     nvme: null,

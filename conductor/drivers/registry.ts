@@ -4,7 +4,7 @@ import { FakeBoot } from "./boot/fake.ts";
 import { agentDeploy } from "./deploy/agent.ts";
 import { fakeDeploy } from "./deploy/fake.ts";
 import { agentInspect, fakeInspect } from "./inspect/inspect.ts";
-import { agentRaid, noRaid } from "./raid/agent.ts";
+import { agentRaidInterface, noRaid } from "./raid/agent.ts";
 import { fakeRaid } from "./raid/fake.ts";
 import { IpxeBoot } from "./boot/ipxe.ts";
 import { PxeBoot } from "./boot/pxe.ts";
@@ -22,6 +22,13 @@ export function httpBootRoot(config: ConductorConfig): string {
 
 export function tftpRoot(config: ConductorConfig): string {
   return join(config.dataDir, "tftp");
+}
+
+function agentRaidOf(config: ConductorConfig) {
+  return agentRaidInterface({
+    deleteConfiguration: config.raid.deleteConfigurationPriority,
+    createConfiguration: config.raid.createConfigurationPriority,
+  });
 }
 
 /** Ironic's fake-hardware: everything succeeds, nothing is touched (demos, scale tests). */
@@ -47,7 +54,7 @@ export function fakeHardware(config: ConductorConfig): HardwareType {
     boot: new FakeBoot(),
     deploy: [fakeDeploy, agentDeploy],
     inspect: [fakeInspect, agentInspect],
-    raid: [fakeRaid, agentRaid, noRaid],
+    raid: [fakeRaid, agentRaidOf(config), noRaid],
     // like Ironic's fake-hardware, the agent's in-band interfaces can be mixed with fake power and boot
     alternatives: {
       deploy_interface: ["direct"],
@@ -88,7 +95,7 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
     deploy: [agentDeploy],
     inspect: [agentInspect],
     // NOTE: as in Ironic, no-raid is the default; `--raid-interface agent` builds software RAID in band
-    raid: [noRaid, agentRaid],
+    raid: [noRaid, agentRaidOf(config)],
     alternatives: { raid_interface: ["agent"] },
     properties: {
       ipmi_address: "IP address or hostname of the node's BMC. Required.",

@@ -17,6 +17,11 @@ export interface Step {
   inBand: boolean;
   /** How long it may run before the runner fails it; absent: the conductor's agent command timeout. */
   timeoutMs?: number;
+  /**
+   * The conductor's configuration set this step's priority: it wins over the priority the agent reports
+   * (Ironic's override_priorities, e.g. [deploy] delete_configuration_priority).
+   */
+  conductorPriority?: boolean;
   /** @throws Invalid naming the step and what is wrong with its arguments */
   parseArgs(args: StepArgs): StepArgs;
   run(task: Task, args: StepArgs): Promise<void>;
@@ -34,6 +39,7 @@ export function defineStep<S extends ArgsSchema>(definition: {
   requiresRamdisk?: boolean;
   inBand?: boolean;
   timeoutMs?: number;
+  conductorPriority?: boolean;
   args: S;
   run(task: Task, args: z.infer<S>): Promise<void>;
 }): Step {
@@ -70,6 +76,7 @@ export function defineStep<S extends ArgsSchema>(definition: {
     },
     inBand: definition.inBand ?? false,
     timeoutMs: definition.timeoutMs,
+    ...(definition.conductorPriority ? { conductorPriority: true } : {}),
     parseArgs,
     run: (task, args) => definition.run(task, parseArgs(args)),
   };

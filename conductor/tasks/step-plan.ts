@@ -169,7 +169,8 @@ export function parseReportedSteps(
 
 /**
  * Merges what the agent reports with what the conductor declared: an in-band step the agent does not list is
- * dropped; one it lists takes the agent's priority and abortable flag. Conductor-side steps stay. Pure.
+ * dropped; one it lists takes the agent's priority (unless the conductor's configuration set it) and abortable
+ * flag. Conductor-side steps stay. Pure.
  */
 export function mergeAgentSteps(
   steps: readonly Step[],
@@ -188,7 +189,11 @@ export function mergeAgentSteps(
     if (!agent) continue;
     merged.push({
       ...step,
-      descriptor: { ...step.descriptor, priority: agent.priority, abortable: agent.abortable },
+      descriptor: {
+        ...step.descriptor,
+        priority: step.conductorPriority ? step.descriptor.priority : agent.priority,
+        abortable: agent.abortable,
+      },
     });
   }
   return merged;

@@ -9,7 +9,11 @@
 #
 # Writes OUT/ID.raw, OUT/ID.qcow2, OUT/ID.compressed.qcow2 (qcow2 with compressed clusters),
 # OUT/ID.partition.raw (a partition image: an ext4 root filesystem holding /boot/vmlinuz and /boot/initrd.img,
-# the same kernel and init, no bootloader: install_bootloader puts GRUB in front of it) and
+# the same kernel and init, no bootloader: install_bootloader puts GRUB in front of it), OUT/ID.linux-disk.raw
+# (a whole-disk image: an MBR and one ext4 root partition with the same kernel and init, its own
+# /boot/grub/grub.cfg, whose kernel command line carries anvil.grub_cfg=image, and its own grub-install with
+# its libraries and i386-pc modules, and mdadm; no boot code: on software RAID install_bootloader runs the image's
+# grub-install in a chroot for every holder, as IPA does for whole-disk images) and
 # OUT/ID.sha256sums (default OUT: build/test-images, ID: anvil-test). Same inputs, same bytes; when nothing
 # changed since the last build into OUT, it only prints the sizes.
 set -euo pipefail
@@ -55,17 +59,29 @@ raw="$out/$id.raw"
 qcow2="$out/$id.qcow2"
 compressed="$out/$id.compressed.qcow2"
 partition="$out/$id.partition.raw"
+linux_disk="$out/$id.linux-disk.raw"
+# The whole-disk image's root filesystem UUID (another one than the partition image's).
+disk_root_uuid=414e5649-4c00-4000-8000-6469736b7266
+# The whole-disk image carries its own GRUB (BIOS) for install_bootloader to run in a chroot.
+grub_install=/usr/sbin/grub-install
+grub_modules=/usr/lib/grub/i386-pc
+mdadm=/usr/sbin/mdadm
+[ -x "$grub_install" ] && [ -f "$grub_modules/modinfo.sh" ] && [ -x "$mdadm" ] || {
+  echo "build.sh: $grub_install, $grub_modules or $mdadm is missing: run scripts/setup/system-deps.sh" >&2
+  exit 1
+}
 # The partition image's root filesystem, with a fixed UUID so the same inputs give the same bytes.
 root_mib=48
 root_uuid=414e5649-4c00-4000-8000-726f6f746673
 stamp="$out/.$id.inputs"
 
 inputs=$({
-  sha256sum "$0" "$kernel_dir/vmlinuz" "$(command -v busybox)" "$syslinux_dir/mbr/mbr.bin" "$syslinux_efi" "$ldlinux_e64"
-  echo "$id $epoch $disk_mib $root_mib $root_uuid $image_modules $(syslinux --version 2>&1 | head -n 1)"
+  sha256sum "$0" "$kernel_dir/vmlinuz" "$(command -v busybox)" "$syslinux_dir/mbr/mbr.bin" "$syslinux_efi" "$ldlinux_e64" \
+    "$grub_install" "$grub_modules/modinfo.sh" "$mdadm"
+  echo "$id $epoch $disk_mib $root_mib $root_uuid $disk_root_uuid $image_modules $(syslinux --version 2>&1 | head -n 1)"
 } | sha256sum | cut -d' ' -f1)
 
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs" ] && [ -f "$raw" ] && [ -f "$qcow2" ] && [ -f "$compressed" ] && [ -f "$partition" ]; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs" ] && [ -f "$raw" ] && [ -f "$qcow2" ] && [ -f "$compressed" ] && [ -f "$partition" ] && [ -f "$linux_disk" ]; then
   result="up to date"
 else
   result="built"
@@ -178,19 +194,60 @@ EOF
   (cd "$work/rootfs" && find . -mindepth 1 | sed 's|^\.||') | { echo /; cat; echo /lost+found; } |
     sed "s|.*|sif & ctime @$epoch|" | E2FSPROGS_FAKE_TIME=$epoch debugfs -w -f - "$work/root.ext4" >/dev/null
 
+  # The whole-disk Linux image: the same files plus the image's own grub.cfg, in an ext4 root partition at 1 MiB.
+  mkdir -p "$work/diskroot/boot/grub" "$work/diskroot/etc" "$work/diskroot/dev" "$work/diskroot/proc" "$work/diskroot/sys"
+  cp "$work/vmlinuz" "$work/initrd.img" "$work/diskroot/boot/"
+  echo "$id" >"$work/diskroot/etc/image-id"
+  # grub-install and mdadm (GRUB asks `mdadm --detail` which array /boot is on; Ironic requires mdadm in
+  # images for software RAID) with every library ldd lists, at the same paths; the modules GRUB installs.
+  for bin in "$grub_install" "$mdadm"; do
+    install -D -m 0755 "$bin" "$work/diskroot$bin"
+    ldd "$bin" | awk '/=> \// {print $3} /^\t\// {print $1}' | while read -r lib; do
+      install -D -m 0755 "$(realpath "$lib")" "$work/diskroot$lib"
+    done
+  done
+  mkdir -p "$work/diskroot$grub_modules"
+  cp -a "$grub_modules/." "$work/diskroot$grub_modules/"
+  cat >"$work/diskroot/boot/grub/grub.cfg" <<GRUBCFG
+# The image's own GRUB configuration.
+set timeout=0
+serial --unit=0 --speed=115200
+terminal_input console serial
+terminal_output console serial
+insmod part_msdos
+insmod ext2
+search --no-floppy --fs-uuid --set=root $disk_root_uuid
+menuentry "Anvil test image $id" {
+  linux /boot/vmlinuz root=UUID=$disk_root_uuid ro console=ttyS0,115200 quiet panic=-1 anvil.grub_cfg=image
+  initrd /boot/initrd.img
+}
+GRUBCFG
+  find "$work/diskroot" -exec touch -h -d "@$epoch" {} +
+  truncate -s "${root_mib}M" "$work/diskroot.ext4"
+  E2FSPROGS_FAKE_TIME=$epoch mke2fs -q -F -t ext4 -L anvil-root -U "$disk_root_uuid" \
+    -E "root_owner=0:0,hash_seed=$disk_root_uuid" -d "$work/diskroot" "$work/diskroot.ext4"
+  (cd "$work/diskroot" && find . -mindepth 1 | sed 's|^\.||') | { echo /; cat; echo /lost+found; } |
+    sed "s|.*|sif & ctime @$epoch|" | E2FSPROGS_FAKE_TIME=$epoch debugfs -w -f - "$work/diskroot.ext4" >/dev/null
+  root_sectors=$((root_mib * 1024 * 1024 / 512))
+  truncate -s $(((part_start + root_sectors) * 512)) "$work/linux-disk.raw"
+  printf 'label: dos\nlabel-id: 0x414e564a\nstart=%s, size=%s, type=83\n' "$part_start" "$root_sectors" |
+    sfdisk --quiet "$work/linux-disk.raw"
+  dd if="$work/diskroot.ext4" of="$work/linux-disk.raw" bs=512 seek="$part_start" conv=notrunc,sparse status=none
+
   qemu-img convert -f raw -O qcow2 "$work/disk.raw" "$work/disk.qcow2"
   qemu-img convert -c -f raw -O qcow2 "$work/disk.raw" "$work/disk.compressed.qcow2"
   mv "$work/disk.raw" "$raw"
   mv "$work/disk.qcow2" "$qcow2"
   mv "$work/disk.compressed.qcow2" "$compressed"
   mv "$work/root.ext4" "$partition"
-  (cd "$out" && sha256sum "$id.raw" "$id.qcow2" "$id.compressed.qcow2" "$id.partition.raw" >"$id.sha256sums")
+  mv "$work/linux-disk.raw" "$linux_disk"
+  (cd "$out" && sha256sum "$id.raw" "$id.qcow2" "$id.compressed.qcow2" "$id.partition.raw" "$id.linux-disk.raw" >"$id.sha256sums")
   echo "$inputs" >"$stamp"
 fi
 
 finished=$(date +%s.%N)
 mb() { awk -v b="$1" 'BEGIN {printf "%.1f MB", b / 1000000}'; }
 echo "test image $id ($result) in $(awk -v a="$started" -v b="$finished" 'BEGIN {printf "%.1f", b - a}') s:"
-for f in "$raw" "$qcow2" "$compressed" "$partition"; do
+for f in "$raw" "$qcow2" "$compressed" "$partition" "$linux_disk"; do
   echo "  $f  $(mb "$(stat -c %s "$f")") (on disk $(mb "$(($(stat -c %b "$f") * 512))"))"
 done

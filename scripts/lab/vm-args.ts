@@ -53,7 +53,9 @@ export function labVmArgs(options: LabVmOptions): string[] {
     ...["-netdev", nic, "-device", `virtio-net-pci,netdev=n0,mac=${options.mac}`],
   ];
   options.disks.forEach((disk, index) => {
-    args.push("-drive", `if=none,id=d${index},file=${disk.file},format=qcow2`);
+    // discard=unmap: a guest's discard (blkdiscard, NVMe deallocate) punches holes in the qcow2, so an erase
+    // by discard frees the host's space and reads back zeros, as on a thin-provisioned disk.
+    args.push("-drive", `if=none,id=d${index},file=${disk.file},format=qcow2,discard=unmap`);
     const device = disk.bus === "nvme" ? "nvme" : "virtio-blk-pci";
     args.push("-device", `${device},drive=d${index},serial=${disk.serial}`);
   });

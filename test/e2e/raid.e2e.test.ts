@@ -10,8 +10,10 @@ import { provision, provisionStates, startWalk, testImage, type Walk } from "../
 
 /**
  * Issue 13's lab test, through the stock `baremetal` CLI: a node with two virtio disks and one NVMe disk
- * gets a software RAID-1 root by manual cleaning, a partition image deployed onto /dev/md0 that boots from
- * either disk, and then a manual erase_devices that erases every disk by its own method, verified.
+ * gets a software RAID-1 root by manual cleaning, keeps it through automated cleaning (as Ironic: the
+ * metadata erase skips RAID members and erases the array), has a partition image deployed onto /dev/md0 that
+ * boots from either disk, then a whole-disk image onto md0 that boots with its own grub.cfg, and at last a
+ * manual clean that deletes the RAID and erases every disk by its own method, verified.
  */
 
 const MARKER = "ANVIL-TEST-IMAGE-BOOTED anvil-test";
@@ -99,6 +101,28 @@ async function waitForVmExit(node: LabNode, timeoutMs: number): Promise<void> {
   }
 }
 
+interface MetadataEraseResult {
+  devices: { device: string; method: string | null; skipped: string | null }[];
+}
+
+/** erase_devices_metadata's per-disk results of the last automated clean: erased devices, skipped ones. */
+async function lastMetadataErase(walk: Walk): Promise<{ erased: string[]; skipped: string[] }> {
+  const shown = await walk.bm.json(["node", "show", walk.node.name, "--fields", "driver_internal_info"]);
+  const result = (shown.driver_internal_info as { erase_devices_metadata_result?: MetadataEraseResult })
+    .erase_devices_metadata_result;
+  const devices = result?.devices ?? [];
+  return {
+    erased: devices
+      .filter((d) => d.method === "metadata")
+      .map((d) => d.device)
+      .sort(),
+    skipped: devices
+      .filter((d) => d.skipped !== null)
+      .map((d) => d.device)
+      .sort(),
+  };
+}
+
 interface EraseResult {
   devices: {
     device: string;
@@ -111,7 +135,7 @@ interface EraseResult {
 }
 
 describe("software RAID-1 and erasing in the lab, driven by the stock baremetal CLI", () => {
-  it("RAID-1 by manual cleaning → partition image on md0 boots → still boots with a member gone → erase_devices", async () => {
+  it("RAID-1 by manual cleaning → kept by automated cleaning → partition image on md0 boots, also with a member gone → whole-disk image on md0 boots → delete RAID + erase_devices", async () => {
     const started = Date.now();
     // One zero pass for the overwrite (Ironic's shred_random_overwrite_iterations=0): a random pass under TCG
     // costs minutes per 5 GiB disk and tests nothing more.
@@ -126,8 +150,6 @@ describe("software RAID-1 and erasing in the lab, driven by the stock baremetal 
       expect(shown.raid_interface).toBe("agent");
 
       await provision(walk, ["manage"]);
-      // Automated cleaning's metadata erase would wipe the RAID this test builds by manual cleaning.
-      await bm.run(["node", "set", node.name, "--no-automated-clean"]);
 
       // 1. target_raid_config over the two virtio disks (by serial), built by manual cleaning
       const target = {
@@ -168,8 +190,26 @@ describe("software RAID-1 and erasing in the lab, driven by the stock baremetal 
         },
       });
 
+      // provide: automated cleaning (erase_devices_metadata) keeps the RAID and erases md0, as Ironic
+      const provideMs = await provision(walk, ["provide"]);
+      const provided = await bm.json([
+        "node",
+        "show",
+        node.name,
+        "--fields",
+        "provision_state",
+        "raid_config",
+      ]);
+      expect(provided).toMatchObject({
+        provision_state: "available",
+        raid_config: { logical_disks: [expect.objectContaining({ device: "/dev/md0" })] },
+      });
+      expect(await lastMetadataErase(walk)).toEqual({
+        erased: ["/dev/md0", "/dev/nvme0n1"],
+        skipped: ["/dev/vda", "/dev/vdb"],
+      });
+
       // deploy the partition image: the agent writes it onto md0 and installs GRUB on both holders
-      await provision(walk, ["provide"]);
       const image = await testImage(state, "anvil-test.partition.raw");
       await bm.run([
         ...["node", "set", node.name],
@@ -216,7 +256,29 @@ describe("software RAID-1 and erasing in the lab, driven by the stock baremetal 
       const starts = await probe.vmStarts();
       expect(starts.at(-1)?.order).toBe("c");
 
-      // 3. erase_devices on disks holding a pattern: NVMe by format/sanitize, virtio by discard or overwrite
+      // 3. undeploy cleans automatically (md0 assembled and erased, the RAID kept); a whole-disk image onto md0
+      // then boots through GRUB on the holders with the image's own grub.cfg (IPA's software RAID deploy)
+      const undeployMs = await provision(walk, ["undeploy"]);
+      expect(await lastMetadataErase(walk)).toEqual({
+        erased: ["/dev/md0", "/dev/nvme0n1"],
+        skipped: ["/dev/vda", "/dev/vdb"],
+      });
+      const wholeDisk = await testImage(state, "anvil-test.linux-disk.raw");
+      // undeploy cleared instance_info, as Ironic's does: the whole-disk image is set from scratch
+      await bm.run([
+        ...["node", "set", node.name],
+        ...["--instance-info", `image_source=${wholeDisk.source}`],
+        ...["--instance-info", "image_os_hash_algo=sha256"],
+        ...["--instance-info", `image_os_hash_value=${wholeDisk.sha256}`],
+        ...["--instance-info", "image_disk_format=raw"],
+      ]);
+      const wholeDiskMs = await provision(walk, ["deploy"]);
+      await waitForMarkers(walk, 3, 300_000);
+      expect(await probe.serial()).toMatch(/ANVIL-TEST-IMAGE-CMDLINE[^\n]*anvil\.grub_cfg=image/);
+      await waitForVmExit(node, 120_000);
+
+      // 4. erase_devices on disks holding a pattern, after delete_configuration (cleaning keeps RAID members):
+      // NVMe by format/sanitize, virtio by discard or overwrite
       await provision(walk, ["undeploy"]);
       await provision(walk, ["manage"]);
       for (const disk of node.disks) {
@@ -228,7 +290,10 @@ describe("software RAID-1 and erasing in the lab, driven by the stock baremetal 
       const eraseMs = await provision(walk, [
         "clean",
         "--clean-steps",
-        JSON.stringify([{ interface: "deploy", step: "erase_devices" }]),
+        JSON.stringify([
+          { interface: "raid", step: "delete_configuration" },
+          { interface: "deploy", step: "erase_devices" },
+        ]),
       ]);
       const erased = await bm.json([
         ...["node", "show", node.name, "--fields", "provision_state", "power_state", "last_error"],
@@ -267,9 +332,11 @@ describe("software RAID-1 and erasing in the lab, driven by the stock baremetal 
       expect(provisionStates(walk.events)).toEqual([
         ...["verifying", "manageable"],
         ...["cleaning", "clean wait", "cleaning", "manageable"],
-        ...["cleaning", "available"],
+        ...["cleaning", "clean wait", "cleaning", "available"],
         ...["deploying", "wait call-back", "deploying", "active"],
-        ...["deleting", "cleaning", "available"],
+        ...["deleting", "cleaning", "clean wait", "cleaning", "available"],
+        ...["deploying", "wait call-back", "deploying", "active"],
+        ...["deleting", "cleaning", "clean wait", "cleaning", "available"],
         "manageable",
         ...["cleaning", "clean wait", "cleaning", "manageable"],
       ]);
@@ -277,10 +344,13 @@ describe("software RAID-1 and erasing in the lab, driven by the stock baremetal 
       report("lab e2e: software RAID-1, a dead member, erase_devices (QEMU TCG)", {
         "manual clean: delete + create RAID-1 (manageable → manageable)": seconds(raidCleanMs),
         ...stepTimings(walk.events, "clean"),
+        "provide: automated clean, RAID kept (manageable → available)": seconds(provideMs),
         "deploy of the partition image onto md0 (available → active)": seconds(deployMs),
         ...stepTimings(walk.events, "deploy"),
         "power on without the first member → marker": seconds(degradedMs),
-        "manual clean: erase_devices (manageable → manageable)": seconds(eraseMs),
+        "undeploy: automated clean, RAID kept (active → available)": seconds(undeployMs),
+        "deploy of the whole-disk image onto md0 (available → active)": seconds(wholeDiskMs),
+        "manual clean: delete RAID + erase_devices (manageable → manageable)": seconds(eraseMs),
         ...Object.fromEntries(
           (result?.devices ?? []).map((d) => [
             `  ${d.device}`,

@@ -32,6 +32,8 @@ export interface QemuDisk {
   format: "raw" | "qcow2";
   serial?: string;
   bus?: "virtio" | "nvme";
+  /** "unmap": the guest's discards reach the image file (holes punched), as on the lab's drives. */
+  discard?: "unmap";
 }
 
 export interface QemuVmOptions {
@@ -75,7 +77,8 @@ export function qemuArgs(options: QemuVmOptions & { serialLog: string }): string
     args.push("-device", `virtio-net-pci,netdev=${id},mac=${nic.mac}${index === 0 ? ",bootindex=1" : ""}`);
   });
   (options.disks ?? []).forEach((disk, index) => {
-    args.push("-drive", `if=none,id=d${index},file=${disk.path},format=${disk.format}`);
+    const discard = disk.discard === undefined ? "" : `,discard=${disk.discard}`;
+    args.push("-drive", `if=none,id=d${index},file=${disk.path},format=${disk.format}${discard}`);
     const device = disk.bus === "nvme" ? "nvme" : "virtio-blk-pci";
     const serial = disk.serial === undefined ? "" : `,serial=${disk.serial}`;
     const bootindex = options.boot === "disk" && index === 0 ? ",bootindex=1" : "";

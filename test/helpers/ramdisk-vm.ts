@@ -41,16 +41,24 @@ export interface RamdiskVm {
 export async function bootRamdisk(options: {
   ramdisk: { kernel: string; initrd: string };
   disks: QemuDisk[];
+  /** More kernel arguments (e.g. rdinit= for a benchmark's own init in front of the ramdisk's). */
+  append?: string;
+  /** Serial console (ttyS0) goes to this file. */
+  serialLog?: string;
+  /** Kill QEMU after this long (default: startQemu's). */
+  timeoutMs?: number;
 }): Promise<RamdiskVm> {
   const conductor = await FakeConductor.start();
   const vm = await startQemu({
     memoryMb: 768,
     nics: [{ kind: "user", mac: MAC }],
     disks: options.disks,
+    ...(options.serialLog === undefined ? {} : { serialLog: options.serialLog }),
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
     boot: {
       kernel: options.ramdisk.kernel,
       initrd: options.ramdisk.initrd,
-      append: `console=ttyS0 anvil.conductor=ws://10.0.2.2:${conductor.port}/v1/agent BOOTIF=01-${MAC.replaceAll(":", "-")}`,
+      append: `console=ttyS0 anvil.conductor=ws://10.0.2.2:${conductor.port}/v1/agent BOOTIF=01-${MAC.replaceAll(":", "-")}${options.append === undefined ? "" : ` ${options.append}`}`,
     },
   });
   const call = async (name: CommandName, args: unknown, timeoutMs = 300_000): Promise<unknown> => {

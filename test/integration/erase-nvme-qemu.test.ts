@@ -117,6 +117,7 @@ describe("NVMe erase on QEMU's emulated NVMe", () => {
       kind: "block",
       readOnly: false,
       raidArray: false,
+      raidMember: false,
       discard: { supported: true, zeroes: nvme?.deallocatedReadZero ?? false },
       writeZeroes: true,
       nvme,

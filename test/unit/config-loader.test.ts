@@ -42,6 +42,18 @@ describe("configuration sources", () => {
     expect(loadConfig({ argv: [], env: {} }).config.port).toBe(6385);
   });
 
+  it("Ironic's RAID step priorities come by their Ironic names, and stay unset by default", () => {
+    expect(loadConfig({ argv: [], env: {} }).config.raid).toEqual({});
+    const flags = ["--delete-configuration-priority", "100", "--raid-create-configuration-priority", "98"];
+    expect(loadConfig({ argv: flags, env: {} }).config.raid).toEqual({
+      deleteConfigurationPriority: 100,
+      createConfigurationPriority: 98,
+    });
+    expect(() => loadConfig({ argv: ["--delete-configuration-priority", "-1"], env: {} })).toThrow(
+      ConfigError,
+    );
+  });
+
   it("the config file may also come from ANVIL_CONFIG", () => {
     const readFile = files({ "e.yaml": "agent:\n  fast_track: true\n" });
     expect(loadConfig({ argv: [], env: { ANVIL_CONFIG: "e.yaml" }, readFile }).config.agent.fastTrack).toBe(

@@ -61,6 +61,7 @@ class FakeTools implements DiskTools {
       kind: "block",
       readOnly: false,
       raidArray: false,
+      raidMember: false,
       discard: { supported: false, zeroes: false },
       writeZeroes: false,
       nvme: this.nvmeCaps,
@@ -246,6 +247,33 @@ describe("failures name the disk", () => {
     tools.capabilities = () => Promise.reject(new Error("ENOENT: no such file or directory"));
     await expect(run(tools)).rejects.toThrow(`${device}: cannot examine the disk: ENOENT`);
     expect(tools.calls).toEqual([]);
+  });
+});
+
+describe("software RAID members", () => {
+  it("a disk named as holding an md member is skipped untouched, whatever its sysfs said", async () => {
+    const tools = new FakeTools();
+    tools.nvmeCaps = nvme({});
+    const before = await readFile(device);
+    const results = await eraseDevices({
+      disks: [blankDisk(device, SIZE)],
+      mode: "full",
+      options: EraseOptionsSchema.parse({}),
+      tools,
+      signal: new AbortController().signal,
+      logger: silentLogger,
+      report: () => undefined,
+      raidMembers: new Set([device]),
+    });
+    expect(results).toEqual([
+      expect.objectContaining({
+        device,
+        method: null,
+        skipped: expect.stringMatching(/software RAID member/),
+      }),
+    ]);
+    expect(tools.calls).toEqual([]);
+    expect((await readFile(device)).equals(before)).toBe(true);
   });
 });
 

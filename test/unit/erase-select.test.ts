@@ -17,6 +17,7 @@ function disk(
     kind: "block",
     readOnly: false,
     raidArray: false,
+    raidMember: false,
     discard: { supported: false, zeroes: false },
     writeZeroes: false,
     nvme: null,
@@ -198,13 +199,24 @@ describe("erase method selection: skipping", () => {
     });
   });
 
-  it("a software RAID array is skipped in every mode: its members are the disks", () => {
+  it("a software RAID member is skipped in every mode, as IPA skips linux_raid_member devices", () => {
     for (const mode of ["full", "express", "metadata"] as const) {
-      expect(plan(disk({ name: "/dev/md0", raidArray: true }), { mode })).toMatchObject({
+      expect(plan(disk({ name: "/dev/vda", raidMember: true }), { mode })).toMatchObject({
         action: "skip",
-        reason: expect.stringMatching(/RAID array/),
+        reason: expect.stringMatching(/RAID member/),
       });
     }
+  });
+
+  it("a software RAID array is erased like a disk: metadata, a zeroing discard, else overwriting", () => {
+    const md = (caps: Partial<DiskCapabilities> = {}) => disk({ name: "/dev/md0", raidArray: true, ...caps });
+    expect(methods(plan(md(), { mode: "metadata" }))).toEqual(["metadata:fail"]);
+    expect(methods(plan(md()))).toEqual(["overwrite:fail"]);
+    expect(methods(plan(md({ discard: { supported: true, zeroes: true } })))).toEqual([
+      "discard:next",
+      "overwrite:fail",
+    ]);
+    expect(methods(plan(md(), { mode: "express" }))).toEqual(["metadata:fail"]);
   });
 
   it("a read-only disk is skipped by the metadata and express erases", () => {

@@ -1,4 +1,4 @@
-import { access, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { access, mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import type { Logger } from "../../../shared/log.ts";
@@ -62,7 +62,11 @@ export async function installGrub(request: InstallRequest): Promise<InstallResul
       else await run("chroot", [mnt, command, ...args], signal);
     };
     if (imageGrub !== null) {
-      for (const dir of ["dev", "proc", "sys"]) await mount(["-o", "bind", `/${dir}`], join(mnt, dir));
+      for (const dir of ["dev", "proc", "sys"]) {
+        // a minimal image may lack the mount points; the directories are harmless in any image
+        await mkdir(join(mnt, dir), { recursive: true });
+        await mount(["-o", "bind", `/${dir}`], join(mnt, dir));
+      }
     }
     const grubInstall = imageGrub === null ? "grub-install" : `/${imageGrub}`;
     const modules = imageGrub === null ? CORE_MODULES : undefined;

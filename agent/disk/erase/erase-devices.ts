@@ -18,6 +18,8 @@ export interface EraseDevicesRequest {
   tools: DiskTools;
   signal: AbortSignal;
   logger: Logger;
+  /** Disks holding software RAID members (left alone, as IPA does), beside what each disk's sysfs says. */
+  raidMembers?: ReadonlySet<string>;
   /** Per-disk progress; the caller throttles and frames it. */
   report(device: string, progress: DiskProgress): void;
   /** Between NVMe sanitize-log polls (tests shorten it). */
@@ -42,7 +44,11 @@ export async function eraseDevices(request: EraseDevicesRequest): Promise<EraseD
       }),
     ),
   );
-  const plans = caps.map((cap) => ({ cap, plan: selectErase(cap, { mode, options }) }));
+  const members = request.raidMembers ?? new Set<string>();
+  const plans = caps.map((found) => {
+    const cap = { ...found, raidMember: found.raidMember || members.has(found.disk.name) };
+    return { cap, plan: selectErase(cap, { mode, options }) };
+  });
   const refused = plans.flatMap(({ cap, plan }) =>
     plan.action === "fail" ? [`${cap.disk.name}: ${plan.reason}`] : [],
   );

@@ -35,7 +35,15 @@ export function selectErase(caps: DiskCapabilities, input: SelectionInput): Eras
   if (listedInSkip(caps, options.skip_block_devices)) {
     return { action: "skip", reason: "listed in the node's skip_block_devices" };
   }
-  if (caps.raidArray) return { action: "skip", reason: "a software RAID array: its member disks are erased" };
+  // As IPA's _list_erasable_devices / erase_block_device: a RAID member is left alone and the array itself
+  // is erased like a disk, so cleaning keeps the RAID (raid.delete_configuration is what removes it).
+  if (caps.raidMember) {
+    return {
+      action: "skip",
+      reason:
+        "a software RAID member: the array on it is erased instead (raid.delete_configuration removes the RAID)",
+    };
+  }
   if (caps.readOnly) {
     if (mode !== "full" || options.erase_skip_read_only)
       return { action: "skip", reason: "read-only device" };

@@ -7,7 +7,7 @@ import { fileCapabilities, punchHole } from "../file-disk.ts";
 import { parseHdparmIdentify } from "./hdparm-identify.ts";
 import type { AtaIdentify } from "./hdparm-identify.ts";
 import { parseNvmeIdentify } from "./nvme-identify.ts";
-import { basename, readAttr, readInt } from "./sysfs.ts";
+import { basename, listDir, readAttr, readInt } from "./sysfs.ts";
 
 const PROBE_TIMEOUT_MS = 30_000;
 
@@ -20,11 +20,12 @@ export class LinuxDiskTools implements DiskTools {
     if (info.isFile()) return fileCapabilities(disk);
     const name = basename(disk.name);
     const dir = `${this.sys}/block/${name}`;
-    const [ro, discardMax, zeroesData, writeZeroesMax] = await Promise.all([
+    const [ro, discardMax, zeroesData, writeZeroesMax, raidMember] = await Promise.all([
       readAttr(`${dir}/ro`),
       readInt(`${dir}/queue/discard_max_bytes`),
       readInt(`${dir}/queue/discard_zeroes_data`),
       readInt(`${dir}/queue/write_zeroes_max_bytes`),
+      heldByMd(dir, name),
     ]);
     const nvme = name.startsWith("nvme") ? await this.probeNvme(disk.name, signal) : null;
     const ata =
@@ -41,6 +42,7 @@ export class LinuxDiskTools implements DiskTools {
       kind: "block",
       readOnly: ro === "1",
       raidArray: /^md\d+$/.test(name) || name.startsWith("md_"),
+      raidMember,
       discard: { supported: (discardMax ?? 0) > 0, zeroes },
       writeZeroes: (writeZeroesMax ?? 0) > 0,
       nvme,
@@ -88,4 +90,13 @@ export class LinuxDiskTools implements DiskTools {
       return null;
     }
   }
+}
+
+/** Whether an md array holds the disk or one of its partitions (sysfs `holders` of each). */
+async function heldByMd(dir: string, name: string): Promise<boolean> {
+  const partitions = (await listDir(dir)).filter((entry) => entry.startsWith(name));
+  for (const path of [dir, ...partitions.map((entry) => `${dir}/${entry}`)]) {
+    if ((await listDir(`${path}/holders`)).some((holder) => holder.startsWith("md"))) return true;
+  }
+  return false;
 }

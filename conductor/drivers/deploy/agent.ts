@@ -22,6 +22,17 @@ async function eraseAndRecord(task: Task, args: unknown): Promise<void> {
   });
 }
 
+/** The metadata erase, its per-disk results kept as erase_devices_metadata_result (which disks, or why not). */
+async function eraseMetadataAndRecord(task: Task): Promise<void> {
+  const result = await agentCommand(task, {
+    name: "erase_devices_metadata",
+    args: eraseMetadataArgs(task.node),
+  });
+  await task.update({
+    driver_internal_info: { ...task.node.driver_internal_info, erase_devices_metadata_result: result },
+  });
+}
+
 const eraseDevices = defineStep({
   kind: "clean",
   interface: "deploy",
@@ -42,8 +53,7 @@ const eraseDevicesMetadata = defineStep({
   abortable: true,
   inBand: true,
   args: NoArgs,
-  run: async (task) =>
-    void (await agentCommand(task, { name: "erase_devices_metadata", args: eraseMetadataArgs(task.node) })),
+  run: eraseMetadataAndRecord,
 });
 
 const eraseDevicesExpress = defineStep({
@@ -110,11 +120,15 @@ const installBootloader = defineStep({
     const bootMode =
       args.boot_mode ??
       (task.node.boot_mode === "bios" || task.node.boot_mode === "uefi" ? task.node.boot_mode : undefined);
+    // Ironic's instance_info image_rootfs_uuid names the root filesystem of a whole-disk image on software
+    // RAID; without it the agent takes the first Linux filesystem (Ironic's "first partition" fallback).
+    const rootUuid = task.node.instance_info.image_rootfs_uuid;
     await agentCommand(task, {
       name: "install_bootloader",
       args: {
         ...(hints && typeof hints === "object" ? { root_device: hints } : {}),
         ...(bootMode ? { boot_mode: bootMode } : {}),
+        ...(typeof rootUuid === "string" && rootUuid !== "" ? { root_uuid: rootUuid } : {}),
       } as z.infer<typeof COMMAND_ARGS.install_bootloader>,
     });
   },

@@ -3,7 +3,7 @@ import { Invalid } from "../../errors.ts";
 import type { Task } from "../../tasks/task.ts";
 import { agentCommand } from "../agent-command.ts";
 import type { RaidInterface } from "../interfaces.ts";
-import { NoArgs, defineStep } from "../step.ts";
+import { NoArgs, defineStep, type Step } from "../step.ts";
 import {
   ApplyConfigurationArgs,
   CreateConfigurationArgs,
@@ -34,17 +34,33 @@ async function build(task: Task, disks: LogicalDisk[], deleteExisting: boolean):
   await task.update({ raid_config: raidConfigFrom(result, disks) });
 }
 
+/**
+ * Priorities for the RAID clean steps in automated cleaning (Ironic's [deploy] delete_configuration_priority
+ * and create_configuration_priority); unset: the agent's (0, manual cleaning only).
+ */
+export interface RaidStepPriorities {
+  deleteConfiguration?: number | undefined;
+  createConfiguration?: number | undefined;
+}
+
 /** Ironic's `agent` RAID interface: software RAID built in band by the agent. */
-export const agentRaid: RaidInterface = {
-  name: "agent",
-  supported: true,
-  validateRaidConfig: checkSoftwareRaid,
-  steps: [
+export function agentRaidInterface(priorities: RaidStepPriorities = {}): RaidInterface {
+  return {
+    name: "agent",
+    supported: true,
+    validateRaidConfig: checkSoftwareRaid,
+    steps: raidSteps(priorities),
+  };
+}
+
+function raidSteps(priorities: RaidStepPriorities): Step[] {
+  return [
     defineStep({
       kind: "clean",
       interface: "raid",
       step: "create_configuration",
-      priority: 0,
+      priority: priorities.createConfiguration ?? 0,
+      conductorPriority: priorities.createConfiguration !== undefined,
       inBand: true,
       args: CreateConfigurationArgs,
       run: (task, args) => build(task, logicalDisksToCreate(task, args), args.delete_existing ?? true),
@@ -53,7 +69,8 @@ export const agentRaid: RaidInterface = {
       kind: "clean",
       interface: "raid",
       step: "delete_configuration",
-      priority: 0,
+      priority: priorities.deleteConfiguration ?? 0,
+      conductorPriority: priorities.deleteConfiguration !== undefined,
       inBand: true,
       args: NoArgs,
       async run(task) {
@@ -73,8 +90,11 @@ export const agentRaid: RaidInterface = {
         await build(task, args.raid_config.logical_disks, args.delete_existing ?? true);
       },
     }),
-  ],
-};
+  ];
+}
+
+/** The agent RAID interface with the agent's own step priorities. */
+export const agentRaid: RaidInterface = agentRaidInterface();
 
 /** Ironic's no-raid: the node has no RAID interface. */
 export const noRaid: RaidInterface = {
