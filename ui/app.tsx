@@ -1,5 +1,5 @@
 import { render } from "preact";
-import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
+import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiRefusal, call, followEvents, login, session, type Node, type StreamEvent } from "./api.ts";
 import { bytes, eta, type Progress } from "./format.ts";
 
@@ -147,8 +147,12 @@ function Fleet({ live, onAuth }: { live: Live; onAuth: () => void }) {
   const [counts, setCounts] = useState<Record<string, Record<string, number>>>({});
   const [error, setError] = useState<string | null>(null);
   const marker = pages[pages.length - 1];
+  // loads overlap (a filter change, the event-driven refresh): only the latest one may set the page, or a
+  // slow answer to an older query (another page size or filter) would replace the newer one's rows
+  const latest = useRef(0);
 
   const load = useCallback(async () => {
+    const ticket = ++latest.current;
     const query = new URLSearchParams({ limit: String(pageSize), sort_key: sort.key, sort_dir: sort.dir });
     for (const key of ["provision_state", "resource_class", "owner", "maintenance", "fault"] as const)
       if (filters[key]) query.set(key, filters[key]);
@@ -159,19 +163,24 @@ function Fleet({ live, onAuth }: { live: Live; onAuth: () => void }) {
         // fleet-wide counts are for those who may see the whole fleet; others just go without them
         call<Record<string, Record<string, number>>>("GET", "/ui/summary").catch(() => ({})),
       ]);
+      if (ticket !== latest.current) return;
       setNodes(page.nodes);
       setNext(page.next ? page.nodes[page.nodes.length - 1]?.uuid : undefined);
       setCounts(summary);
       setError(null);
     } catch (err) {
+      if (ticket !== latest.current) return;
       if (err instanceof ApiRefusal && err.status === 401) onAuth();
       else setError((err as Error).message);
     }
   }, [filters, sort, marker, pageSize]);
   useEffect(() => void load(), [load]);
+  // the timer below must call the load of the current query, not the one of the render that armed it
+  const currentLoad = useRef(load);
+  currentLoad.current = load;
   // stable states arriving from events refresh the counts, at most every second
   useEffect(() => {
-    const timer = setTimeout(() => void load(), 1000);
+    const timer = setTimeout(() => void currentLoad.current(), 1000);
     return () => clearTimeout(timer);
   }, [Object.keys(live.patches).length]);
 

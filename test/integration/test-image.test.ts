@@ -153,11 +153,17 @@ describe("the whole-disk test image", () => {
     },
   );
 
-  it("lists the checksums of all four files", async () => {
+  it("lists the checksums of all five files", async () => {
     const sums = await readFile(join(dir, `${ID}.sha256sums`), "utf8");
     const check = await exec("sha256sum", ["--check", "--strict", `${ID}.sha256sums`], { cwd: dir });
     expect(check.code, check.stdout + check.stderr).toBe(0);
-    expect(sums.trim().split("\n")).toHaveLength(4);
+    const names = sums
+      .trim()
+      .split("\n")
+      .map((line) => line.split(/\s+/)[1]);
+    expect(names).toEqual(
+      ["raw", "qcow2", "compressed.qcow2", "partition.raw", "linux-disk.raw"].map((kind) => `${ID}.${kind}`),
+    );
   });
 
   it("is reproducible: a second build elsewhere gives the same bytes", async () => {
