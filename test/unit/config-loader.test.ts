@@ -42,6 +42,14 @@ describe("configuration sources", () => {
     expect(loadConfig({ argv: [], env: {} }).config.port).toBe(6385);
   });
 
+  it("takes Ironic's names for the power sync's workers and interval", () => {
+    const { config } = loadConfig({
+      argv: ["--sync-power-state-workers", "32", "--sync-power-state-interval", "15"],
+      env: {},
+    });
+    expect(config.powerSync).toMatchObject({ concurrency: 32, intervalS: 15 });
+  });
+
   it("the config file may also come from ANVIL_CONFIG", () => {
     const readFile = files({ "e.yaml": "agent:\n  fast_track: true\n" });
     expect(loadConfig({ argv: [], env: { ANVIL_CONFIG: "e.yaml" }, readFile }).config.agent.fastTrack).toBe(
