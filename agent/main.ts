@@ -9,12 +9,14 @@ import type { HardwareBackend } from "./hardware/backend.ts";
 import { LinuxBackend } from "./hardware/linux/linux-backend.ts";
 import { SimulatedBackend } from "./hardware/simulated/simulated-backend.ts";
 import { AgentLink } from "./link/client.ts";
+import { parseConductorUrls } from "./link/endpoints.ts";
 
 const USAGE = `usage:
   anvil-agent inspect [--backend linux|simulated] [--inventory FILE]
   anvil-agent [service] [--conductor ws://HOST:PORT/v1/agent] [--backend linux|simulated] [--inventory FILE]
                         [--events FILE] [--token-file FILE] [--log-level info]
-The conductor URL defaults to the kernel parameter anvil.conductor=, the certificate pin (--ca-fingerprint,
+The conductor URL defaults to the kernel parameter anvil.conductor=; either may be a comma-separated list
+(the agent tries the others when one cannot be reached). The certificate pin (--ca-fingerprint,
 SHA-256 of the conductor's CA or certificate) to anvil.ca_fingerprint=; with a pin, wss:// trusts nothing else.
 --token-file keeps the agent token across agent restarts within one boot; put it on a tmpfs (e.g. /run)
 so that a reboot forgets it, as the conductor expects.`;
@@ -105,8 +107,14 @@ async function runService(options: {
     return 2;
   }
   const logger = createLogger({ level: options.level, name: "anvil-agent" });
+  const [url, ...otherUrls] = parseConductorUrls(options.url);
+  if (url === undefined) {
+    process.stderr.write("no conductor URL: pass --conductor or boot with anvil.conductor=ws://…\n");
+    return 2;
+  }
   const link = new AgentLink({
-    url: options.url,
+    url,
+    otherUrls,
     backend: options.backend,
     commands: COMMANDS,
     logger,
@@ -115,7 +123,7 @@ async function runService(options: {
     ...(await tokenPersistence(options.tokenFile, logger)),
   });
   logger.info(
-    { conductor: options.url, backend: options.backend.name, version: AGENT_VERSION },
+    { conductor: [url, ...otherUrls], backend: options.backend.name, version: AGENT_VERSION },
     "agent starting",
   );
   link.start();

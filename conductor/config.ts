@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { LOG_FORMATS } from "../shared/log.ts";
 import { EraseConfigSchema } from "../shared/erase.ts";
+import { isLoopback, parseListenAddress } from "./listen-address.ts";
 
 /** The conductor's settings; only main.ts reads them from flags and the environment. */
 export const ConductorConfig = z.object({
@@ -82,6 +83,15 @@ export const ConductorConfig = z.object({
       kind: z.enum(["ipxe", "pxe"]).default("ipxe"),
       deployKernel: z.string().optional(),
       deployRamdisk: z.string().optional(),
+      /**
+       * "host:port" of a plain-HTTP listener serving only boot files (/boot/) and local images (/images/), for
+       * firmware that cannot do TLS (iPXE trusts no lab CA) while the API and agents use HTTPS/WSS. Unset:
+       * they are served on the API's listener.
+       */
+      httpListen: z
+        .string()
+        .refine((s) => parseListenAddress(s) !== null, "expected host:port (IPv6 in brackets)")
+        .optional(),
     })
     .prefault({}),
   /** How image references that are not HTTP(S) become temporary URLs the agent can fetch. */
@@ -168,6 +178,30 @@ export const ConductorConfig = z.object({
       imageCa: z.string().optional(),
     })
     .prefault({}),
+  /** Prometheus metrics. */
+  metrics: z
+    .object({
+      /**
+       * "host:port" of a separate plain-HTTP listener serving only /metrics, without authentication; the
+       * API then stops serving /metrics. Unset: /metrics is on the API, for system readers.
+       */
+      listen: z
+        .string()
+        .refine((s) => parseListenAddress(s) !== null, "expected host:port (IPv6 in brackets)")
+        .optional(),
+      /** The metrics listener has no auth: a non-loopback `listen` is refused unless this is set. */
+      allowNonLoopback: z.boolean().default(false),
+    })
+    .prefault({})
+    .refine(
+      (m) =>
+        m.listen === undefined || m.allowNonLoopback || isLoopback(parseListenAddress(m.listen)?.host ?? ""),
+      {
+        message:
+          "the metrics listener has no authentication: give a loopback address (127.0.0.1:9608, [::1]:9608), or set metrics.allow_non_loopback (--metrics-allow-non-loopback) to expose it anyway",
+        path: ["listen"],
+      },
+    ),
   /** Disk erasing in cleaning (Ironic's [deploy] erase options), passed to the agent's erase_devices. */
   erase: EraseConfigSchema.prefault({}),
   /** Several conductors on one PostgreSQL database: membership, heartbeat and the hash ring. */

@@ -5,13 +5,14 @@ import { AllocationService } from "./allocations/service.ts";
 import { resolveAuth } from "./auth/strategy.ts";
 import { HistoryRecorder } from "./history/recorder.ts";
 import { loadTlsMaterial } from "./tls/material.ts";
-import { storeDirectory } from "./agents/directory-store.ts";
+import { lookupAllowed, storeDirectory } from "./agents/directory-store.ts";
 import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
 import { buildApi } from "./api/app.ts";
 import { runPowerSyncPass } from "./cluster/power-sync.ts";
 import { storePowerSyncPort } from "./cluster/power-sync-port.ts";
 import { Membership } from "./cluster/membership.ts";
-import { takeOverOrphans } from "./cluster/takeover.ts";
+import { BootAdoption, awaitsAdoption, takeOverOrphans } from "./cluster/takeover.ts";
+import { rehomeAgents, ringOwnerElsewhere } from "./cluster/agent-owner.ts";
 import { publicUrlOf } from "./config.ts";
 import type { ConductorConfig } from "./config.ts";
 import { openStore } from "./db/open-store.ts";
@@ -21,6 +22,9 @@ import type { DriverRegistry } from "./drivers/hardware-type.ts";
 import { defaultDrivers, httpBootRoot } from "./drivers/registry.ts";
 import { EventHub } from "./events/hub.ts";
 import { createMetrics } from "./metrics/metrics.ts";
+import { buildMetricsListener } from "./metrics/listener.ts";
+import { buildBootFilesListener } from "./drivers/boot/http-listener.ts";
+import { parseListenAddress } from "./listen-address.ts";
 import { uiPlugin } from "./ui/ui-plugin.ts";
 import type { UrlSigner } from "./flows/image-request.ts";
 import { Provisioner } from "./tasks/provisioner.ts";
@@ -35,6 +39,8 @@ export interface Conductor {
   gateway: AgentGateway;
   events: EventHub;
   drivers: DriverRegistry;
+  /** The separate plain-HTTP listeners' URLs once started (metrics.listen, boot.httpListen), if configured. */
+  sideUrls: { metrics?: string; boot?: string };
   /** Listens and starts the periodic tasks; resolves with the bound URL. */
   start(): Promise<string>;
   /** Stops listening, cancels running work (a restart's recovery fails it cleanly) and closes the database. */
@@ -85,6 +91,8 @@ export function createConductor(
     maxConnections: config.agent.maxConnections,
     maxConnectionsPerSource: config.agent.maxConnectionsPerSource,
     maxFramesPerSecond: config.agent.maxFramesPerSecond,
+    // an agent that dials a conductor not owning its node is sent to the owner (one hop)
+    ownerElsewhere: ringOwnerElsewhere(membership),
   });
   const provisioner = new Provisioner(
     {
@@ -97,6 +105,11 @@ export function createConductor(
       agents: gateway,
       config,
       publicUrl,
+      peerUrls: () =>
+        membership
+          .alive()
+          .filter((r) => r.identity !== membership.identity && r.conductor_group === config.cluster.group)
+          .flatMap((r) => (r.url ? [r.url] : [])),
       publish: (e) => events.publish(e),
     },
     drivers,
@@ -124,6 +137,22 @@ export function createConductor(
     mkdirSync(config.images.localRoot, { recursive: true });
     void app.register(localImagesPlugin, { prefix: "/images", root: config.images.localRoot });
   }
+
+  // Side listeners: plain HTTP, one job each, started after the API and closed with it.
+  const side: { name: "metrics" | "boot"; app: FastifyInstance; listen: string }[] = [];
+  if (config.metrics.listen !== undefined)
+    side.push({
+      name: "metrics",
+      app: buildMetricsListener({ store, events, metrics }),
+      listen: config.metrics.listen,
+    });
+  if (config.boot.httpListen !== undefined)
+    side.push({
+      name: "boot",
+      app: buildBootFilesListener({ boot: httpBootRoot(config), images: config.images.localRoot }),
+      listen: config.boot.httpListen,
+    });
+  const sideUrls: Conductor["sideUrls"] = {};
 
   gateway.onConnected((uuid) => {
     events.publish({ type: "agent", node: uuid, connected: true });
@@ -158,25 +187,63 @@ export function createConductor(
     gateway,
     events,
     drivers,
+    sideUrls,
     async start() {
       for (const hw of drivers.list()) await hw.boot.start?.();
       // registered before anything is locked under our identity (takeover relies on that order)
       await membership.join(null);
-      const takeover = () =>
+      // dead conductors' locks are freed and their in-flight work settled; then their waiting nodes adopted,
+      // and agents of nodes now owned elsewhere sent to the owner
+      const freeOrphans = () =>
         takeOverOrphans({
           store,
           membership,
           logger,
           takeOver: (uuid, holder, cause) => provisioner.takeOver(uuid, holder, cause),
         });
-      await takeover();
+      const adoption = new BootAdoption({
+        store,
+        membership,
+        logger,
+        adoptBoot: (uuid) => provisioner.adoptBoot(uuid),
+      });
+      const takeover = async (): Promise<void> => {
+        await freeOrphans();
+        await adoption.run();
+        await rehomeAgents({
+          store,
+          membership,
+          gateway,
+          logger,
+          isWorking: (uuid) => provisioner.isWorking(uuid),
+          acceptsAgent: (node) => lookupAllowed(node, config.agent.fastTrack),
+        });
+      };
+      await freeOrphans();
       gateway.attach(app.server);
       const url = await app.listen({ host: config.host, port: config.port });
       listeningUrl = url;
-      await membership.heartbeat(url);
+      for (const listener of side) {
+        // the schema checked the address; a refused bind (port taken) fails the start like the API's would
+        const address = parseListenAddress(listener.listen)!;
+        sideUrls[listener.name] = await listener.app.listen({ host: address.host, port: address.port });
+        logger.info({ url: sideUrls[listener.name] }, `${listener.name} listener (plain HTTP) listening`);
+      }
+      // the URL other conductors forward API calls to and name to agents: the one nodes reach us at
+      await membership.heartbeat(publicUrl());
+      // adoption writes our URL into boot files: only once we listen
+      await takeover();
       every(config.cluster.heartbeatIntervalS, () => membership.heartbeat().then(takeover), "heartbeat");
       const mine = (node: { uuid: string; conductor_group: string }) => membership.owns(node);
-      every(config.timeoutCheckIntervalS, () => provisioner.failTimedOut(Date.now(), mine), "timeout check");
+      // a node still waiting on a dead conductor's boot files is adopted (timer restarted), not timed out
+      const timesOutHere = (
+        node: Parameters<typeof awaitsAdoption>[0] & { uuid: string; conductor_group: string },
+      ) => mine(node) && !awaitsAdoption(node, membership);
+      every(
+        config.timeoutCheckIntervalS,
+        () => provisioner.failTimedOut(Date.now(), timesOutHere),
+        "timeout check",
+      );
       every(
         config.powerSync.intervalS,
         async () => {
@@ -216,6 +283,7 @@ export function createConductor(
       await provisioner.settle();
       await gateway.close();
       await app.close();
+      for (const listener of side) await listener.app.close();
       await membership
         .leave()
         .catch((error: unknown) => logger.error({ err: error }, "could not deregister"));

@@ -56,6 +56,8 @@ export const HelloSchema = z.object({
   bmc_address: z.string().max(64).nullable(),
   boot_id: z.string().min(1).max(64),
   token: z.string().min(1).max(256).optional(),
+  /** Set when a conductor's redirect sent the agent here: served where it lands (one hop, no ping-pong). */
+  redirected: z.boolean().optional(),
 });
 
 export const WelcomeSchema = z.object({
@@ -126,6 +128,33 @@ export const ErrorFrameSchema = z.object({
   message: z.string(),
 });
 
+/** A ws:// or wss:// URL of a conductor's agent endpoint. */
+export const AgentEndpointSchema = z
+  .string()
+  .max(512)
+  .refine((text) => {
+    try {
+      const url = new URL(text);
+      return (
+        (url.protocol === "ws:" || url.protocol === "wss:") && url.username === "" && url.password === ""
+      );
+    } catch {
+      return false;
+    }
+  }, "expected a ws:// or wss:// URL without credentials");
+
+/**
+ * Conductor → agent, in answer to a hello: this conductor does not own the node; dial `url` (the owner's agent
+ * endpoint) instead. The agent keeps its token and its unacknowledged results; the conductor closes the socket.
+ */
+export const RedirectSchema = z.object({
+  type: z.literal("redirect"),
+  v,
+  url: AgentEndpointSchema,
+  /** The owner's name (Ironic's conductor hostname), for the agent's log. */
+  conductor: z.string().max(255).optional(),
+});
+
 export const FrameSchema = z.discriminatedUnion("type", [
   HelloSchema,
   WelcomeSchema,
@@ -136,6 +165,7 @@ export const FrameSchema = z.discriminatedUnion("type", [
   CancelSchema,
   HeartbeatSchema,
   ErrorFrameSchema,
+  RedirectSchema,
 ]);
 export type Frame = z.infer<typeof FrameSchema>;
 export type FrameType = Frame["type"];
@@ -146,6 +176,7 @@ export type ProgressFrame = z.infer<typeof ProgressSchema>;
 export type ResultFrame = z.infer<typeof ResultSchema>;
 export type HeartbeatFrame = z.infer<typeof HeartbeatSchema>;
 export type ErrorFrame = z.infer<typeof ErrorFrameSchema>;
+export type RedirectFrame = z.infer<typeof RedirectSchema>;
 /** A progress report without its envelope (what command handlers and call() listeners see). */
 export type Progress = Omit<ProgressFrame, "type" | "v" | "id">;
 
@@ -159,6 +190,7 @@ const FRAME_TYPES: ReadonlySet<string> = new Set([
   "cancel",
   "heartbeat",
   "error",
+  "redirect",
 ]);
 
 // ---- per-command arguments ----

@@ -2,17 +2,20 @@ import { WebSocket } from "ws";
 import type { ErrorCode } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import { encodeFrame, parseFrame } from "../../shared/protocol.ts";
-import type { Frame, OutgoingFrame, Welcome } from "../../shared/protocol.ts";
+import type { Frame, OutgoingFrame, RedirectFrame, Welcome } from "../../shared/protocol.ts";
 import type { HardwareBackend } from "../hardware/backend.ts";
 import { backoffDelay, jittered, sleep } from "./backoff.ts";
 import type { BackoffOptions } from "./backoff.ts";
 import { CommandDispatcher } from "./dispatcher.ts";
+import { ConductorEndpoints } from "./endpoints.ts";
 import { pinnedTlsConnect } from "./tls-pin.ts";
 import type { CommandTable } from "../commands/command.ts";
 
 export interface AgentLinkOptions {
   /** ws:// or wss:// URL of the conductor's agent endpoint (…/v1/agent). */
   url: string;
+  /** Other conductors' agent endpoints, tried in turn when the current one cannot be reached. */
+  otherUrls?: readonly string[];
   backend: HardwareBackend;
   commands: CommandTable;
   logger: Logger;
@@ -32,6 +35,15 @@ export interface AgentLinkOptions {
 
 /** Missed heartbeats before the agent gives up on a silent link and redials. */
 const MISSED_HEARTBEATS = 3;
+/** Redirects followed at once in a row; past this (conductors disagreeing on the owner) the backoff applies. */
+const IMMEDIATE_REDIRECTS = 3;
+
+interface SessionOutcome {
+  welcomed: boolean;
+  reason: string;
+  /** A conductor named the node's owner: dial it next. */
+  redirect?: RedirectFrame;
+}
 
 /**
  * The agent's side of the link: dial, hello (MACs, boot id, the token once issued), heartbeats with
@@ -47,9 +59,11 @@ export class AgentLink {
   /** Kept in memory only: a reboot forgets it, and the conductor then issues a new one for the new boot. */
   private token: string | undefined;
   private uuid: string | undefined;
+  private readonly endpoints: ConductorEndpoints;
 
   constructor(private readonly options: AgentLinkOptions) {
     this.token = options.initialToken;
+    this.endpoints = new ConductorEndpoints([options.url, ...(options.otherUrls ?? [])]);
     this.dispatcher = new CommandDispatcher({
       backend: options.backend,
       commands: options.commands,
@@ -60,6 +74,11 @@ export class AgentLink {
 
   get nodeUuid(): string | undefined {
     return this.uuid;
+  }
+
+  /** The conductor endpoint the agent dials next (the one it is connected to while connected). */
+  get conductorUrl(): string {
+    return this.endpoints.current();
   }
 
   get connected(): boolean {
@@ -81,25 +100,51 @@ export class AgentLink {
   private async loop(): Promise<void> {
     const backoff = this.options.backoff ?? { initialMs: 500, maxMs: 30_000 };
     let attempt = 0;
+    let redirects = 0;
+    let redirected = false;
     while (!this.stopping.signal.aborted) {
-      const outcome = await this.session();
+      const outcome = await this.session(redirected);
       if (this.stopping.signal.aborted) break;
       attempt = outcome.welcomed ? 1 : attempt + 1;
-      const delay = backoffDelay(attempt, backoff);
-      this.options.logger.info({ attempt, delay_ms: delay, reason: outcome.reason }, "link down; redialling");
+      redirected = outcome.redirect !== undefined && this.follow(outcome.redirect);
+      redirects = redirected ? redirects + 1 : 0;
+      if (!redirected) this.endpoints.advance();
+      const delay = redirected && redirects <= IMMEDIATE_REDIRECTS ? 0 : backoffDelay(attempt, backoff);
+      this.options.logger.info(
+        { attempt, delay_ms: delay, reason: outcome.reason, next: this.endpoints.current() },
+        "link down; redialling",
+      );
       await sleep(delay, this.stopping.signal);
     }
   }
 
+  /**
+   * Takes a redirect's target as the next conductor to dial; false when it is refused: with a pinned
+   * certificate only wss:// is followed (the hello carries the token).
+   */
+  private follow(redirect: RedirectFrame): boolean {
+    if (this.options.pinnedFingerprint !== undefined && !redirect.url.startsWith("wss:")) {
+      this.options.logger.warn({ url: redirect.url }, "redirect to an unencrypted endpoint ignored");
+      return false;
+    }
+    this.options.logger.info(
+      { url: redirect.url, conductor: redirect.conductor },
+      "redirected to the node's owner",
+    );
+    this.endpoints.redirectTo(redirect.url);
+    return true;
+  }
+
   /** One connection, from dial to close. Resolves (never rejects) when the socket is gone. */
-  private session(): Promise<{ welcomed: boolean; reason: string }> {
+  private session(redirected: boolean): Promise<SessionOutcome> {
     const { logger } = this.options;
     return new Promise((resolve) => {
       let welcomed = false;
       let reason = "closed";
+      let redirect: RedirectFrame | undefined;
       let lastHeard = Date.now();
       let heartbeatTimer: NodeJS.Timeout | undefined;
-      const socket = new WebSocket(this.options.url, {
+      const socket = new WebSocket(this.endpoints.current(), {
         handshakeTimeout: 10_000,
         maxPayload: this.options.maxFrameBytes ?? 16 * 1024 * 1024,
         ...(this.options.pinnedFingerprint
@@ -121,7 +166,7 @@ export class AgentLink {
       };
 
       socket.on("open", () => {
-        void this.hello(socket);
+        void this.hello(socket, redirected);
       });
       socket.on("message", (data, isBinary) => {
         lastHeard = Date.now();
@@ -146,6 +191,12 @@ export class AgentLink {
           this.options.onWelcome?.(frame);
           return;
         }
+        if (frame.type === "redirect") {
+          // before the welcome (a non-owner) or during a session (the node moved): the socket closes next
+          redirect = frame;
+          reason = "redirect";
+          return;
+        }
         if (frame.type === "error") {
           reason = frame.code;
           this.onRefusal(frame.code);
@@ -161,12 +212,12 @@ export class AgentLink {
         clearTimeout(heartbeatTimer);
         if (this.socket === socket) this.socket = undefined;
         if (this.welcomedSocket === socket) this.welcomedSocket = undefined;
-        resolve({ welcomed, reason });
+        resolve(redirect === undefined ? { welcomed, reason } : { welcomed, reason, redirect });
       });
     });
   }
 
-  private async hello(socket: WebSocket): Promise<void> {
+  private async hello(socket: WebSocket, redirected: boolean): Promise<void> {
     const { backend } = this.options;
     try {
       const [macs, bmc, bootId] = await Promise.all([backend.macs(), backend.bmcAddress(), backend.bootId()]);
@@ -179,6 +230,7 @@ export class AgentLink {
           bmc_address: bmc,
           boot_id: bootId,
           ...(this.token === undefined ? {} : { token: this.token }),
+          ...(redirected ? { redirected: true } : {}),
         }),
       );
     } catch (error) {
@@ -212,6 +264,7 @@ export class AgentLink {
       case "progress":
       case "result":
       case "error":
+      case "redirect":
         return; // heartbeats only prove liveness; the rest is not the conductor's to send
     }
   }

@@ -30,6 +30,7 @@ export function storeDirectory(store: Store, options: { fastTrack: boolean }): A
           return {
             uuid: node.uuid,
             fastTrack: options.fastTrack && FAST_TRACK.includes(node.provision_state),
+            conductorGroup: node.conductor_group,
             ...(typeof retired === "string" ? { retiredBootId: retired } : {}),
           };
         }

@@ -2,6 +2,8 @@ export interface AgentNode {
   uuid: string;
   fastTrack: boolean;
   retiredBootId?: string;
+  /** The node's conductor_group (where it lives on the hash ring); "" when none. */
+  conductorGroup?: string;
 }
 
 /** What the agent gateway needs from the conductor's database (the core implements it over the Store). */

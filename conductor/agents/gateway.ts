@@ -12,7 +12,7 @@ import type { AgentDirectory } from "./directory.ts";
 import { watchBytes } from "./byte-budget.ts";
 import { ConnectionCaps } from "./connection-caps.ts";
 import { FrameRate } from "./frame-rate.ts";
-import { authenticateHello } from "./handshake.ts";
+import { authenticateHello, type AgentOwner, type OwnerElsewhere } from "./handshake.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import { PendingCalls } from "./pending-calls.ts";
 import { answerUpgrade } from "./upgrade-answer.ts";
@@ -35,6 +35,8 @@ export interface AgentGatewayOptions {
   maxConnectionsPerSource?: number;
   /** Average frames per second per connection; bursts of ten times that pass. */
   maxFramesPerSecond?: number;
+  /** In a cluster: the owner of a node when it is another conductor; its agent is redirected there. */
+  ownerElsewhere?: OwnerElsewhere;
 }
 
 export interface CallOptions {
@@ -66,6 +68,13 @@ export interface AgentGateway {
   isConnected(uuid: string): boolean;
   onConnected(listener: ConnectedListener): void;
   onDisconnected(listener: DisconnectedListener): void;
+  /** Nodes whose agent has a live session here. */
+  sessionNodes(): string[];
+  /**
+   * Sends a live session's agent to another conductor (its node moved there) and closes the session; the
+   * agent keeps its token and unacknowledged results. False when the node has no session here.
+   */
+  redirect(uuid: string, owner: AgentOwner): boolean;
   /** Counts for tests and the soak: open connections, and those not yet welcomed. */
   stats(): { connections: number; unwelcomed: number };
   /** Closes every agent connection and rejects pending calls with GATEWAY_CLOSED. */
@@ -89,6 +98,8 @@ interface Connection {
 const CLOSE_POLICY = 1008;
 const CLOSE_TOO_BIG = 1009;
 const CLOSE_GOING_AWAY = 1001;
+/** Normal closure: a redirected agent did nothing wrong. */
+const CLOSE_NORMAL = 1000;
 /** A refused peer that keeps sending is paused, and cut this long after its close frame. */
 const REFUSED_GRACE_MS = 1_000;
 /** How long a refused peer has to answer our close frame before its socket is destroyed (ws waits 30 s). */
@@ -177,6 +188,16 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
     sessions.delete(conn.uuid);
     logger.info({ node: conn.uuid }, "agent disconnected");
     for (const listener of disconnectedListeners) listener(conn.uuid);
+  }
+
+  /** A redirect frame and a normal close: the agent dials the owner next. */
+  function sendAway(conn: Connection, owner: AgentOwner): void {
+    conn.state = "closing";
+    conn.stopBudget();
+    send(conn, { type: "redirect", url: owner.url, conductor: owner.conductor });
+    conn.socket.close(CLOSE_NORMAL, "REDIRECT");
+    setTimeout(() => conn.socket.terminate(), CLOSE_TIMEOUT_MS).unref();
+    endSession(conn);
   }
 
   function accept(socket: WebSocket, req: IncomingMessage): void {
@@ -275,7 +296,10 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
   async function admit(conn: Connection, hello: Hello): Promise<void> {
     let outcome;
     try {
-      outcome = await authenticateHello(directory, hello, tokenLocks);
+      outcome = await authenticateHello(directory, hello, {
+        tokenLocks,
+        ownerElsewhere: options.ownerElsewhere,
+      });
     } catch (error) {
       logger.error({ remote: conn.remote, err: (error as Error).message }, "agent directory failed");
       send(conn, {
@@ -286,9 +310,16 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       conn.socket.close(CLOSE_GOING_AWAY, "directory unavailable");
       return;
     }
-    if (!outcome.ok)
+    if (outcome.ok === false)
       return refuse(conn, { code: outcome.code, message: outcome.message, close: CLOSE_POLICY });
     if (conn.socket.readyState !== WebSocket.OPEN || conn.state !== "authenticating") return;
+    if (outcome.ok === "redirect") {
+      logger.info(
+        { node: outcome.uuid, remote: conn.remote, owner: outcome.owner.conductor },
+        "agent redirected to its node's owner",
+      );
+      return sendAway(conn, outcome.owner);
+    }
     const uuid = outcome.uuid;
     conn.uuid = uuid;
     conn.state = "live";
@@ -361,6 +392,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       case "command":
       case "ack":
       case "cancel":
+      case "redirect":
         send(conn, {
           type: "error",
           code: "BAD_FRAME",
@@ -464,6 +496,14 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
     attach,
     call,
     isConnected: (uuid) => sessions.has(uuid),
+    sessionNodes: () => [...sessions.keys()],
+    redirect(uuid, owner) {
+      const conn = sessions.get(uuid);
+      if (!conn) return false;
+      logger.info({ node: uuid, owner: owner.conductor }, "agent sent to its node's new owner");
+      sendAway(conn, owner);
+      return true;
+    },
     stats: () => ({
       connections: connections.size,
       unwelcomed: [...connections].filter((conn) => conn.state !== "live").length,

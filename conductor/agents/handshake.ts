@@ -6,7 +6,26 @@ import { issueToken, tokenMatches } from "./token.ts";
 
 export type HandshakeOutcome =
   | { ok: true; uuid: string; fastTrack: boolean; newToken?: string }
-  | { ok: false; code: ErrorCode; message: string };
+  | { ok: false; code: ErrorCode; message: string }
+  | { ok: "redirect"; uuid: string; owner: AgentOwner };
+
+/** Where a node's agent belongs: the owning conductor's agent endpoint and name. */
+export interface AgentOwner {
+  url: string;
+  conductor: string;
+}
+
+/**
+ * The live conductor that owns the node when it is not this one; null to serve the agent here (this
+ * conductor owns it, or no owner can be named).
+ */
+export type OwnerElsewhere = (node: AgentNode) => AgentOwner | null;
+
+export interface HelloContext {
+  tokenLocks: KeyedMutex;
+  /** Absent: a single conductor serves every agent. */
+  ownerElsewhere?: OwnerElsewhere;
+}
 
 /**
  * Decides whether a hello may become a session, as Ironic's agent_token works: a node has at most one
@@ -14,12 +33,16 @@ export type HandshakeOutcome =
  * the node into the ramdisk). While a token exists, only a hello carrying it is admitted, whatever boot id
  * it claims: a MAC and a boot id are not secrets, so neither ever earns a token or a session on its own.
  * The directory is written only when a token is issued.
+ *
+ * In a cluster, a hello that reaches a conductor which does not own the node is redirected to the owner
+ * (unless a redirect already sent it here: one hop). The token is checked first when one exists, so a
+ * redirect is never an oracle for a guessed token; none is issued here, so the owner issues it.
  * @throws whatever the directory throws (the gateway answers with a retryable refusal).
  */
 export async function authenticateHello(
   directory: AgentDirectory,
   hello: Hello,
-  tokenLocks: KeyedMutex,
+  context: HelloContext,
 ): Promise<HandshakeOutcome> {
   const node = await directory.lookupByMacs(hello.macs);
   if (node === null) {
@@ -30,12 +53,13 @@ export async function authenticateHello(
     };
   }
   // Two first hellos racing must not both get a token: read-and-issue is one section per node.
-  return tokenLocks.run(node.uuid, () => checkToken(directory, { hello, node }));
+  const owner = hello.redirected === true ? null : (context.ownerElsewhere?.(node) ?? null);
+  return context.tokenLocks.run(node.uuid, () => checkToken(directory, { hello, node, owner }));
 }
 
 async function checkToken(
   directory: AgentDirectory,
-  { hello, node }: { hello: Hello; node: AgentNode },
+  { hello, node, owner }: { hello: Hello; node: AgentNode; owner: AgentOwner | null },
 ): Promise<HandshakeOutcome> {
   const record = await directory.tokenRecord(node.uuid);
   if (record !== null) {
@@ -49,6 +73,7 @@ async function checkToken(
     if (!tokenMatches(hello.token, record.digest)) {
       return { ok: false, code: "BAD_TOKEN", message: "the token is not valid for this node" };
     }
+    if (owner !== null) return { ok: "redirect", uuid: node.uuid, owner };
     return { ok: true, uuid: node.uuid, fastTrack: node.fastTrack };
   }
   if (hello.token !== undefined) {
@@ -63,6 +88,7 @@ async function checkToken(
       message: "this boot's token was withdrawn; the node is being booted again",
     };
   }
+  if (owner !== null) return { ok: "redirect", uuid: node.uuid, owner };
   const { token, digest } = issueToken();
   await directory.saveToken(node.uuid, { digest, bootId: hello.boot_id });
   return { ok: true, uuid: node.uuid, fastTrack: node.fastTrack, newToken: token };

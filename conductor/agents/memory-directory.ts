@@ -7,9 +7,13 @@ export class MemoryAgentDirectory implements AgentDirectory {
   private readonly byMac = new Map<string, AgentNode>();
 
   /** Registers a node as expecting an agent. */
-  addNode(node: { uuid: string; macs: string[]; fastTrack?: boolean }): void {
+  addNode(node: { uuid: string; macs: string[]; fastTrack?: boolean; conductorGroup?: string }): void {
     for (const mac of node.macs)
-      this.byMac.set(mac.toLowerCase(), { uuid: node.uuid, fastTrack: node.fastTrack ?? false });
+      this.byMac.set(mac.toLowerCase(), {
+        uuid: node.uuid,
+        fastTrack: node.fastTrack ?? false,
+        conductorGroup: node.conductorGroup ?? "",
+      });
   }
 
   async lookupByMacs(macs: string[]): Promise<AgentNode | null> {

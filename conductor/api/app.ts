@@ -81,7 +81,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     if (reply.statusCode >= 400) deps.logger.info(line, "request refused");
     else deps.logger.debug(line, "request");
   });
-  void app.register(metricsPlugin(deps, deps.metrics));
+  // with a separate metrics listener the API has no /metrics (a 404 like any unknown path)
+  if (deps.config.metrics.listen === undefined) void app.register(metricsPlugin(deps, deps.metrics));
 
   app.setErrorHandler(async (error, request, reply) => {
     const { status, message } = toHttpError(error);

@@ -3,16 +3,11 @@ import type { ConductorConfig } from "../config.ts";
 import { HttpBasicAuthenticator, noAuth, type Authenticator } from "./authenticator.ts";
 import { TokenService } from "./tokens.ts";
 import { UserStore, rolesFileFor } from "./user-store.ts";
+import { isLoopback } from "../listen-address.ts";
 
 export interface ConductorAuth {
   authenticator: Authenticator;
   tokens?: TokenService;
-}
-
-/** Whether an address is loopback only (what noauth by default is limited to). */
-export function isLoopback(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
-  return h === "localhost" || h === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
 }
 
 export class AuthConfigError extends Error {

@@ -45,6 +45,8 @@ export class Membership {
   private rows: ConductorRecord[] = [];
   private rings = new GroupedRings(new Map());
   private ringShape = "";
+  private liveShape = "";
+  private liveGeneration = 0;
 
   constructor(
     private readonly store: Store,
@@ -108,9 +110,26 @@ export class Membership {
     return record.online && this.now() - record.heartbeat_at < this.options.deadAfterS * 1000;
   }
 
+  /**
+   * Grows by one whenever the set of live identities changes (a conductor joined, died, or restarted under
+   * the same name): work that only a death or a join can create (adopting boot files) looks again then.
+   */
+  get generation(): number {
+    return this.liveGeneration;
+  }
+
   /** Re-reads the members; rebuilds the rings when the live set changed. */
   async refresh(): Promise<void> {
     this.rows = await this.store.listConductors();
+    const live = JSON.stringify(
+      this.alive()
+        .map((r) => r.identity)
+        .sort(),
+    );
+    if (live !== this.liveShape) {
+      this.liveShape = live;
+      this.liveGeneration += 1;
+    }
     const byGroup = new Map<string, string[]>();
     for (const row of this.alive()) {
       byGroup.set(row.conductor_group, [...(byGroup.get(row.conductor_group) ?? []), row.hostname]);

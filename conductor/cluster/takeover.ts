@@ -1,5 +1,10 @@
 import type { Logger } from "../../shared/log.ts";
+import type { NodeRecord } from "../../shared/resources.ts";
 import type { Store } from "../db/store.ts";
+import type { ProvisionState } from "../../shared/states.ts";
+import { INSTANCE_PREPARED_BY } from "../flows/instance-boot.ts";
+import { RAMDISK_PREPARED_BY } from "../flows/ramdisk.ts";
+import { WAIT_STATES } from "../states/machine.ts";
 import type { Membership } from "./membership.ts";
 
 export interface TakeoverDeps {
@@ -37,4 +42,86 @@ export async function takeOverOrphans(deps: TakeoverDeps): Promise<string[]> {
     taken.push(node.uuid);
   }
   return taken;
+}
+
+/** States whose boot files live on the conductor that wrote them and are written again after a takeover. */
+const ADOPTABLE_STATES: readonly ProvisionState[] = [...WAIT_STATES, "active"];
+
+/** The identity that wrote the boot files the node depends on in its state, if any was recorded. */
+function bootPreparer(node: Pick<NodeRecord, "provision_state" | "driver_internal_info">): unknown {
+  if (WAIT_STATES.includes(node.provision_state)) return node.driver_internal_info[RAMDISK_PREPARED_BY];
+  if (node.provision_state === "active") return node.driver_internal_info[INSTANCE_PREPARED_BY];
+  return undefined;
+}
+
+/**
+ * Does the node depend on boot files written by a conductor that is gone (not this one, not alive)? Such a
+ * node is this conductor's to adopt once it owns it; until then a wait state's timeout is not applied.
+ */
+export function awaitsAdoption(
+  node: Pick<NodeRecord, "provision_state" | "driver_internal_info">,
+  membership: Pick<Membership, "identity" | "isLiveIdentity">,
+): boolean {
+  const preparer = bootPreparer(node);
+  return (
+    typeof preparer === "string" && preparer !== membership.identity && !membership.isLiveIdentity(preparer)
+  );
+}
+
+export interface AdoptionDeps {
+  store: Pick<Store, "listNodes">;
+  membership: Pick<Membership, "generation" | "owns" | "identity" | "isLiveIdentity">;
+  /** Writes the node's boot configuration again here (wait states: and restarts the wait); false when it could not. */
+  adoptBoot(uuid: string): Promise<boolean>;
+  logger: Logger;
+}
+
+/**
+ * Nodes this conductor owns whose boot files a dead conductor wrote: adopted (wait states kept and their files
+ * re-written here, active nodes' instance boot re-written). A node whose preparer is alive (a rebalance, not
+ * a death) is left alone: its files still work, and that conductor redirects the agent here.
+ * Returns the nodes adopted and how many could not be (locked: the next pass tries again).
+ */
+export async function adoptOrphanedBoots(
+  deps: AdoptionDeps,
+): Promise<{ adopted: string[]; pending: number }> {
+  const adopted: string[] = [];
+  let pending = 0;
+  for (const state of ADOPTABLE_STATES) {
+    for (const node of await deps.store.listNodes({ provision_state: state }, {})) {
+      if (!deps.membership.owns(node) || !awaitsAdoption(node, deps.membership)) continue;
+      if (!(await deps.adoptBoot(node.uuid))) {
+        pending += 1;
+        continue;
+      }
+      deps.logger.warn(
+        { node: node.uuid, state, previous: bootPreparer(node) },
+        "took over a node's boot configuration from a dead conductor",
+      );
+      adopted.push(node.uuid);
+    }
+  }
+  return { adopted, pending };
+}
+
+/**
+ * Runs adoptOrphanedBoots only when it can find something: after the live conductors changed (a death is
+ * what orphans boot files), or while an earlier pass left locked nodes behind. Listing every active node on
+ * each heartbeat would cost a fleet of 10^5 nodes dearly for nothing.
+ * Call after takeOverOrphans (which refreshes the members and frees locks dead conductors left).
+ */
+export class BootAdoption {
+  private seenGeneration = -1;
+  private retry = true;
+
+  constructor(private readonly deps: AdoptionDeps) {}
+
+  async run(): Promise<string[]> {
+    const generation = this.deps.membership.generation;
+    if (generation === this.seenGeneration && !this.retry) return [];
+    this.seenGeneration = generation;
+    const { adopted, pending } = await adoptOrphanedBoots(this.deps);
+    this.retry = pending > 0;
+    return adopted;
+  }
 }

@@ -1,8 +1,18 @@
+import { agentEndpointOf } from "../agents/endpoint.ts";
 import type { Task } from "../tasks/task.ts";
 
-/** The WebSocket URL agents dial, from the conductor's public URL. */
-function agentUrl(publicUrl: string): string {
-  return `${publicUrl.replace(/^http/, "ws")}/v1/agent`;
+/** driver_internal_info key: the identity of the conductor whose boot configuration the ramdisk boots from. */
+export const RAMDISK_PREPARED_BY = "ramdisk_prepared_by";
+
+/**
+ * The kernel arguments the ramdisk's agent reads: this conductor's agent endpoint first, then the other live
+ * conductors' (so an agent whose conductor dies can reach another, which redirects it to the owner), and the
+ * certificate pin.
+ */
+function agentParams(task: Task): Record<string, string> {
+  const urls = [task.deps.publicUrl(), ...(task.deps.peerUrls?.() ?? [])].map(agentEndpointOf);
+  const pin = task.deps.caFingerprint;
+  return { "anvil.conductor": [...new Set(urls)].join(","), ...(pin ? { "anvil.ca_fingerprint": pin } : {}) };
 }
 
 /** True when the node's agent is still connected from earlier work and fast track may skip a reboot. */
@@ -33,15 +43,30 @@ export async function retireAgentToken(task: Task): Promise<void> {
 export async function bootIntoRamdisk(task: Task): Promise<void> {
   await retireAgentToken(task);
   const node = await task.driverNode();
-  const conductor = agentUrl(task.deps.publicUrl());
-  const pin = task.deps.caFingerprint;
-  await task.hw.boot.prepareRamdisk(node, {
-    agentParams: { "anvil.conductor": conductor, ...(pin ? { "anvil.ca_fingerprint": pin } : {}) },
-  });
+  await task.hw.boot.prepareRamdisk(node, { agentParams: agentParams(task) });
   await task.hw.management.setBootDevice(node, { device: "pxe", persistent: false }, { signal: task.signal });
   await task.setPower(task.node.power_state === "power on" ? "reboot" : "power on");
   await task.update({
-    driver_internal_info: { ...task.node.driver_internal_info, ramdisk_booted_at: new Date().toISOString() },
+    driver_internal_info: {
+      ...task.node.driver_internal_info,
+      ramdisk_booted_at: new Date().toISOString(),
+      [RAMDISK_PREPARED_BY]: task.deps.holder,
+    },
+  });
+}
+
+/**
+ * Takeover of a node waiting for its agent: writes its ramdisk boot configuration again, on this conductor
+ * and naming it first, so a reboot of the node lands here (boot files live on the conductor that wrote
+ * them), and restarts the wait's timer. The agent token stays: an agent already running keeps it and
+ * reconnects here. Nothing is powered.
+ */
+export async function rewriteRamdiskBoot(task: Task): Promise<void> {
+  await task.hw.boot.prepareRamdisk(await task.driverNode(), { agentParams: agentParams(task) });
+  await task.update({
+    driver_internal_info: { ...task.node.driver_internal_info, [RAMDISK_PREPARED_BY]: task.deps.holder },
+    // the wait's timeout counts from the takeover: the agent had no conductor to call back to before it
+    provision_updated_at: new Date().toISOString(),
   });
 }
 

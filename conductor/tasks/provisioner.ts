@@ -14,7 +14,8 @@ import {
 import { Invalid, NotFound } from "../errors.ts";
 import type { Flow } from "../flows/flow.ts";
 import type { UrlSigner } from "../flows/image-request.ts";
-import { retireAgentToken } from "../flows/ramdisk.ts";
+import { prepareInstanceBoot } from "../flows/instance-boot.ts";
+import { retireAgentToken, rewriteRamdiskBoot } from "../flows/ramdisk.ts";
 import { flowFor } from "../flows/select.ts";
 import { TRANSIENT_STATES, WAIT_STATES, nextState, verbEvent } from "../states/machine.ts";
 import { TaskManager, type NodeLock } from "./lock.ts";
@@ -52,6 +53,11 @@ const STEP_KIND: Partial<Record<ProvisionState, StepKind>> = {
 /** A config drive as Ironic stores it: a string (base64 gzipped ISO, or a URL) as given, the JSON form built into an ISO. */
 async function configDriveOf(value: string | ConfigDriveContent): Promise<string> {
   return typeof value === "string" ? value : buildConfigDrive(value);
+}
+
+/** States whose boot files a new owner writes again after a takeover: the wait states, and active. */
+function adoptable(state: ProvisionState): boolean {
+  return WAIT_STATES.includes(state) || state === "active";
 }
 
 function errorMessage(error: unknown): string {
@@ -92,6 +98,11 @@ export class Provisioner {
 
   private interfacesOf(node: NodeRecord): NodeInterfaces {
     return nodeInterfaces(this.hardware(node), node);
+  }
+
+  /** Is work of this conductor running on the node (it holds the node's lock)? */
+  isWorking(uuid: string): boolean {
+    return this.tasks.isRunning(uuid);
   }
 
   /** Waits until no work is running (tests, shutdown). */
@@ -387,6 +398,36 @@ export class Provisioner {
   async takeOver(uuid: string, deadHolder: string, cause: string): Promise<boolean> {
     await this.deps.store.releaseNode(uuid, deadHolder);
     return this.abandon(uuid, cause);
+  }
+
+  /**
+   * Takeover of boot files a conductor now gone wrote (they lived on its disk), as Ironic's takeover does:
+   * - a node waiting for its agent (Ironic keeps wait states across a takeover) gets its ramdisk boot
+   *   configuration written again here, so a reboot lands on this conductor, and its wait timer restarts; the
+   *   agent's call-back (here, or redirected here) resumes the flow. The agent token is kept.
+   * - an `active` node gets its instance boot configuration written again (Ironic's prepare_instance).
+   * Nothing is powered. Returns false when the node is locked, gone or in neither case any more.
+   */
+  async adoptBoot(uuid: string): Promise<boolean> {
+    const node = await this.deps.store.getNode(uuid);
+    if (!node || !adoptable(node.provision_state)) return false;
+    let lock: NodeLock;
+    try {
+      lock = await this.acquire(node, "takeover");
+    } catch (error) {
+      if (error instanceof NodeLocked || error instanceof NodeNotFound) return false;
+      throw error;
+    }
+    const adopted = await lock.run(async (task) => {
+      const state = task.node.provision_state;
+      if (WAIT_STATES.includes(state)) await rewriteRamdiskBoot(task);
+      else if (state === "active") await prepareInstanceBoot(task);
+      else return false;
+      return true;
+    });
+    // an agent that reconnected here before the takeover saw the node as ours: its call-back resumes now
+    if (adopted && this.deps.agents.isConnected(uuid)) await this.agentConnected(uuid);
+    return adopted;
   }
 
   /**

@@ -23,6 +23,8 @@ export interface TaskDeps {
   imageCa?: string;
   /** The URL nodes reach this conductor at (see publicUrlOf). */
   publicUrl(): string;
+  /** The public URLs of the other live conductors of this one's group (a cluster); none when alone. */
+  peerUrls?(): string[];
   /** Publishes a change for the event stream (GET /v1/events). */
   publish(event: { type: string; node: string; [key: string]: unknown }): void;
   /** Turns swift://, s3:// and file:// image references into temporary HTTP(S) URLs. */

@@ -1,6 +1,10 @@
 import { exec } from "../../shared/system/exec.ts";
+import type { LabAccess } from "./access.ts";
 
-/** The stock `baremetal` client (python3-ironicclient) pointed at a conductor, no auth. */
+/**
+ * The stock `baremetal` client (python3-ironicclient) pointed at a conductor: no auth, or keystoneauth's
+ * http_basic plugin, and --os-cacert for https.
+ */
 export interface Baremetal {
   /** Runs `baremetal ARGS`; rejects with the client's stderr when it exits non-zero. */
   run(args: string[], options?: { timeoutMs?: number }): Promise<string>;
@@ -12,10 +16,21 @@ export interface Baremetal {
   ): Promise<{ provision_state: string; power_state: string | null; last_error: string | null }>;
 }
 
-export function baremetal(endpoint: string): Baremetal {
+export function baremetal(endpoint: string, access: LabAccess = {}): Baremetal {
+  const global = [
+    ...(access.username === undefined
+      ? ["--os-auth-type", "none"]
+      : ["--os-auth-type", "http_basic", "--os-username", access.username]),
+    ...["--os-endpoint", endpoint],
+    ...(access.caCert === undefined ? [] : ["--os-cacert", access.caCert]),
+  ];
+  // the password goes through the environment (OS_PASSWORD, which the client reads like --os-password), so
+  // it never shows in a process listing
+  const env: Record<string, string> = { HOME: process.env.HOME ?? "/tmp" };
+  if (access.password !== undefined) env.OS_PASSWORD = access.password;
   const run: Baremetal["run"] = async (args, options = {}) => {
-    const result = await exec("baremetal", ["--os-auth-type", "none", "--os-endpoint", endpoint, ...args], {
-      env: { HOME: process.env.HOME ?? "/tmp" },
+    const result = await exec("baremetal", [...global, ...args], {
+      env,
       timeoutMs: options.timeoutMs ?? 120_000,
     });
     if (result.code !== 0) {

@@ -7,12 +7,29 @@ const MARKER = /ANVIL-TEST-IMAGE-BOOTED \S+/;
  * One node from enroll to active, with the stock client: what `npm run lab -- demo` shows. Starts its own
  * lab (one VM) and takes it down afterwards, unless keep is set.
  */
-export async function runLabDemo(options: { dir: string; port: number; keep?: boolean }): Promise<void> {
+export async function runLabDemo(options: {
+  dir: string;
+  port: number;
+  keep?: boolean;
+  /** The lab secured (`demo --tls --auth http_basic`): the CLI signs in and dials https. */
+  tls?: boolean;
+  auth?: "noauth" | "http_basic";
+}): Promise<void> {
   const started = Date.now();
   const say = (text: string): void =>
     console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${text}`);
   say("starting the lab: one QEMU node behind an ipmi_sim BMC, and a conductor");
-  const state = await labUp({ dir: options.dir, nodes: 1, port: options.port });
+  const state = await labUp({
+    dir: options.dir,
+    nodes: 1,
+    port: options.port,
+    ...(options.tls ? { tls: true } : {}),
+    ...(options.auth ? { auth: options.auth } : {}),
+  });
+  if (state.tls || state.auth)
+    say(
+      `secured: ${state.conductor?.url ?? ""}${state.auth ? `, http_basic as ${state.auth.username}` : ""}${state.tls ? `, the ramdisk pins CA sha256 ${state.tls.caFingerprint.slice(0, 16)}…` : ""}`,
+    );
   const walk = await startWalk(state);
   try {
     const { node, probe } = walk;

@@ -41,8 +41,15 @@ export async function writeEnrollFile(
 /** What an operator types to enroll and drive the lab's nodes with the stock client. */
 export function enrollInstructions(state: LabState, enrollFile: string): string {
   const endpoint = state.conductor?.url ?? `http://127.0.0.1:${state.conductorPort}`;
+  const client = state.auth
+    ? [
+        `export OS_AUTH_TYPE=http_basic OS_ENDPOINT=${endpoint} OS_USERNAME=${state.auth.username}`,
+        `export OS_PASSWORD="$(cat ${state.auth.passwordFile})"`,
+      ]
+    : [`export OS_AUTH_TYPE=none OS_ENDPOINT=${endpoint}`];
+  if (state.tls) client.push(`export OS_CACERT=${state.tls.caCert}`);
   const lines = [
-    `export OS_AUTH_TYPE=none OS_ENDPOINT=${endpoint}`,
+    ...client,
     `baremetal create ${enrollFile}    # every node and its port (the file holds the BMC passwords)`,
     "",
     "# or node by node:",

@@ -1,3 +1,5 @@
+import { labFetch, type LabAccess } from "./access.ts";
+
 /** One conductor event from GET /v1/events, with the conductor's timestamp. */
 export interface RecordedEvent {
   type: string;
@@ -7,7 +9,8 @@ export interface RecordedEvent {
 }
 
 /** Follows the conductor's server-sent event stream and keeps every event until stopped. */
-export function recordEvents(url: string): { events: RecordedEvent[]; stop(): void } {
+export function recordEvents(url: string, access: LabAccess = {}): { events: RecordedEvent[]; stop(): void } {
+  const fetch = labFetch(access);
   const events: RecordedEvent[] = [];
   const controller = new AbortController();
   const follow = async (): Promise<void> => {

@@ -1,3 +1,4 @@
+import bcrypt from "bcryptjs";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { chmod, mkdir, readFile, rm, writeFile } from "node:fs/promises";
@@ -5,11 +6,14 @@ import { createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { stringify as stringifyYaml } from "yaml";
 import { exec } from "../../shared/system/exec.ts";
 import { freeUdpPort, ipmiSimArgs, udpBound, writeBmcFiles, writeLanConf } from "./bmc-config.ts";
 import { alive, spawnDetached, stopPid } from "./daemon.ts";
 import { readLabState, writeLabState, type LabNode, type LabState } from "./state.ts";
-import { GUEST_CONDUCTOR_URL, labVmArgs } from "./vm-args.ts";
+import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
+import { labAccess, labFetch } from "./access.ts";
+import { GUEST_CONDUCTOR_HTTPS_URL, GUEST_CONDUCTOR_IP, GUEST_CONDUCTOR_URL, labVmArgs } from "./vm-args.ts";
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const HOOK = join(REPO_ROOT, "scripts/lab/vm-hook.sh");
@@ -30,6 +34,12 @@ export interface LabUpOptions {
   vcpus?: number;
   /** "raid": every node gets a second virtio disk of the same size (software RAID-1 over the two). */
   shape?: NodeShape;
+  /** HTTPS/WSS with a lab CA the ramdisk pins (boot files stay on plain HTTP for iPXE). */
+  tls?: boolean;
+  /** The API's auth strategy: http_basic with a lab administrator, or noauth (default). */
+  auth?: "noauth" | "http_basic";
+  /** Every power-on writes the node NIC's frames to vm/nic-<ms>.pcap (QEMU's filter-dump). */
+  captureNic?: boolean;
 }
 
 export type NodeShape = "standard" | "raid";
@@ -76,6 +86,8 @@ async function createNode(options: {
   memoryMb: number;
   vcpus: number;
   shape: NodeShape;
+  tlsPort?: number;
+  captureNic?: boolean;
 }): Promise<LabNode> {
   const name = `lab-${String(options.index).padStart(2, "0")}`;
   const dir = join(options.dir, name);
@@ -110,8 +122,10 @@ async function createNode(options: {
     vcpus: options.vcpus,
     disks,
     conductorPort: options.conductorPort,
+    ...(options.tlsPort === undefined ? {} : { tlsPort: options.tlsPort }),
   });
   await writeFile(join(dir, "vm", "qemu.args"), argv.join("\n") + "\n");
+  if (options.captureNic) await writeFile(join(dir, "vm", "capture-nic"), "");
   await writeFile(join(dir, "vm", "serial.log"), "");
   await writeFile(join(dir, "vm", "hook.log"), "");
   await writeBmcFiles(join(dir, "bmc"));
@@ -134,13 +148,46 @@ async function createNode(options: {
   };
 }
 
+/** The lab's administrator for http_basic: an htpasswd (bcrypt) and roles file, the password in a 0600 file. */
+async function writeLabUsers(dir: string): Promise<NonNullable<LabState["auth"]>> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const username = "lab-admin";
+  const password = randomBytes(18).toString("base64url");
+  const passwordFile = join(dir, "password");
+  await writeFile(passwordFile, password, { mode: 0o600 });
+  // cost 12: Python bcrypt's default, so what Ironic's own tooling writes; htpasswd -B writes $2y$
+  const digest = `$2y$${(await bcrypt.hash(password, 12)).slice(4)}`;
+  const userFile = join(dir, "htpasswd");
+  await writeFile(userFile, `${username}:${digest}\n`, { mode: 0o600 });
+  await writeFile(join(dir, "roles.yaml"), stringifyYaml({ users: { [username]: { role: "admin" } } }));
+  return { userFile, username, passwordFile };
+}
+
+/** The conductor flags for the lab's TLS and auth (none for a plain lab). */
+function secureArgs(state: LabState): string[] {
+  const args: string[] = [];
+  if (state.tls) {
+    args.push(
+      ...["--tls-cert", state.tls.cert, "--tls-key", state.tls.key, "--tls-ca", state.tls.caCert],
+      // the agent fetches the test images from the conductor's https /images/: it trusts the lab CA for them
+      ...["--tls-image-ca", state.tls.caCert],
+      ...["--boot-http-listen", `127.0.0.1:${state.bootPort}`],
+    );
+  }
+  if (state.auth)
+    args.push(...["--auth-strategy", "http_basic", "--http-basic-auth-user-file", state.auth.userFile]);
+  return args;
+}
+
 /** Starts (or restarts) the lab's conductor and records it in the state; resolves once its API answers. */
 export async function startLabConductor(state: LabState, extraArgs: string[] = []): Promise<LabState> {
   const port = state.conductorPort;
   const log = join(state.dir, "conductor.log");
   const args = [
     ...["--import", "tsx", "conductor/main.ts", "--host", "127.0.0.1", "--port", String(port)],
-    ...["--data-dir", join(state.dir, "conductor"), "--public-url", GUEST_CONDUCTOR_URL],
+    ...["--data-dir", join(state.dir, "conductor")],
+    // what the ramdisk dials (wss:// with TLS) and temporary image URLs start with
+    ...["--public-url", state.tls ? GUEST_CONDUCTOR_HTTPS_URL : GUEST_CONDUCTOR_URL],
     ...["--deploy-kernel", state.deployKernel, "--deploy-ramdisk", state.deployRamdisk],
     ...["--image-root", state.imageRoot],
     // Test images power themselves off after printing their marker; a power sync forcing the recorded
@@ -149,11 +196,13 @@ export async function startLabConductor(state: LabState, extraArgs: string[] = [
     ...state.conductorArgs,
     ...extraArgs,
   ];
-  const pid = spawnDetached(process.execPath, args, { log, cwd: REPO_ROOT });
-  const url = `http://127.0.0.1:${port}`;
+  const pid = spawnDetached(process.execPath, [...args, ...secureArgs(state)], { log, cwd: REPO_ROOT });
+  const url = `${state.tls ? "https" : "http"}://127.0.0.1:${port}`;
+  const guestUrl = state.tls ? GUEST_CONDUCTOR_HTTPS_URL : GUEST_CONDUCTOR_URL;
+  const fetch = labFetch(labAccess(state));
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const up = await fetch(`${url}/v1`).then(
+    const up = await fetch(`${url}/v1/nodes?limit=1`).then(
       (r) => r.ok,
       () => false,
     );
@@ -162,7 +211,7 @@ export async function startLabConductor(state: LabState, extraArgs: string[] = [
     if (Date.now() > deadline) throw new Error(`the conductor did not answer within 60 s: see ${log}`);
     await sleep(200);
   }
-  const next = { ...state, conductor: { pid, port, url, guestUrl: GUEST_CONDUCTOR_URL, log } };
+  const next = { ...state, conductor: { pid, port, url, guestUrl, log } };
   await writeLabState(next);
   return next;
 }
@@ -202,7 +251,16 @@ export async function labUp(options: LabUpOptions): Promise<LabState> {
   await rm(join(dir, "conductor"), { recursive: true, force: true });
   await rm(join(dir, "conductor.log"), { force: true });
   const port = options.port === undefined ? 6385 : options.port === 0 ? await freeTcpPort() : options.port;
+  await rm(join(dir, "tls"), { recursive: true, force: true });
+  await rm(join(dir, "auth"), { recursive: true, force: true });
+  const tls = options.tls
+    ? await makeLabCa({ dir: join(dir, "tls"), names: [GUEST_CONDUCTOR_IP, "127.0.0.1", "localhost"] })
+    : null;
+  const bootPort = tls ? await freeTcpPort() : null;
   let state: LabState = {
+    tls: tls && { caCert: tls.caCert, cert: tls.cert, key: tls.key, caFingerprint: tls.caFingerprint },
+    auth: options.auth === "http_basic" ? await writeLabUsers(join(dir, "auth")) : null,
+    bootPort,
     dir,
     imageRoot,
     conductorArgs: options.conductorArgs ?? [],
@@ -222,6 +280,9 @@ export async function labUp(options: LabUpOptions): Promise<LabState> {
         memoryMb: options.memoryMb ?? 768,
         vcpus: options.vcpus ?? 1,
         shape: options.shape ?? "standard",
+        captureNic: options.captureNic === true,
+        // with TLS the guest's port 80 reaches the boot files' plain listener and 443 the API
+        ...(bootPort === null ? {} : { conductorPort: bootPort, tlsPort: port }),
       });
       state = { ...state, nodes: [...state.nodes, node] };
       await writeLabState(state);

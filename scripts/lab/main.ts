@@ -10,14 +10,17 @@ const USAGE = `npm run lab -- <command> [options]
   down            stop everything the lab started (by pid); logs stay in the lab dir
   status          what runs
   demo            up 1, walk the node from enroll to active with the stock baremetal CLI, then down
-                  (--keep leaves the lab up)
+                  (--keep leaves the lab up; --tls and --auth as for up)
 options:
   --dir DIR       the lab's state (default .tmp/lab)
   --port PORT     the conductor's port (default 6385; 0 picks a free one)
   --no-conductor  only the nodes
   --fast-track    start the conductor with --fast-track
   --memory MB     RAM per VM (default 768)
-  --raid-disks    nodes get two virtio disks (RAID-1 members) beside the NVMe disk`;
+  --raid-disks    nodes get two virtio disks (RAID-1 members) beside the NVMe disk
+  --tls           HTTPS/WSS with a lab CA (tls/ca.crt) the ramdisk pins; boot files stay on plain HTTP
+  --auth STRATEGY noauth (default) or http_basic: a lab-admin user, password in auth/password (0600)
+  --capture       each VM power-on writes its NIC's frames to <node>/vm/nic-<ms>.pcap`;
 
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
@@ -29,12 +32,18 @@ async function main(): Promise<void> {
       "fast-track": { type: "boolean" },
       memory: { type: "string" },
       "raid-disks": { type: "boolean" },
+      tls: { type: "boolean" },
+      auth: { type: "string" },
+      capture: { type: "boolean" },
       keep: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
   });
   const [command, count] = positionals;
   const dir = values.dir;
+  const auth = values.auth ?? "noauth";
+  if (auth !== "noauth" && auth !== "http_basic")
+    throw new Error(`--auth is noauth or http_basic, not ${auth}`);
   switch (command ?? "help") {
     case "up": {
       const state = await labUp({
@@ -45,6 +54,9 @@ async function main(): Promise<void> {
         conductorArgs: values["fast-track"] ? ["--fast-track"] : [],
         memoryMb: values.memory === undefined ? undefined : Number(values.memory),
         shape: values["raid-disks"] === true ? "raid" : "standard",
+        tls: values.tls === true,
+        auth,
+        captureNic: values.capture === true,
       });
       for (const node of state.nodes) {
         console.log(
@@ -80,6 +92,8 @@ async function main(): Promise<void> {
         dir,
         port: values.port === undefined ? 0 : Number(values.port),
         keep: values.keep === true,
+        tls: values.tls === true,
+        auth,
       });
       return;
     default:

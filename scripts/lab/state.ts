@@ -39,6 +39,24 @@ export const LabState = z.object({
   deployKernel: z.string(),
   deployRamdisk: z.string(),
   nodes: z.array(LabNode),
+  /** TLS on the conductor's API and agent link (the lab's CA), or null for plain HTTP. */
+  tls: z
+    .object({
+      caCert: z.string(),
+      cert: z.string(),
+      key: z.string(),
+      /** SHA-256 of the CA: what the ramdisk's agent pins. */
+      caFingerprint: z.string(),
+    })
+    .nullable()
+    .default(null),
+  /** http_basic on the API: the lab's administrator (password in a 0600 file, never in argv). */
+  auth: z
+    .object({ userFile: z.string(), username: z.string(), passwordFile: z.string() })
+    .nullable()
+    .default(null),
+  /** With TLS, boot files go over plain HTTP on this port (iPXE cannot check the lab CA). */
+  bootPort: z.number().int().nullable().default(null),
 });
 export type LabState = z.infer<typeof LabState>;
 

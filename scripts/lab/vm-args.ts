@@ -3,6 +3,8 @@ import { join } from "node:path";
 /** The address a lab VM uses for the conductor: slirp forwards it to the host (restrict=on cuts the rest). */
 export const GUEST_CONDUCTOR_IP = "10.0.2.100";
 export const GUEST_CONDUCTOR_URL = `http://${GUEST_CONDUCTOR_IP}`;
+/** The conductor's API and agent link as the VMs see them when the lab runs TLS (port 443 forwarded). */
+export const GUEST_CONDUCTOR_HTTPS_URL = `https://${GUEST_CONDUCTOR_IP}`;
 
 export interface LabVmDisk {
   file: string;
@@ -18,8 +20,10 @@ export interface LabVmOptions {
   memoryMb: number;
   vcpus: number;
   disks: LabVmDisk[];
-  /** The conductor's port on the host's 127.0.0.1. */
+  /** The port on the host's 127.0.0.1 behind the guest's http://10.0.2.100 (the conductor, or its boot files). */
   conductorPort: number;
+  /** With TLS: the conductor's HTTPS port on the host, behind the guest's https://10.0.2.100. */
+  tlsPort?: number;
 }
 
 /**
@@ -33,6 +37,9 @@ export function labVmArgs(options: LabVmOptions): string[] {
     `bootfile=${GUEST_CONDUCTOR_URL}/boot/boot.ipxe`,
     "restrict=on",
     `guestfwd=tcp:${GUEST_CONDUCTOR_IP}:80-cmd:busybox nc 127.0.0.1 ${options.conductorPort}`,
+    ...(options.tlsPort === undefined
+      ? []
+      : [`guestfwd=tcp:${GUEST_CONDUCTOR_IP}:443-cmd:busybox nc 127.0.0.1 ${options.tlsPort}`]),
   ].join(",");
   const args = [
     ...["-accel", "tcg", "-machine", "pc", "-name", options.name],

@@ -8,6 +8,10 @@ order=$3
 generation=$4
 set --
 while IFS= read -r arg; do set -- "$@" "$arg"; done <"$vm/qemu.args"
+# `lab up --capture`: every frame on the node's NIC, one pcap per power-on (QEMU truncates its file).
+if [ -e "$vm/capture-nic" ]; then
+  set -- "$@" -object "filter-dump,id=nicdump,netdev=n0,file=$vm/nic-$generation.pcap"
+fi
 qemu-system-x86_64 "$@" -boot "order=$order" -pidfile "$vm/qemu.pid"
 code=$?
 echo "$(date +%s%3N) exited $code" >>"$vm/hook.log"

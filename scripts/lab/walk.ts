@@ -1,5 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { labAccess } from "./access.ts";
 import { baremetal, type Baremetal } from "./baremetal.ts";
 import { writeEnrollFile } from "./enroll.ts";
 import { recordEvents, type RecordedEvent } from "./events.ts";
@@ -24,8 +25,9 @@ export async function startWalk(state: LabState, nodeFields: Record<string, stri
   if (state.conductor === null) throw new Error("the lab has no conductor");
   const node = state.nodes[0];
   if (node === undefined) throw new Error("the lab has no node");
-  const bm = baremetal(state.conductor.url);
-  const recorder = recordEvents(state.conductor.url);
+  const access = labAccess(state);
+  const bm = baremetal(state.conductor.url, access);
+  const recorder = recordEvents(state.conductor.url, access);
   await bm.run(["create", await writeEnrollFile(state, nodeFields)]);
   return { bm, node, probe: probeLabNode(node), events: recorder.events, stopEvents: recorder.stop };
 }

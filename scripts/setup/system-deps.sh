@@ -20,6 +20,8 @@ packages=(
   chromium
   # The cluster store's tests, benches and lab start a throwaway server (scripts/setup/postgres.sh).
   postgresql
+  # The secured lab's e2e captures loopback and dissects the TLS handshakes in the pcap.
+  tshark
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -35,3 +35,31 @@ describe("a lab VM's argv without one disk", () => {
     expect(() => withoutDisk(argv, "/lab/vm/a.qcow")).toThrow(/no -drive uses/);
   });
 });
+
+describe("a lab VM's NIC", () => {
+  const nic = (tlsPort?: number) => {
+    const argv = labVmArgs({
+      dir: "/lab/vm",
+      name: "lab-01",
+      mac: "52:54:00:a0:00:01",
+      memoryMb: 768,
+      vcpus: 1,
+      conductorPort: 7001,
+      disks: [],
+      ...(tlsPort === undefined ? {} : { tlsPort }),
+    });
+    return argv[argv.indexOf("-netdev") + 1] ?? "";
+  };
+
+  it("reaches only the conductor: port 80 without TLS", () => {
+    expect(nic()).toContain("restrict=on");
+    expect(nic().match(/guestfwd=/g)).toHaveLength(1);
+    expect(nic()).toContain("guestfwd=tcp:10.0.2.100:80-cmd:busybox nc 127.0.0.1 7001");
+  });
+
+  it("with TLS, port 443 goes to the HTTPS API and port 80 stays for boot files", () => {
+    expect(nic(7443).match(/guestfwd=/g)).toHaveLength(2);
+    expect(nic(7443)).toContain("guestfwd=tcp:10.0.2.100:80-cmd:busybox nc 127.0.0.1 7001");
+    expect(nic(7443)).toContain("guestfwd=tcp:10.0.2.100:443-cmd:busybox nc 127.0.0.1 7443");
+  });
+});

@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { COMMAND_ARGS } from "../../../shared/protocol.ts";
 import { EraseOptionsSchema, eraseDevicesArgs, eraseMetadataArgs } from "../../../shared/erase.ts";
 import { writeRequestFromInstanceInfo } from "../../flows/image-request.ts";
+import { prepareInstanceBoot } from "../../flows/instance-boot.ts";
 import type { Task } from "../../tasks/task.ts";
 import { agentCommand } from "../agent-command.ts";
 import type { DeployInterface } from "../interfaces.ts";
@@ -148,8 +149,8 @@ const bootInstance = defineStep({
       { name: "sync", args: {} },
       { signal: task.signal, timeoutMs: 120_000 },
     );
+    await prepareInstanceBoot(task);
     const node = await task.driverNode();
-    await task.hw.boot.prepareInstance(node);
     await task.hw.management.setBootDevice(
       node,
       { device: "disk", persistent: true },

@@ -1,0 +1,15 @@
+import type { Task } from "../tasks/task.ts";
+
+/** driver_internal_info key: the identity of the conductor that wrote the deployed instance's boot files. */
+export const INSTANCE_PREPARED_BY = "instance_prepared_by";
+
+/**
+ * Writes the deployed instance's boot configuration (a node that still network-boots is sent to its disk) on
+ * this conductor and records that it did, so a conductor taking the node over knows to write it again.
+ */
+export async function prepareInstanceBoot(task: Task): Promise<void> {
+  await task.hw.boot.prepareInstance(await task.driverNode());
+  await task.update({
+    driver_internal_info: { ...task.node.driver_internal_info, [INSTANCE_PREPARED_BY]: task.deps.holder },
+  });
+}
