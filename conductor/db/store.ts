@@ -167,11 +167,6 @@ export interface Store {
 
   /** Appends to a node's history (deleted with the node). */
   addNodeHistory(entry: NodeHistoryRecord): Promise<void>;
-  /**
-   * Appends several entries in one transaction; an entry whose node is gone is skipped (its node was deleted
-   * meanwhile). Returns how many were stored.
-   */
-  addNodeHistories(entries: readonly NodeHistoryRecord[]): Promise<number>;
   /** A node's history, oldest first (created_at, then insertion); `marker`: the last uuid of the previous page. */
   listNodeHistory(nodeUuid: string, page: { limit?: number; marker?: string }): Promise<NodeHistoryRecord[]>;
   getNodeHistory(nodeUuid: string, eventUuid: string): Promise<NodeHistoryRecord | null>;

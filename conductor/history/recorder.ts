@@ -34,12 +34,10 @@ export interface HistoryEntry {
 export class HistoryRecorder {
   /** The caller behind each node's current operation (bounded: one entry per node). */
   private readonly lastActor = new Map<string, Actor>();
-  /** Entries waiting for the next batch write, each with the resolver of its record() call. */
-  private pending: { record: NodeHistoryRecord; done: () => void }[] = [];
 
   constructor(
     private readonly deps: {
-      store: Pick<Store, "addNodeHistories" | "getNode">;
+      store: Pick<Store, "addNodeHistory" | "getNode">;
       logger: Logger;
       conductor: string;
       now?: () => Date;
@@ -55,10 +53,7 @@ export class HistoryRecorder {
     this.lastActor.delete(node);
   }
 
-  /**
-   * Logs one entry and stores it with the others recorded in the same turn; resolves once it is stored (a node
-   * deleted meanwhile only gets the log line). Never throws.
-   */
+  /** Stores and logs one entry; a node deleted meanwhile only gets the log line. Never throws. */
   async record(entry: HistoryEntry): Promise<void> {
     const actor = entry.actor ?? CONDUCTOR_ACTOR;
     const record: NodeHistoryRecord = {
@@ -76,24 +71,11 @@ export class HistoryRecorder {
       changes: entry.changes === undefined ? null : maskDeep(entry.changes),
     };
     this.deps.logger.info({ history: record }, "node history");
-    await new Promise<void>((done) => {
-      this.pending.push({ record, done });
-      // NOTE: entries recorded in the same turn of the event loop (concurrent requests, a burst of
-      // transitions) are written in one transaction: one commit (one round trip on PostgreSQL) per batch.
-      if (this.pending.length === 1) setImmediate(() => void this.flush());
-    });
-  }
-
-  /** Writes the waiting entries in one batch; a node deleted meanwhile only has its log line. Never throws. */
-  private async flush(): Promise<void> {
-    const batch = this.pending;
-    this.pending = [];
     try {
-      await this.deps.store.addNodeHistories(batch.map((p) => p.record));
+      await this.deps.store.addNodeHistory(record);
     } catch (error) {
-      this.deps.logger.warn({ err: error, entries: batch.length }, "history entries not stored");
-    } finally {
-      for (const entry of batch) entry.done();
+      // the node is gone (deleted while its work ran): the log line above is the record
+      this.deps.logger.debug({ err: error, node: entry.node }, "history entry not stored");
     }
   }
 

@@ -12,7 +12,6 @@ import {
   type Store,
 } from "../../conductor/db/store.ts";
 import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
-import type { NodeHistoryRecord } from "../../shared/history.ts";
 
 const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
 
@@ -99,36 +98,6 @@ export function storeContract(
       await second?.close();
       await store?.close();
       await options.teardown?.();
-    });
-
-    it("history entries written as a batch, in order; an entry of a node that is gone is skipped", async () => {
-      const a = await store.createNode(node());
-      const entry = (nodeUuid: string, at: string): NodeHistoryRecord => ({
-        uuid: randomUUID(),
-        node_uuid: nodeUuid,
-        created_at: at,
-        severity: "INFO",
-        event: `at ${at}`,
-        event_type: "update",
-        conductor: "c1",
-        user: null,
-        project: null,
-        remote_address: null,
-        request_id: null,
-        changes: null,
-      });
-      const stored = await store.addNodeHistories([
-        entry(a.uuid, "2026-01-01T00:00:01.000Z"),
-        entry(randomUUID(), "2026-01-01T00:00:02.000Z"),
-        entry(a.uuid, "2026-01-01T00:00:01.000Z"),
-      ]);
-      expect(stored).toBe(2);
-      const history = await store.listNodeHistory(a.uuid, {});
-      expect(history.map((h) => h.event)).toEqual([
-        "at 2026-01-01T00:00:01.000Z",
-        "at 2026-01-01T00:00:01.000Z",
-      ]);
-      expect(await store.addNodeHistories([])).toBe(0);
     });
 
     it("creates nodes and finds them by uuid or name; names and instances are unique", async () => {

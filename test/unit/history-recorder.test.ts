@@ -9,7 +9,7 @@ function recorder(lastError: string | null = null) {
   const stored: NodeHistoryRecord[] = [];
   const history = new HistoryRecorder({
     store: {
-      addNodeHistories: async (entries) => stored.push(...entries),
+      addNodeHistory: async (r) => void stored.push(r),
       getNode: async () => ({ last_error: lastError }) as never,
     },
     logger: silentLogger,
@@ -51,38 +51,6 @@ describe("history recorder", () => {
       request_id: "req-1",
       event_type: "power",
     });
-  });
-
-  it("entries recorded in the same turn are stored in one batch, in order, before record() resolves", async () => {
-    const batches: NodeHistoryRecord[][] = [];
-    const history = new HistoryRecorder({
-      store: {
-        addNodeHistories: async (entries) => batches.push([...entries]),
-        getNode: async () => null,
-      },
-      logger: silentLogger,
-      conductor: "c1",
-    });
-    await Promise.all(
-      ["a", "b", "c"].map((n) => history.record({ node: n, event: `e-${n}`, eventType: "update" })),
-    );
-    expect(batches.map((b) => b.map((e) => e.event))).toEqual([["e-a", "e-b", "e-c"]]);
-    await history.record({ node: "d", event: "e-d", eventType: "update" });
-    expect(batches).toHaveLength(2);
-  });
-
-  it("a store that fails loses only the stored copy: record() still resolves", async () => {
-    const history = new HistoryRecorder({
-      store: {
-        addNodeHistories: async () => {
-          throw new Error("database is down");
-        },
-        getNode: async () => null,
-      },
-      logger: silentLogger,
-      conductor: "c1",
-    });
-    await expect(history.record({ node: "n", event: "e", eventType: "update" })).resolves.toBeUndefined();
   });
 
   it("agent and progress events are not history", async () => {

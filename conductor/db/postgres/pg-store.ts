@@ -263,40 +263,6 @@ export class PgStore implements Store {
     ]);
   }
 
-  async addNodeHistories(entries: readonly NodeHistoryRecord[]): Promise<number> {
-    if (entries.length === 0) return 0;
-    const column = (pick: (entry: NodeHistoryRecord) => string) => entries.map(pick);
-    try {
-      // one statement for the batch; entries of nodes already gone are left out
-      const result = await this.query(
-        `INSERT INTO node_history (uuid, node_uuid, created_at, doc)
-         SELECT h.uuid, h.node_uuid, h.created_at, h.doc
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[]) AS h (uuid, node_uuid, created_at, doc)
-         WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.uuid = h.node_uuid)`,
-        [
-          column((e) => e.uuid),
-          column((e) => e.node_uuid),
-          column((e) => e.created_at),
-          column((e) => JSON.stringify(e)),
-        ] as unknown as SqlValue[],
-      );
-      return result.rowCount ?? 0;
-    } catch (error) {
-      // a node deleted between the check and the insert (foreign key): one by one, skipping that node
-      if (!(error instanceof pg.DatabaseError && error.code === "23503")) throw error;
-      let stored = 0;
-      for (const entry of entries) {
-        try {
-          await this.addNodeHistory(entry);
-          stored++;
-        } catch (inner) {
-          if (!(inner instanceof pg.DatabaseError && inner.code === "23503")) throw inner;
-        }
-      }
-      return stored;
-    }
-  }
-
   async listNodeHistory(
     nodeUuid: string,
     page: { limit?: number; marker?: string },

@@ -571,27 +571,6 @@ export class SqliteStore implements Store {
     );
   }
 
-  async addNodeHistories(entries: readonly NodeHistoryRecord[]): Promise<number> {
-    const insert = this.stmt(
-      "INSERT INTO node_history (uuid, node_uuid, created_at, doc) VALUES (?, ?, ?, ?)",
-    );
-    // one commit for the batch: most of a lone insert's cost is its commit
-    return this.db.transaction(() => {
-      let stored = 0;
-      for (const entry of entries) {
-        try {
-          insert.run(entry.uuid, entry.node_uuid, entry.created_at, JSON.stringify(entry));
-          stored++;
-        } catch (error) {
-          // a failed statement leaves the transaction open: skip an entry whose node is gone
-          if (!(error instanceof Error && "code" in error && error.code === "SQLITE_CONSTRAINT_FOREIGNKEY"))
-            throw error;
-        }
-      }
-      return stored;
-    })();
-  }
-
   async listNodeHistory(
     nodeUuid: string,
     page: { limit?: number; marker?: string },
