@@ -44,6 +44,8 @@ const FLAG_ALIASES: Record<string, string> = {
   "http-basic-auth-user-file": "auth.http_basic_auth_user_file",
   "shred-random-overwrite-iterations": "erase.shredRandomOverwriteIterations",
   "continue-if-disk-secure-erase-fails": "erase.continueIfDiskSecureEraseFails",
+  "sync-power-state-interval": "powerSync.intervalS",
+  "sync-power-state-workers": "powerSync.concurrency",
   "delete-configuration-priority": "raid.deleteConfigurationPriority",
   "create-configuration-priority": "raid.createConfigurationPriority",
 };

@@ -28,7 +28,7 @@ import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
 import { type ApiLimits, NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { FieldsQuery, NodeListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
-import { NODE_VIEW_FIELDS, nodeView, portView, summaryIsEnough } from "./views.ts";
+import { NODE_VIEW_FIELDS, nodeView, portView, summaryColumnsFor, summaryIsEnough } from "./views.ts";
 import { isUuid } from "../../shared/uuid.ts";
 import { restoreMaskedSecrets } from "../../shared/secrets.ts";
 import {
@@ -332,7 +332,7 @@ export function nodesPlugin(deps: ApiDeps) {
       const page = { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir };
       const nodes =
         !showDetail && summaryIsEnough(query.fields)
-          ? await deps.store.listNodeSummaries(filter, page)
+          ? await deps.store.listNodeSummaries(filter, page, summaryColumnsFor(query.fields))
           : await deps.store.listNodes(filter, page);
       const ctx = viewContext(request, deps);
       const body = collection({

@@ -1,6 +1,6 @@
 import { NodeRecord as NodeRecordSchema } from "../../shared/resources.ts";
 import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
-import { NODE_SUMMARY_FIELDS, type NodeSummary } from "../db/store.ts";
+import { NODE_SUMMARY_FIELDS, type NodeSummary, type NodeSummaryField } from "../db/store.ts";
 import { MASK, maskSecrets } from "../../shared/secrets.ts";
 
 export { MASK };
@@ -147,6 +147,15 @@ export function nodeView(
 /** True when every wanted field is a column: the list can skip reading documents. */
 export function summaryIsEnough(fields: readonly string[] | undefined): boolean {
   return (fields ?? NODE_LIST_FIELDS).every((f) => (NODE_SUMMARY_FIELDS as readonly string[]).includes(f));
+}
+
+/**
+ * The columns a short list reads: the fields shown, and owner and lessee, which decide what a project user may
+ * see. Call only when summaryIsEnough(fields).
+ */
+export function summaryColumnsFor(fields: readonly string[] | undefined): NodeSummaryField[] {
+  const shown = (fields ?? NODE_LIST_FIELDS) as readonly NodeSummaryField[];
+  return [...shown, "owner", "lessee"];
 }
 
 /** Every field name a node view can carry: used to reject unknown ?fields=. */

@@ -8,10 +8,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { newNode } from "../../conductor/api/nodes.ts";
-import { defaultConfig } from "../../conductor/config.ts";
 import { openStore } from "../../conductor/db/open-store.ts";
-import { defaultDrivers } from "../../conductor/drivers/registry.ts";
+import { fakeNode, seedFleet } from "./fleet.ts";
 
 /**
  * Real Ironic 21.4.4 (Debian bookworm, 2 API workers + 1 conductor, SQLite, fake-hardware) on this machine
@@ -96,38 +94,6 @@ async function spawnConductor(args: string[]): Promise<{ child: ChildProcess; ur
   return { child, url };
 }
 
-const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
-
-/** Fills the database through the Store (the API path is measured separately): available, powered off. */
-async function seed(database: string): Promise<number> {
-  const store = openStore(database);
-  const started = performance.now();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 16 }, async () => {
-      while (next < NODES) {
-        const i = next++;
-        const large = i % 10 === 0;
-        await store.createNode({
-          ...newNode({ driver: "fake-hardware", name: `bench-${i}` }, fake),
-          provision_state: "available",
-          power_state: "power off",
-          resource_class: large ? "large" : "small",
-          traits: i % 7 === 0 ? ["CUSTOM_FAST"] : [],
-          properties: {
-            memory_mb: large ? 262144 : 16384 * (1 + (i % 4)),
-            cpus: large ? 64 : 8,
-            local_gb: 500,
-          },
-        });
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  await store.close();
-  return NODES / seconds;
-}
-
 interface Result {
   store: string;
   conductors: number;
@@ -150,7 +116,7 @@ async function measure(
   setup: { database: string; conductors: number; dir: string },
 ): Promise<Result> {
   const { database, conductors, dir } = setup;
-  const seedPerS = await seed(database);
+  const seedPerS = await seedFleet(database, NODES);
   const children: ChildProcess[] = [];
   try {
     const urls: string[] = [];
@@ -191,7 +157,7 @@ async function measure(
     const raceStore = openStore(database);
     for (let i = 0; i < 10; i++) {
       await raceStore.createNode({
-        ...newNode({ driver: "fake-hardware" }, fake),
+        ...fakeNode({ driver: "fake-hardware" }),
         provision_state: "available",
         power_state: "power off",
         resource_class: raceClass,

@@ -70,43 +70,69 @@ function duration(seconds: number): string {
   return `${(seconds / 3600).toFixed(1)} h`;
 }
 
+async function runLevels(
+  ipmitool: Ipmitool,
+  sims: IpmiSim[],
+  options: { calls: number; label: string },
+): Promise<{ concurrency: number; rate: number; cpuPerCallMs: number }[]> {
+  const results = [];
+  console.log(`\n${options.label}`);
+  console.log(
+    "concurrency | calls/s | conductor CPU ms/call (of which ipmitool) | BMC sim CPU ms/call | sync pass 10^4 | sync pass 10^5",
+  );
+  for (const concurrency of LEVELS) {
+    const result = await level(ipmitool, sims, { concurrency, calls: options.calls });
+    results.push({ concurrency, ...result });
+    console.log(
+      `${String(concurrency).padStart(11)} | ${result.rate.toFixed(1).padStart(7)} | ` +
+        `${result.cpuPerCallMs.toFixed(1)} (${result.childCpuPerCallMs.toFixed(1)})`.padEnd(41) +
+        ` | ${result.simCpuPerCallMs.toFixed(1).padStart(19)}` +
+        ` | ${duration(1e4 / result.rate).padStart(14)} | ${duration(1e5 / result.rate).padStart(14)}`,
+    );
+  }
+  return results;
+}
+
+const LEVELS = [1, 8, 32];
+
 async function main(): Promise<void> {
   const calls = Number(process.argv[2] ?? 200);
-  const levels = [1, 8, 32];
   const sims: IpmiSim[] = [];
   try {
     for (let i = 0; i < 32; i++) sims.push(await startIpmiSim({ initialPower: "on" }));
     // No minimum interval: each worker has its own BMC, and we want ipmitool's own cost.
-    const ipmitool = new Ipmitool({ minIntervalMs: 0 });
-    await level(ipmitool, sims, { concurrency: 4, calls: 20 }); // warm-up
+    const full = new Ipmitool({ minIntervalMs: 0, fullEnterpriseRegistry: true });
+    const lean = new Ipmitool({ minIntervalMs: 0 });
+    await level(full, sims, { concurrency: 4, calls: 20 }); // warm-up
+    await level(lean, sims, { concurrency: 4, calls: 20 });
     console.log(
       `host: ${cpus().length} cores (${cpus()[0]?.model ?? "?"}); ${calls} calls per level; 32 ipmi_sim BMCs on loopback`,
     );
+    const before = await runLevels(full, sims, {
+      calls,
+      label: "baseline: ipmitool loads the system's enterprise number registry (4.7 MB) on every run",
+    });
+    const after = await runLevels(lean, sims, {
+      calls,
+      label: "Anvil: ipmitool's HOME holds a one-entry registry",
+    });
+    const cpuOf = (rows: { cpuPerCallMs: number }[]) => Math.max(...rows.map((r) => r.cpuPerCallMs));
+    const [cpuBefore, cpuAfter] = [cpuOf(before), cpuOf(after)];
     console.log(
-      "concurrency | calls/s | conductor CPU ms/call (of which ipmitool) | BMC sim CPU ms/call | sync pass 10^4 | sync pass 10^5",
+      `\nconductor CPU per call: ${cpuBefore.toFixed(1)} -> ${cpuAfter.toFixed(1)} ms ` +
+        `(x${(cpuBefore / cpuAfter).toFixed(2)} less)`,
     );
-    const results = [];
-    for (const concurrency of levels) {
-      const result = await level(ipmitool, sims, { concurrency, calls });
-      results.push({ concurrency, ...result });
+    for (const [label, cpuMs] of [
+      ["baseline", cpuBefore],
+      ["Anvil", cpuAfter],
+    ] as const) {
       console.log(
-        `${String(concurrency).padStart(11)} | ${result.rate.toFixed(1).padStart(7)} | ` +
-          `${result.cpuPerCallMs.toFixed(1)} (${result.childCpuPerCallMs.toFixed(1)})`.padEnd(41) +
-          ` | ${result.simCpuPerCallMs.toFixed(1).padStart(19)}` +
-          ` | ${duration(1e4 / result.rate).padStart(14)} | ${duration(1e5 / result.rate).padStart(14)}`,
+        `CPU bound on one conductor, ${label} (${cpus().length} cores, ${cpuMs.toFixed(1)} ms/call): ` +
+          `10^4 nodes ${duration((1e4 * cpuMs) / 1000 / cpus().length)}, 10^5 nodes ${duration((1e5 * cpuMs) / 1000 / cpus().length)}`,
       );
     }
-    const cpuMs = Math.max(...results.map((r) => r.cpuPerCallMs));
-    console.log(
-      `CPU bound on one conductor (${cpus().length} cores, ${cpuMs.toFixed(1)} ms/call): ` +
-        `10^4 nodes ${duration((1e4 * cpuMs) / 1000 / cpus().length)}, 10^5 nodes ${duration((1e5 * cpuMs) / 1000 / cpus().length)}`,
-    );
-    for (const latency of [0.5, 2]) {
-      console.log(
-        `Latency bound with real BMCs at ${latency} s/call, concurrency 32: ` +
-          `10^4 nodes ${duration((1e4 * latency) / 32)}, 10^5 nodes ${duration((1e5 * latency) / 32)}`,
-      );
-    }
+    const single = after.find((r) => r.concurrency === 1);
+    if (single) console.log(`ipmi_sim latency, one call at a time: ${(1000 / single.rate).toFixed(1)} ms`);
   } finally {
     for (const sim of sims) await sim.stop();
   }

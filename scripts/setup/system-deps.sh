@@ -5,6 +5,8 @@ set -euo pipefail
 packages=(
   python3-ironicclient python3-openstackclient
   ipmitool openipmi
+  # strace: a test checks which files ipmitool opens (it must skip the system's enterprise number registry).
+  strace
   qemu-system-x86 qemu-utils ipxe-qemu
   busybox-static dnsmasq-base iproute2 cpio kmod zstd xz-utils
   gdisk dosfstools genisoimage mtools util-linux fdisk time e2fsprogs

@@ -174,6 +174,19 @@ export function storeContract(
       expect(desc[1]!.maintenance).toBe(false);
       const counts = await store.countNodesByState();
       expect(counts.enroll).toBeGreaterThanOrEqual(6);
+      // only the columns asked for (and uuid) are read
+      const narrow = await store.listNodeSummaries({ conductor_group: group }, { limit: 2 }, [
+        "maintenance",
+        "name",
+      ]);
+      expect(narrow.map((n) => Object.keys(n).sort())).toEqual([
+        ["maintenance", "name", "uuid"],
+        ["maintenance", "name", "uuid"],
+      ]);
+      expect(narrow.map((n) => [n.name, n.maintenance])).toEqual([
+        ["p-c", false],
+        ["p-a", false],
+      ]);
     });
 
     it("ports: unique MACs, a known node, cascade with the node", async () => {

@@ -59,6 +59,34 @@ describe("ipmitool drivers against a real ipmi_sim", () => {
     await sim.setPower("off");
   });
 
+  it("runs ipmitool without the system's 4.7 MB enterprise number registry, and still reads the state", async () => {
+    // A wrapper that traces which files ipmitool opens; the full-registry runner shows the trace can see it.
+    const dir = await mkdtemp(join(tmpdir(), "anvil-ipmi-trace-"));
+    const opened = async (fullEnterpriseRegistry: boolean): Promise<string> => {
+      const trace = join(dir, `trace-${String(fullEnterpriseRegistry)}`);
+      const wrapper = join(dir, `ipmitool-${String(fullEnterpriseRegistry)}`);
+      await writeFile(wrapper, `#!/bin/sh\nexec strace -f -qq -e trace=openat -o ${trace} ipmitool "$@"\n`, {
+        mode: 0o700,
+      });
+      const traced = new IpmitoolPower({
+        ipmitool: new Ipmitool({ binary: wrapper, fullEnterpriseRegistry }),
+      });
+      expect(await traced.getPowerState(node)).toBe(await sim.power().then((s) => `power ${s}`));
+      return readFile(trace, "utf8");
+    };
+    try {
+      const SYSTEM_REGISTRY = '"/usr/share/misc/enterprise-numbers.txt"';
+      expect(await opened(true)).toContain(SYSTEM_REGISTRY);
+      const lean = await opened(false);
+      expect(lean).not.toContain(SYSTEM_REGISTRY);
+      expect(lean).toMatch(
+        /anvil-ipmitool-[^"]*\/\.local\/usr\/share\/misc\/enterprise-numbers\.txt", O_RDONLY\) = \d/,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it("switches on and off, and the chassis follows", async () => {
     await power.setPowerState(node, "power on");
     expect(await sim.power()).toBe("on");

@@ -42,6 +42,14 @@ describe("configuration sources", () => {
     expect(loadConfig({ argv: [], env: {} }).config.port).toBe(6385);
   });
 
+  it("takes Ironic's names for the power sync's workers and interval", () => {
+    const { config } = loadConfig({
+      argv: ["--sync-power-state-workers", "32", "--sync-power-state-interval", "15"],
+      env: {},
+    });
+    expect(config.powerSync).toMatchObject({ concurrency: 32, intervalS: 15 });
+  });
+
   it("Ironic's RAID step priorities come by their Ironic names, and stay unset by default", () => {
     expect(loadConfig({ argv: [], env: {} }).config.raid).toEqual({});
     const flags = ["--delete-configuration-priority", "100", "--raid-create-configuration-priority", "98"];

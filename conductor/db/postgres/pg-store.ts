@@ -6,13 +6,14 @@ import {
   ConductorAlreadyRegistered,
   Duplicate,
   NODE_SORT_KEYS,
-  NODE_SUMMARY_FIELDS,
+  summaryColumns,
   NodeLocked,
   NodeNotFound,
   NotFound,
   type AllocationFilter,
   type NodeFilter,
   type NodeSummary,
+  type NodeSummaryField,
   type Page,
   type PortFilter,
   type Store,
@@ -237,8 +238,12 @@ export class PgStore implements Store {
     return (await this.nodeQuery<{ doc: NodeRecord }>("doc", filter, page)).map((r) => r.doc);
   }
 
-  async listNodeSummaries(filter: NodeFilter, page: Page): Promise<NodeSummary[]> {
-    return this.nodeQuery<NodeSummary>(NODE_SUMMARY_FIELDS.join(","), filter, page);
+  async listNodeSummaries<F extends NodeSummaryField = NodeSummaryField>(
+    filter: NodeFilter,
+    page: Page,
+    columns?: readonly F[],
+  ): Promise<Pick<NodeSummary, F | "uuid">[]> {
+    return this.nodeQuery<Pick<NodeSummary, F | "uuid">>(summaryColumns(columns).join(","), filter, page);
   }
 
   async countNodesBy(column: "provision_state" | "power_state" | "fault"): Promise<Record<string, number>> {

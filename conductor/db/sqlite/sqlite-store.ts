@@ -5,10 +5,11 @@ import {
   Duplicate,
   NODE_SORT_KEYS,
   NodeLocked,
-  NODE_SUMMARY_FIELDS,
   NodeNotFound,
   NotFound,
   type NodeSummary,
+  type NodeSummaryField,
+  summaryColumns,
   type AllocationFilter,
   type NodeFilter,
   type Page,
@@ -95,19 +96,24 @@ export class SqliteStore implements Store {
   /** Least recently used first (a Map keeps insertion order; a hit re-inserts). */
   private readonly statements = new Map<string, Database.Statement>();
 
-  /** Prepared statements are reused: preparing costs more than running most of them. */
-  private stmt(sql: string): Database.Statement {
-    let statement = this.statements.get(sql);
+  /**
+   * Prepared statements are reused: preparing costs more than running most of them. A `raw` one returns rows
+   * as arrays and is cached apart from the keyed-row statement of the same text.
+   */
+  private stmt(sql: string, options: { raw?: boolean } = {}): Database.Statement {
+    const key = options.raw === true ? `raw\u0000${sql}` : sql;
+    let statement = this.statements.get(key);
     if (statement) {
-      this.statements.delete(sql);
+      this.statements.delete(key);
     } else {
       statement = this.db.prepare(sql);
+      if (options.raw === true) statement.raw(true);
       if (this.statements.size >= STATEMENT_CACHE_SIZE) {
         const oldest = this.statements.keys().next().value;
         if (oldest !== undefined) this.statements.delete(oldest);
       }
     }
-    this.statements.set(sql, statement);
+    this.statements.set(key, statement);
     return statement;
   }
 
@@ -188,7 +194,13 @@ export class SqliteStore implements Store {
     return this.nodeRow(ident);
   }
 
-  private nodeQuery(select: string, filter: NodeFilter, page: Page): unknown[] {
+  /** `select`: the column list, or with `raw` rows as arrays. */
+  private nodeQuery(
+    select: string | { columns: string; raw: true },
+    filter: NodeFilter,
+    page: Page,
+  ): unknown[] {
+    const columns = typeof select === "string" ? select : select.columns;
     const where: string[] = [];
     const params: SqlValue[] = [];
     const eq = (column: string, value: SqlValue | undefined): void => {
@@ -217,22 +229,33 @@ export class SqliteStore implements Store {
     const paging = pageClause("nodes", page, NODE_SORT_KEYS);
     if (paging.where) where.push(paging.where);
     const limit = limitClause(paging.limit);
-    const sql = `SELECT ${select} FROM nodes${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}${limit.sql}`;
-    return this.stmt(sql).all(...params, ...paging.params, ...limit.params);
+    const sql = `SELECT ${columns} FROM nodes${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}${limit.sql}`;
+    return this.stmt(sql, { raw: typeof select !== "string" }).all(
+      ...params,
+      ...paging.params,
+      ...limit.params,
+    );
   }
 
   async listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]> {
     return (this.nodeQuery("doc", filter, page) as Row[]).map((r) => JSON.parse(r.doc) as NodeRecord);
   }
 
-  async listNodeSummaries(filter: NodeFilter, page: Page): Promise<NodeSummary[]> {
-    const rows = this.nodeQuery(NODE_SUMMARY_FIELDS.join(","), filter, page) as (Omit<
-      NodeSummary,
-      "maintenance"
-    > & {
-      maintenance: number;
-    })[];
-    return rows.map((r) => ({ ...r, maintenance: r.maintenance === 1 }));
+  async listNodeSummaries<F extends NodeSummaryField = NodeSummaryField>(
+    filter: NodeFilter,
+    page: Page,
+    columns?: readonly F[],
+  ): Promise<Pick<NodeSummary, F | "uuid">[]> {
+    const names = summaryColumns(columns);
+    // Rows as arrays: better-sqlite3 builds a keyed object per row much more slowly than an array.
+    const rows = this.nodeQuery({ columns: names.join(","), raw: true }, filter, page) as SqlValue[][];
+    const maintenance = names.indexOf("maintenance");
+    return rows.map((row) => {
+      const node: Record<string, unknown> = {};
+      for (let i = 0; i < names.length; i++) node[names[i] as string] = row[i];
+      if (maintenance >= 0) node.maintenance = row[maintenance] === 1;
+      return node as Pick<NodeSummary, F | "uuid">;
+    });
   }
 
   async countNodesByState(): Promise<Record<string, number>> {
@@ -522,9 +545,10 @@ export class SqliteStore implements Store {
         },
         false: "0",
       });
-      const row = this.stmt(`SELECT doc FROM nodes WHERE ${query.where} ORDER BY ${query.order} LIMIT 1`).get(
-        params,
-      ) as Row | undefined;
+      const from = query.index === null ? "nodes" : `nodes INDEXED BY ${query.index}`;
+      const row = this.stmt(
+        `SELECT doc FROM ${from} WHERE ${query.where} ORDER BY ${query.order} LIMIT 1`,
+      ).get(params) as Row | undefined;
       if (!row) return null;
       const updated: NodeRecord = {
         ...(JSON.parse(row.doc) as NodeRecord),

@@ -1,0 +1,160 @@
+// One power-sync pass over a large fleet against simulated BMCs whose latency is measured, in the same run, on a
+// real ipmi_sim through real ipmitool: 10^4 nodes (BENCH_SYNC_NODES) on one conductor (SQLite), and 10^5
+// (BENCH_NODES) split by the hash ring across three conductors sharing PostgreSQL, each syncing only what it
+// owns. The pass's concurrency is the conductor's `power_sync.concurrency` (Ironic: sync_power_state_workers);
+// BENCH_SYNC_CONCURRENCY lists the values tried. The three conductors run in this one process (one event loop
+// for all three: a pessimistic stand-in for three machines). Run under `flock /tmp/anvil-heavy.lock`.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { runPowerSyncPass } from "../../conductor/cluster/power-sync.ts";
+import { storePowerSyncPort } from "../../conductor/cluster/power-sync-port.ts";
+import { HashRing } from "../../conductor/cluster/hash-ring.ts";
+import { defaultConfig } from "../../conductor/config.ts";
+import { openStore } from "../../conductor/db/open-store.ts";
+import { parseIpmiDriverInfo } from "../../conductor/drivers/ipmi/driver-info.ts";
+import { Ipmitool } from "../../conductor/drivers/ipmi/ipmitool.ts";
+import { defaultDrivers } from "../../conductor/drivers/registry.ts";
+import { startIpmiSim } from "../../test/helpers/ipmi-sim.ts";
+import { seedFleet } from "./fleet.ts";
+
+const SINGLE_NODES = Number(process.env.BENCH_SYNC_NODES ?? 10_000);
+const CLUSTER_NODES = Number(process.env.BENCH_NODES ?? 100_000);
+const CONCURRENCY = (process.env.BENCH_SYNC_CONCURRENCY ?? "8,32").split(",").map(Number);
+const STORES = process.env.BENCH_STORES?.split(",") ?? ["postgresql", "sqlite"];
+const GOAL_S = 60;
+
+/** Median wall time of one `chassis power status` to a local ipmi_sim, and the conductor's CPU per call. */
+async function ipmiSimLatency(calls = 40): Promise<{ medianMs: number; cpuMs: number }> {
+  const sim = await startIpmiSim({ initialPower: "on" });
+  try {
+    const ipmitool = new Ipmitool({ minIntervalMs: 0 });
+    const info = parseIpmiDriverInfo(sim.driverInfo());
+    await ipmitool.run(info, ["chassis", "power", "status"]); // warm-up
+    const times: number[] = [];
+    const cpuBefore = process.cpuUsage();
+    const childBefore = childCpuMs();
+    for (let i = 0; i < calls; i++) {
+      const t = performance.now();
+      await ipmitool.run(info, ["chassis", "power", "status"]);
+      times.push(performance.now() - t);
+    }
+    const own = process.cpuUsage(cpuBefore);
+    const cpuMs = (own.user + own.system) / 1000 + (childCpuMs() - childBefore);
+    times.sort((a, b) => a - b);
+    return { medianMs: times[Math.floor(times.length / 2)] ?? NaN, cpuMs: cpuMs / calls };
+  } finally {
+    await sim.stop();
+  }
+}
+
+/** CPU of reaped children (ipmitool runs), in ms. */
+function childCpuMs(): number {
+  const fields = readFileSync(`/proc/${process.pid}/stat`, "utf8");
+  const rest = fields.slice(fields.lastIndexOf(")") + 2).split(" ");
+  return ((Number(rest[13]) + Number(rest[14])) / 100) * 1000;
+}
+
+interface PassResult {
+  seconds: number;
+  shares: number[];
+  checked: number;
+  inSync: number;
+}
+
+/** One pass per conductor, all at once; each conductor owns what the ring over all of them gives it. */
+async function syncPass(
+  database: string,
+  options: { conductors: number; concurrency: number; latencyMs: number },
+): Promise<PassResult> {
+  const names = Array.from({ length: options.conductors }, (_, i) => `sync-${i}`);
+  const ring = new HashRing(names);
+  // the simulated BMC: fake-hardware power answering after ipmi_sim's measured latency
+  const drivers = defaultDrivers(defaultConfig({ fakeDelayMs: Math.round(options.latencyMs) }));
+  const stores = names.map(() => openStore(database));
+  try {
+    const started = performance.now();
+    const reports = await Promise.all(
+      names.map((name, i) =>
+        runPowerSyncPass(
+          storePowerSyncPort(stores[i]!, drivers, (node) => ring.ownerOf(node.uuid) === name),
+          { concurrency: options.concurrency, forcePowerStateDuringSync: true, maxFailures: 3 },
+        ),
+      ),
+    );
+    return {
+      seconds: (performance.now() - started) / 1000,
+      shares: reports.map((r) => r.checked),
+      checked: reports.reduce((sum, r) => sum + r.checked, 0),
+      inSync: reports.reduce((sum, r) => sum + r.outcomes["in sync"], 0),
+    };
+  } finally {
+    for (const store of stores) await store.close();
+  }
+}
+
+function report(label: string, nodes: number, rows: { concurrency: number; pass: PassResult }[]): void {
+  console.log(`\n${label}: ${nodes} nodes`);
+  console.log("concurrency per conductor | pass | nodes/s | each conductor's share | all in sync");
+  for (const { concurrency, pass } of rows) {
+    console.log(
+      `${String(concurrency).padStart(25)} | ${pass.seconds.toFixed(1).padStart(5)} s | ` +
+        `${(pass.checked / pass.seconds).toFixed(0).padStart(7)} | ${pass.shares.join(" / ").padEnd(22)} | ` +
+        `${pass.inSync === nodes ? "yes" : `no (${pass.inSync} of ${nodes})`}` +
+        `${pass.seconds <= GOAL_S ? "" : `   over the ${GOAL_S} s goal`}`,
+    );
+  }
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "anvil-sync-bench-"));
+  const pgDir = mkdtempSync(join(tmpdir(), "anvil-sync-bench-pg-"));
+  try {
+    const latency = await ipmiSimLatency();
+    console.log(
+      `ipmi_sim through ipmitool, one call at a time: median ${latency.medianMs.toFixed(1)} ms wall, ` +
+        `${latency.cpuMs.toFixed(1)} ms conductor CPU (with ipmitool) per call; the simulated BMC answers after ` +
+        `${Math.round(latency.medianMs)} ms`,
+    );
+    const latencyMs = latency.medianMs;
+    if (STORES.includes("sqlite")) {
+      const database = join(dir, "sync.sqlite");
+      const seeded = await seedFleet(database, SINGLE_NODES);
+      console.log(`seeded ${SINGLE_NODES} nodes on SQLite at ${seeded.toFixed(0)}/s`);
+      const rows = [];
+      for (const concurrency of CONCURRENCY)
+        rows.push({ concurrency, pass: await syncPass(database, { conductors: 1, concurrency, latencyMs }) });
+      report("one conductor, SQLite", SINGLE_NODES, rows);
+    }
+    if (STORES.includes("postgresql")) {
+      const url = execFileSync("bash", ["scripts/setup/postgres.sh", "start", pgDir], {
+        encoding: "utf8",
+      }).trim();
+      const seeded = await seedFleet(url, CLUSTER_NODES);
+      console.log(`seeded ${CLUSTER_NODES} nodes on PostgreSQL at ${seeded.toFixed(0)}/s`);
+      const rows = [];
+      for (const concurrency of CONCURRENCY)
+        rows.push({ concurrency, pass: await syncPass(url, { conductors: 3, concurrency, latencyMs }) });
+      report("three conductors, PostgreSQL, ring split", CLUSTER_NODES, rows);
+    }
+    console.log(
+      `\nWith real ipmitool the conductor's CPU bounds a pass too: ${latency.cpuMs.toFixed(1)} ms per call is ` +
+        `${(((CLUSTER_NODES / 3) * latency.cpuMs) / 1000 / 2).toFixed(0)} s of a 2-core machine per conductor ` +
+        `for a third of ${CLUSTER_NODES} nodes.`,
+    );
+  } finally {
+    try {
+      execFileSync("bash", ["scripts/setup/postgres.sh", "stop", pgDir]);
+    } catch {
+      // never started
+    }
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(pgDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
