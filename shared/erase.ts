@@ -74,6 +74,10 @@ export const EraseOptionsSchema = EraseMetadataOptionsSchema.extend({
   disk_erasure_concurrency: z.number().int().min(1).max(64).default(4),
   /** erase_devices_express: firmware or zeroing-discard only, the metadata erase for everything else. */
   express: z.boolean().default(false),
+  /** Anvil, for tuning and the erase benchmarks: the overwrite's write size in MiB (default: the agent's). */
+  overwrite_block_mib: z.number().int().min(1).max(64).optional(),
+  /** Anvil: the overwrite's writes in flight per disk (default: the agent's). */
+  overwrite_depth: z.number().int().min(1).max(16).optional(),
 }).strict();
 export type EraseOptions = z.infer<typeof EraseOptionsSchema>;
 

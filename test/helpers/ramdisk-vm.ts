@@ -47,6 +47,8 @@ export async function bootRamdisk(options: {
   serialLog?: string;
   /** Kill QEMU after this long (default: startQemu's). */
   timeoutMs?: number;
+  /** vCPUs (QEMU -smp); default 1. */
+  cpus?: number;
 }): Promise<RamdiskVm> {
   const conductor = await FakeConductor.start();
   const vm = await startQemu({
@@ -55,6 +57,7 @@ export async function bootRamdisk(options: {
     disks: options.disks,
     ...(options.serialLog === undefined ? {} : { serialLog: options.serialLog }),
     ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+    ...(options.cpus === undefined ? {} : { extraArgs: ["-smp", String(options.cpus)] }),
     boot: {
       kernel: options.ramdisk.kernel,
       initrd: options.ramdisk.initrd,

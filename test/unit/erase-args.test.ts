@@ -40,4 +40,18 @@ describe("erase arguments from the conductor's settings and the node", () => {
       /properties\.skip_block_devices/,
     );
   });
+
+  it("the overwrite's shape is optional, bounded and absent unless asked for", () => {
+    expect(EraseOptionsSchema.parse({})).not.toHaveProperty("overwrite_block_mib");
+    expect(EraseOptionsSchema.parse({ overwrite_block_mib: 16, overwrite_depth: 2 })).toMatchObject({
+      overwrite_block_mib: 16,
+      overwrite_depth: 2,
+    });
+    for (const bad of [0, 65, 1.5, -4, "4", null]) {
+      expect(EraseOptionsSchema.safeParse({ overwrite_block_mib: bad }).success).toBe(false);
+    }
+    for (const bad of [0, 17, 2.5, "2"]) {
+      expect(EraseOptionsSchema.safeParse({ overwrite_depth: bad }).success).toBe(false);
+    }
+  });
 });

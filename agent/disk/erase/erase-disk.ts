@@ -30,7 +30,13 @@ export interface DiskProgress {
 
 export interface EraseDiskContext {
   tools: DiskTools;
-  options: Pick<EraseOptions, "shred_random_overwrite_iterations" | "shred_final_overwrite_with_zeros">;
+  options: Pick<
+    EraseOptions,
+    | "shred_random_overwrite_iterations"
+    | "shred_final_overwrite_with_zeros"
+    | "overwrite_block_mib"
+    | "overwrite_depth"
+  >;
   signal: AbortSignal;
   logger: Logger;
   report(progress: DiskProgress): void;
@@ -93,12 +99,16 @@ async function runMethod(
       const {
         shred_random_overwrite_iterations: randomPasses,
         shred_final_overwrite_with_zeros: finalZeros,
+        overwrite_block_mib: blockMib,
+        overwrite_depth: depth,
       } = context.options;
       const result = await overwrite({
         path: device,
         size,
         randomPasses,
         finalZeros,
+        ...(blockMib === undefined ? {} : { blockSize: blockMib * 1024 * 1024 }),
+        ...(depth === undefined ? {} : { depth }),
         samples,
         signal,
         onProgress: (done, total) =>
