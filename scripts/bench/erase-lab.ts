@@ -10,11 +10,13 @@
  *   (c) the agent's NVMe format against `nvme format --ses=1`
  *   (d) N disks erased in parallel against the sum of erasing each alone                  goal: ~the time of one
  *   (e) discard of the 10 GiB thin device (blkdiscard and the agent)                      goal: seconds
- * The guest's CPU is sampled once a second (/proc/stat, and the agent's main thread apart from its other
- * threads), so each row also says where the time went: user, system, iowait, idle.
- * Usage: node --import tsx scripts/bench/erase-lab.ts [--size-gib 1] [--disks 3] [--thin-gib 10] [--smp 1]
+ * With --profile the guest's CPU is sampled 4 times a second from before dd to the end (/proc/stat, and the
+ * agent's main thread apart from its other threads), so each row also says where the time went: user,
+ * system, iowait, idle. The sampler is a shell loop that costs guest CPU itself (a busy guest shows it
+ * as user time), so the timings worth comparing come from a run without it.
+ * Usage: node --import tsx scripts/bench/erase-lab.ts [--size-gib 1] [--disks 3] [--thin-gib 10] [--smp 2]
  *          [--threadpool N]   (UV_THREADPOOL_SIZE for the agent; default: the ramdisk's)
- *          [--shapes 4x4,4x1,8x2,16x2]   (overwrite write size MiB x writes in flight, tried on the dd disk, two rounds)
+ *          [--profile] [--shapes 4x4,4x1,8x2,16x2]   (overwrite write size MiB x writes in flight, tried on the dd disk, two rounds)
  * Run it under `flock /tmp/anvil-heavy.lock` on a shared machine (it builds the agent and ramdisk if stale).
  */
 import { chmod, copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
@@ -33,9 +35,10 @@ const { values } = parseArgs({
     "size-gib": { type: "string", default: "1" },
     disks: { type: "string", default: "3" },
     "thin-gib": { type: "string", default: "10" },
-    smp: { type: "string", default: "1" },
+    smp: { type: "string", default: "2" },
     threadpool: { type: "string" },
     shapes: { type: "string", default: "4x4,4x1,8x2,16x2" },
+    profile: { type: "boolean", default: false },
   },
 });
 const SIZE_GIB = Number(values["size-gib"]);
@@ -65,6 +68,10 @@ const overwriteDisks = Array.from({ length: DISKS }, (_, i) => `/dev/vd${String.
 const nvmeDisk = "/dev/nvme0n1";
 const discardDisk = "/dev/nvme1n1";
 const thinDisk = "/dev/nvme2n1";
+
+/** --profile: CPU samples for dd and the agent's erases (the host takes the last line before and after each). */
+const SAMPLER = `( while :; do cpu ANVIL-CPU; sleep 0.25; done ) &
+`;
 
 /**
  * The benchmark's init (PID 1 before the ramdisk's /init): loads the disk drivers, times the stock tools on
@@ -115,16 +122,16 @@ timed() {
   sed 's/^/ANVIL-BENCH-OUT /' /tmp/bench.out
 }
 echo "ANVIL-BENCH-CPUS $(grep -c ^processor /proc/cpuinfo)"
+# every clock read of the agent's event loop costs an emulated device read when this is not tsc
+echo "ANVIL-BENCH-CLOCK $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 
-# exactly the device's size, so dd ends without ENOSPC
+${values.profile ? SAMPLER : ""}# exactly the device's size, so dd ends without ENOSPC
 blocks=$(( $(cat /sys/block/${overwriteDisks[0]!.slice(5)}/size) / 8192 ))
 timed dd dd if=/dev/zero of=${overwriteDisks[0]} bs=4M count=$blocks oflag=direct
 timed nvme-format nvme format ${nvmeDisk} --ses=1 --force
 timed blkdiscard blkdiscard ${discardDisk}
 timed blkdiscard-thin blkdiscard ${thinDisk}
 echo "ANVIL-BENCH-TOOLS-DONE"
-# sampled for the agent's erases (the host takes the last line before and after each)
-( while :; do cpu ANVIL-CPU; sleep 0.25; done ) &
 ${
   THREADPOOL === null
     ? ""
@@ -303,7 +310,10 @@ async function main(): Promise<void> {
   const node = await bootRamdisk({
     ramdisk: { kernel: ramdisk.kernel, initrd },
     disks,
-    append: "rdinit=/bench/init",
+    // NOTE: with more than one vCPU the guest kernel finds the emulated TSCs "unsynchronized" and falls back
+    // to the HPET, where every clock read (libuv reads one per loop turn) is an emulated device access; TCG's
+    // TSCs all follow the host's clock, so tell the kernel to trust them
+    append: `rdinit=/bench/init${SMP > 1 ? " tsc=reliable" : ""}`,
     serialLog,
     cpus: SMP,
     timeoutMs: 90 * 60_000,
@@ -318,6 +328,7 @@ async function main(): Promise<void> {
         parseTicks(serial.match(new RegExp(`^ANVIL-CPU-AT ${name}-end (.*)$`, "m"))?.[1]),
       ).replace(/; agent.*/, "");
     const guestCpus = serial.match(/^ANVIL-BENCH-CPUS (\d+)/m)?.[1] ?? "?";
+    const clock = serial.match(/^ANVIL-BENCH-CLOCK (\S+)/m)?.[1] ?? "?";
     for (const match of serial.matchAll(/^ANVIL-BENCH (\S+) ([\d.]+) (\d+)/gm)) {
       tools.set(match[1]!, { seconds: Number(match[2]), rc: Number(match[3]) });
     }
@@ -433,7 +444,7 @@ async function main(): Promise<void> {
     ];
     const width = Math.max(...rows.map(([k]) => k.length));
     console.log(
-      `\nerase in the lab's machine (QEMU TCG, ${guestCpus} vCPU, UV_THREADPOOL_SIZE ${THREADPOOL ?? "ramdisk default"}, qcow2 discard=unmap), same boot, same devices`,
+      `\nerase in the lab's machine (QEMU TCG, ${guestCpus} vCPU, clocksource ${clock}, UV_THREADPOOL_SIZE ${THREADPOOL ?? "ramdisk default"}, qcow2 discard=unmap), same boot, same devices`,
     );
     for (const [k, v] of rows) console.log(`  ${k.padEnd(width)}  ${v}`);
     if (shapeRuns.length > 0) {
