@@ -16,7 +16,7 @@
  * as user time), so the timings worth comparing come from a run without it.
  * Usage: node --import tsx scripts/bench/erase-lab.ts [--size-gib 1] [--disks 3] [--thin-gib 10] [--smp 2]
  *          [--threadpool N]   (UV_THREADPOOL_SIZE for the agent; default: the ramdisk's)
- *          [--profile] [--shapes 4x4,4x1,8x2,16x2]   (overwrite write size MiB x writes in flight, tried on the dd disk, two rounds)
+ *          [--profile] [--shapes 8x2,4x4,4x1,16x2]   (overwrite write size MiB x writes in flight, tried on the dd disk, two rounds)
  * Run it under `flock /tmp/anvil-heavy.lock` on a shared machine (it builds the agent and ramdisk if stale).
  */
 import { chmod, copyFile, mkdir, readFile, rm, writeFile } from "node:fs/promises";
@@ -37,7 +37,7 @@ const { values } = parseArgs({
     "thin-gib": { type: "string", default: "10" },
     smp: { type: "string", default: "2" },
     threadpool: { type: "string" },
-    shapes: { type: "string", default: "4x4,4x1,8x2,16x2" },
+    shapes: { type: "string", default: "8x2,4x4,4x1,16x2" },
     profile: { type: "boolean", default: false },
   },
 });

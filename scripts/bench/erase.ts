@@ -114,9 +114,9 @@ async function main(): Promise<void> {
     must("dd", ["if=/dev/zero", `of=${device}`, "bs=4M", `count=${count}`, "oflag=direct", "status=none"]);
   await ddOnce(dev);
   const shapes = [
-    { label: "4 MiB x 4 in flight (the agent's)", blockSize: 4 * MiB, depth: 4 },
+    { label: "8 MiB x 2 in flight (the agent's)", blockSize: 8 * MiB, depth: 2 },
     { label: "4 MiB x 1 (dd's shape)", blockSize: 4 * MiB, depth: 1 },
-    { label: "8 MiB x 2", blockSize: 8 * MiB, depth: 2 },
+    { label: "4 MiB x 4", blockSize: 4 * MiB, depth: 4 },
     { label: "16 MiB x 2", blockSize: 16 * MiB, depth: 2 },
   ];
   const shapeTimes = shapes.map(() => Infinity);
