@@ -25,7 +25,8 @@ export interface OverwriteOptions {
    * Writes in flight at once. Default 2. 8 MiB × 2 holds the same 16 MiB as 4 MiB × 4 and costs half the
    * hand-offs to libuv's pool per byte: in the lab's TCG guest, where each costs milliseconds of emulated
    * CPU, it averaged 0.89× dd over four rounds against 0.65× for 4 MiB × 4 (4 MiB × 1: 0.48×); on loop
-   * devices on the host the two were even within the noise (1.23/0.89/1.03× against 1.22/1.04/1.13×).
+   * devices on the host the two were even within the noise (1.23/0.89/1.03× against 1.22/1.04/1.13×, and
+   * 0.64/0.85× against 0.65/0.80× on a faster, loaded day). See docs/agent.md, "Benchmarks".
    */
   depth?: number;
 }
