@@ -31,6 +31,8 @@ const GOALS = { allocPerS: 500, allocP99Ms: 50, raceLoserMs: 50, listP99Ms: 50, 
 const NODES = Number(process.env.BENCH_NODES ?? 100_000);
 const API_CREATES = Number(process.env.BENCH_API_CREATES ?? 2_000);
 const ALLOCATIONS = Number(process.env.BENCH_ALLOCATIONS ?? 1_000);
+// 200 pages, so that p99 is a percentile (the 2nd slowest) rather than the one slowest request
+const PAGES = Number(process.env.BENCH_PAGES ?? 200);
 const CONCURRENCY = 8;
 const HEADERS = { "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": "1.78" };
 
@@ -99,8 +101,8 @@ interface Result {
   conductors: number;
   seedPerS: number;
   createPerS: number;
-  listP99: number;
-  detailP99: number;
+  list: { perS: number; p50: number; p99: number };
+  detail: { perS: number; p50: number; p99: number };
   alloc: { perS: number; p50: number; p99: number };
   traits: { perS: number; p50: number; p99: number };
   exact: { perS: number; p50: number; p99: number };
@@ -134,12 +136,17 @@ async function measure(
       const r = await call(`${at(i)}/v1/nodes`, { method: "POST", body: { driver: "fake-hardware" } });
       if (r.status !== 201) throw new Error(`create: ${r.status}`);
     });
-    const list = await load(40, async (i) => {
-      if ((await call(`${at(i)}/v1/nodes?limit=1000`)).status !== 200) throw new Error("list");
-    });
-    const detail = await load(40, async (i) => {
-      if ((await call(`${at(i)}/v1/nodes/detail?limit=1000`)).status !== 200) throw new Error("detail");
-    });
+    const page = (path: string) => async (i: number) => {
+      if ((await call(`${at(i)}${path}`)).status !== 200) throw new Error(path);
+    };
+    // Untimed first pages on each conductor: a process's first list compiles its code paths and statements
+    // (once per process lifetime, not per request), which a 40-sample p99 used to report as the list's latency.
+    for (let i = 0; i < urls.length * 2; i++) {
+      await page("/v1/nodes?limit=1000")(i);
+      await page("/v1/nodes/detail?limit=1000")(i);
+    }
+    const list = await load(PAGES, page("/v1/nodes?limit=1000"));
+    const detail = await load(PAGES, page("/v1/nodes/detail?limit=1000"));
     let allActive = true;
     const allocate = (body: Record<string, unknown>) => async (i: number) => {
       const r = await call(`${at(i)}/v1/allocations`, { method: "POST", body });
@@ -183,8 +190,8 @@ async function measure(
       conductors,
       seedPerS,
       createPerS: create.perS,
-      listP99: list.p99,
-      detailP99: detail.p99,
+      list,
+      detail,
       alloc,
       traits,
       exact,
@@ -212,10 +219,10 @@ function report(r: Result): void {
     `node create (API):     ${fmt(r.createPerS)}/s   Ironic ${IRONIC.createPerS}/s  → ×${fmt(r.createPerS / IRONIC.createPerS, 1)}`,
   );
   console.log(
-    `list p99 (1,000/page): ${fmt(r.listP99, 1)} ms  Ironic ${IRONIC.listMs} ms (median, at 10^4)  goal < ${GOALS.listP99Ms} ms`,
+    `list (1,000/page, ${PAGES} pages): p50 ${fmt(r.list.p50, 1)} ms, p99 ${fmt(r.list.p99, 1)} ms, ${fmt(r.list.perS)} pages/s  Ironic ${IRONIC.listMs} ms (median, at 10^4)  goal p99 < ${GOALS.listP99Ms} ms`,
   );
   console.log(
-    `detail p99:            ${fmt(r.detailP99, 1)} ms  Ironic ${IRONIC.detailMs} ms (median, at 10^4)`,
+    `detail (1,000/page):   p50 ${fmt(r.detail.p50, 1)} ms, p99 ${fmt(r.detail.p99, 1)} ms, ${fmt(r.detail.perS)} pages/s  Ironic ${IRONIC.detailMs} ms (median, at 10^4)`,
   );
   const line = (name: string, a: { perS: number; p50: number; p99: number }, ironic: number) =>
     console.log(

@@ -213,8 +213,26 @@ export function storeContract(
       const a = await store.createAllocation({ ...allocation(), name: "alloc-x", resource_class: "rc-x" });
       await expect(store.createAllocation({ ...allocation(), name: "alloc-x" })).rejects.toThrow(Duplicate);
       expect((await store.getAllocation("alloc-x"))?.uuid).toBe(a.uuid);
-      await store.updateAllocation(a.uuid, { state: "error", last_error: "none" });
+      const updated = await store.updateAllocation(a.uuid, { state: "error", last_error: "none" });
+      expect(updated).toEqual({ ...a, state: "error", last_error: "none", updated_at: updated.updated_at });
+      expect(updated.updated_at).not.toBeNull();
+      expect(await store.getAllocation(a.uuid)).toEqual(updated);
       expect((await store.listAllocations({ resource_class: "rc-x" }, {}))[0]?.state).toBe("error");
+      // the indexed columns follow the document: filters and the unique name see the change
+      const other = await store.createAllocation({ ...allocation(), name: "alloc-y" });
+      await store.updateAllocation(other.uuid, { state: "active", node_uuid: "n-1", resource_class: "rc-y" });
+      expect(
+        (await store.listAllocations({ node_uuid: "n-1", state: "active" }, {})).map((x) => x.uuid),
+      ).toEqual([other.uuid]);
+      expect((await store.listAllocations({ resource_class: "rc-y" }, {})).map((x) => x.uuid)).toEqual([
+        other.uuid,
+      ]);
+      await expect(store.updateAllocation(other.uuid, { name: "alloc-x" })).rejects.toThrow(Duplicate);
+      await store.updateAllocation(other.uuid, { name: "alloc-z" });
+      expect((await store.getAllocation("alloc-z"))?.uuid).toBe(other.uuid);
+      expect(await store.getAllocation("alloc-y")).toBeNull();
+      await expect(store.updateAllocation(randomUUID(), { state: "error" })).rejects.toThrow(NotFound);
+      await store.deleteAllocation(other.uuid);
       await store.deleteAllocation(a.uuid);
       await expect(store.deleteAllocation(a.uuid)).rejects.toThrow(NotFound);
     });
@@ -243,6 +261,9 @@ export function storeContract(
         const stored = (await store.getNode(n.uuid))!;
         expect(stored.instance_uuid).toBe(n.instance_uuid);
         expect(stored.allocation_uuid).toBe(stored.instance_uuid);
+        // the claim's answer is the stored node, nothing else changed (PostgreSQL updates it in place)
+        expect(stored).toEqual(n);
+        expect(stored.updated_at).not.toBeNull();
       }
       expect(await store.claimNode("late", request({ resourceClass: rc }))).toBeNull();
     });
@@ -270,6 +291,14 @@ export function storeContract(
 
       const gpu = await claim({ traits: ["CUSTOM_GPU", "CUSTOM_FAST"] });
       expect(gpu?.uuid).toBe(big.uuid);
+      // only the association and updated_at change; traits and the rest are kept as they were
+      expect(gpu).toEqual({
+        ...big,
+        instance_uuid: gpu?.instance_uuid,
+        allocation_uuid: gpu?.instance_uuid,
+        updated_at: gpu?.updated_at,
+      });
+      expect(await store.getNode(big.uuid)).toEqual(gpu);
       expect(await claim({ traits: ["CUSTOM_GPU"] })).toBeNull();
       await release(gpu);
 

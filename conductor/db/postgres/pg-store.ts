@@ -525,18 +525,31 @@ export class PgStore implements Store {
   }
 
   async updateAllocation(uuid: string, patch: Partial<AllocationRecord>): Promise<AllocationRecord> {
-    return this.inTransaction(async (db) => {
-      const allocation = await this.allocationRow(db, uuid, true);
-      if (!allocation) throw new NotFound(`Allocation ${uuid} could not be found.`);
-      const updated = {
-        ...allocation,
-        ...patch,
-        uuid: allocation.uuid,
-        updated_at: new Date().toISOString(),
-      };
-      await this.writeAllocation(db, updated, false);
+    await this.ready;
+    const changes: Record<string, unknown> = { ...patch, updated_at: new Date().toISOString() };
+    delete changes.uuid;
+    // a key patched to undefined leaves the document, as it does when the merged record is serialised
+    const dropped = Object.keys(changes).filter((key) => changes[key] === undefined);
+    const column = isUuid(uuid) ? "uuid" : "name";
+    // One statement (one round trip, no BEGIN/COMMIT): the row lock of the UPDATE serialises writers, and
+    // every expression reads the row as it was, so the indexed columns follow the merged document.
+    const merged = "((doc - $3::text[]) || $2::jsonb)";
+    try {
+      const result = await this.query<{ doc: AllocationRecord }>(
+        `UPDATE allocations SET doc = ${merged}, name = ${merged}->>'name', state = ${merged}->>'state',
+           node_uuid = ${merged}->>'node_uuid', resource_class = ${merged}->>'resource_class'
+         WHERE ${column} = $1 RETURNING doc`,
+        [uuid, JSON.stringify(changes), dropped as unknown as SqlValue],
+      );
+      const updated = result.rows[0]?.doc;
+      if (!updated) throw new NotFound(`Allocation ${uuid} could not be found.`);
       return updated;
-    });
+    } catch (error) {
+      if (pgCode(error) === "23505") {
+        throw new Duplicate(`An allocation with name ${String(patch.name)} already exists.`);
+      }
+      throw error;
+    }
   }
 
   async deleteAllocation(uuid: string): Promise<void> {
@@ -546,25 +559,32 @@ export class PgStore implements Store {
   }
 
   async claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null> {
-    return this.inTransaction(async (db) => {
-      const params = new Params();
-      const query = candidateQuery(request, { param: (value) => params.add(value), false: "FALSE" });
-      // a row another claim holds is skipped, not waited for: racing clients never queue behind each other
-      const result = await db.query<{ doc: NodeRecord }>(
-        `SELECT doc FROM nodes WHERE ${query.where} ORDER BY ${query.order} LIMIT 1 FOR UPDATE SKIP LOCKED`,
+    await this.ready;
+    const params = new Params();
+    const query = candidateQuery(request, { param: (value) => params.add(value), false: "FALSE" });
+    const instance = params.add(allocationUuid);
+    const now = params.add(new Date().toISOString());
+    // One statement, so one round trip and no BEGIN/COMMIT: the CTE locks the chosen row and the UPDATE writes
+    // only what a claim changes (traits and matching columns are untouched). A row another claim holds is
+    // skipped, not waited for, so racing clients never queue behind each other.
+    try {
+      const result = await this.pool.query<{ doc: NodeRecord }>(
+        `WITH chosen AS (
+           SELECT id FROM nodes WHERE ${query.where} ORDER BY ${query.order} LIMIT 1 FOR UPDATE SKIP LOCKED
+         )
+         UPDATE nodes SET instance_uuid = ${instance}, updated_at = ${now},
+           doc = nodes.doc || jsonb_build_object('instance_uuid', ${instance}::text,
+             'allocation_uuid', ${instance}::text, 'updated_at', ${now}::text)
+         FROM chosen WHERE nodes.id = chosen.id
+         RETURNING nodes.doc`,
         params.values,
       );
-      const chosen = result.rows[0]?.doc;
-      if (!chosen) return null;
-      const updated: NodeRecord = {
-        ...chosen,
-        instance_uuid: allocationUuid,
-        allocation_uuid: allocationUuid,
-        updated_at: new Date().toISOString(),
-      };
-      await this.writeNode(db, updated, false);
-      return updated;
-    });
+      return result.rows[0]?.doc ?? null;
+    } catch (error) {
+      if (pgCode(error) === "23505")
+        throw new Duplicate(`Instance ${allocationUuid} is already associated with a node.`);
+      throw error;
+    }
   }
 
   async registerConductor(

@@ -1,0 +1,166 @@
+// Allocation claims on PostgreSQL at the store level: createAllocation → claimNode → updateAllocation, 8 at a
+// time, as the allocation service does, on one throwaway server. With BENCH_BASELINE_REV=<revision> the store
+// of that revision (extracted with git archive) runs the same work on its own database of the same server, in
+// alternating rounds, so the machine's other load hits both alike. Prints claims/s, p50/p99 and the CPU the
+// bench process and the server spent per claim. Run it under `flock /tmp/anvil-heavy.lock`.
+import { execFileSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { Store } from "../../conductor/db/store.ts";
+import { fakeNode } from "./fleet.ts";
+
+const NODES = Number(process.env.BENCH_NODES ?? 20_000);
+const CLAIMS = Number(process.env.BENCH_CLAIMS ?? 1_000);
+const ROUNDS = 4;
+const CONCURRENCY = 8;
+const BASELINE_REV = process.env.BENCH_BASELINE_REV;
+
+type OpenStore = (database: string) => Store;
+
+/** CPU seconds (user + system) of the server: the postmaster whose pid `dataDir` records, and its children. */
+function serverCpu(dataDir: string): number {
+  const postmaster = readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")[0]!.trim();
+  let ticks = 0;
+  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      if (pid !== postmaster && fields[1] !== postmaster) continue;
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return ticks / 100;
+}
+
+async function seed(store: Store, count: number): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < count) {
+        const i = next++;
+        await store.createNode({
+          ...fakeNode({ driver: "fake-hardware", name: `claim-${i}` }),
+          provision_state: "available",
+          power_state: "power off",
+          resource_class: "small",
+          properties: { memory_mb: 16384, cpus: 8, local_gb: 500 },
+        });
+      }
+    }),
+  );
+}
+
+/** One round: `count` allocations as the service makes them; returns latencies (ms). */
+async function claims(store: Store, count: number): Promise<number[]> {
+  const times: number[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next++ < count) {
+        const t = performance.now();
+        const allocation = await store.createAllocation({
+          uuid: randomUUID(),
+          name: null,
+          state: "allocating",
+          node_uuid: null,
+          resource_class: "small",
+          traits: [],
+          candidate_nodes: [],
+          spec: null,
+          last_error: null,
+          extra: {},
+          owner: null,
+          created_at: new Date().toISOString(),
+          updated_at: null,
+        });
+        const node = await store.claimNode(allocation.uuid, {
+          resourceClass: "small",
+          traits: [],
+          candidateNodes: [],
+          spec: null,
+          project: null,
+        });
+        if (!node) throw new Error("no node left: raise BENCH_NODES");
+        await store.updateAllocation(allocation.uuid, { state: "active", node_uuid: node.uuid });
+        times.push(performance.now() - t);
+      }
+    }),
+  );
+  return times;
+}
+
+const pct = (sorted: number[], p: number) => sorted[Math.ceil((p / 100) * sorted.length) - 1] ?? NaN;
+
+async function main(): Promise<void> {
+  const pgDir = mkdtempSync(join(tmpdir(), "anvil-claims-pg-"));
+  const baseDir = mkdtempSync(join(tmpdir(), "anvil-claims-base-"));
+  try {
+    const url = execFileSync("bash", ["scripts/setup/postgres.sh", "start", pgDir], {
+      encoding: "utf8",
+    }).trim();
+    const admin = (await import("pg")).default;
+    const client = new admin.Client({ connectionString: url });
+    await client.connect();
+    await client.query("CREATE DATABASE baseline");
+    await client.end();
+    const sides: { name: string; store: Store }[] = [];
+    const current = (await import("../../conductor/db/open-store.ts")).openStore as OpenStore;
+    sides.push({ name: "this checkout", store: current(url) });
+    if (BASELINE_REV) {
+      execFileSync("bash", ["-c", `git archive ${BASELINE_REV} | tar -x -C ${baseDir}`]);
+      symlinkSync(resolve("node_modules"), join(baseDir, "node_modules"));
+      const mod = (await import(join(baseDir, "conductor/db/open-store.ts"))) as { openStore: OpenStore };
+      sides.unshift({
+        name: `baseline ${BASELINE_REV}`,
+        store: mod.openStore(url.replace(/\/anvil$/, "/baseline")),
+      });
+    }
+    for (const side of sides) await seed(side.store, NODES);
+    const per = Math.floor(CLAIMS / ROUNDS);
+    const results = new Map(
+      sides.map((s) => [s.name, { times: [] as number[], wall: 0, cpu: 0, server: 0 }]),
+    );
+    for (const side of sides) await claims(side.store, 100); // warm-up
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const side of round % 2 ? [...sides].reverse() : sides) {
+        const r = results.get(side.name)!;
+        const cpu0 = process.cpuUsage();
+        const server0 = serverCpu(join(pgDir, "data"));
+        const t0 = performance.now();
+        r.times.push(...(await claims(side.store, per)));
+        r.wall += (performance.now() - t0) / 1000;
+        const used = process.cpuUsage(cpu0);
+        r.cpu += (used.user + used.system) / 1e6;
+        r.server += serverCpu(join(pgDir, "data")) - server0;
+      }
+    }
+    console.log(
+      `PostgreSQL allocation claims, ${NODES} free nodes per side, concurrency ${CONCURRENCY}, ${ROUNDS} alternating rounds`,
+    );
+    for (const [name, r] of results) {
+      const sorted = r.times.sort((a, b) => a - b);
+      const n = sorted.length;
+      console.log(
+        `${name.padEnd(24)} ${(n / r.wall).toFixed(0)}/s  p50 ${pct(sorted, 50).toFixed(1)} ms  p99 ${pct(sorted, 99).toFixed(1)} ms  ` +
+          `CPU per claim: bench ${((r.cpu / n) * 1000).toFixed(2)} ms, server ${((r.server / n) * 1000).toFixed(2)} ms`,
+      );
+    }
+    for (const side of sides) await side.store.close();
+  } finally {
+    try {
+      execFileSync("bash", ["scripts/setup/postgres.sh", "stop", pgDir]);
+    } catch {
+      // never started
+    }
+    rmSync(pgDir, { recursive: true, force: true });
+    rmSync(baseDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
