@@ -2,7 +2,8 @@
 // SQLite behind one, concurrency 8: node create rate, list/detail p99, allocations (resource class, traits,
 // exact spec) per second with POST→active p50/p99, how fast a race loser is told, conductor RSS. Printed beside
 // real Ironic 21.4's figures. Run it under `flock /tmp/anvil-heavy.lock`.
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { throwawayPostgres } from "./throwaway-postgres.ts";
+import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -245,25 +246,18 @@ function report(r: Result): void {
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-cluster-bench-"));
   // its own temp dir: the server runs as another user, who cannot enter the bench's private one
-  const pgDir = mkdtempSync(join(tmpdir(), "anvil-cluster-bench-pg-"));
+  const postgres = throwawayPostgres("anvil-cluster-bench-pg-");
   const only = process.env.BENCH_STORES?.split(",") ?? ["postgresql", "sqlite"];
   try {
     if (only.includes("postgresql")) {
-      const url = execFileSync("bash", ["scripts/setup/postgres.sh", "start", pgDir], {
-        encoding: "utf8",
-      }).trim();
+      const url = postgres.start();
       report(await measure("PostgreSQL", { database: url, conductors: 3, dir }));
     }
     if (only.includes("sqlite"))
       report(await measure("SQLite", { database: join(dir, "bench.sqlite"), conductors: 1, dir }));
   } finally {
-    try {
-      execFileSync("bash", ["scripts/setup/postgres.sh", "stop", pgDir]);
-    } catch {
-      // never started
-    }
+    postgres.stop();
     rmSync(dir, { recursive: true, force: true });
-    rmSync(pgDir, { recursive: true, force: true });
   }
 }
 

@@ -3,6 +3,7 @@
 // of that revision (extracted with git archive) runs the same work on its own database of the same server, in
 // alternating rounds, so the machine's other load hits both alike. Prints claims/s, p50/p99 and the CPU the
 // bench process and the server spent per claim. Run it under `flock /tmp/anvil-heavy.lock`.
+import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
@@ -95,12 +96,10 @@ async function claims(store: Store, count: number): Promise<number[]> {
 const pct = (sorted: number[], p: number) => sorted[Math.ceil((p / 100) * sorted.length) - 1] ?? NaN;
 
 async function main(): Promise<void> {
-  const pgDir = mkdtempSync(join(tmpdir(), "anvil-claims-pg-"));
+  const postgres = throwawayPostgres("anvil-claims-pg-");
   const baseDir = mkdtempSync(join(tmpdir(), "anvil-claims-base-"));
   try {
-    const url = execFileSync("bash", ["scripts/setup/postgres.sh", "start", pgDir], {
-      encoding: "utf8",
-    }).trim();
+    const url = postgres.start();
     const admin = (await import("pg")).default;
     const client = new admin.Client({ connectionString: url });
     await client.connect();
@@ -128,13 +127,13 @@ async function main(): Promise<void> {
       for (const side of round % 2 ? [...sides].reverse() : sides) {
         const r = results.get(side.name)!;
         const cpu0 = process.cpuUsage();
-        const server0 = serverCpu(join(pgDir, "data"));
+        const server0 = serverCpu(join(postgres.dir, "data"));
         const t0 = performance.now();
         r.times.push(...(await claims(side.store, per)));
         r.wall += (performance.now() - t0) / 1000;
         const used = process.cpuUsage(cpu0);
         r.cpu += (used.user + used.system) / 1e6;
-        r.server += serverCpu(join(pgDir, "data")) - server0;
+        r.server += serverCpu(join(postgres.dir, "data")) - server0;
       }
     }
     console.log(
@@ -150,12 +149,7 @@ async function main(): Promise<void> {
     }
     for (const side of sides) await side.store.close();
   } finally {
-    try {
-      execFileSync("bash", ["scripts/setup/postgres.sh", "stop", pgDir]);
-    } catch {
-      // never started
-    }
-    rmSync(pgDir, { recursive: true, force: true });
+    postgres.stop();
     rmSync(baseDir, { recursive: true, force: true });
   }
 }

@@ -4,7 +4,7 @@
 // owns. The pass's concurrency is the conductor's `power_sync.concurrency` (Ironic: sync_power_state_workers);
 // BENCH_SYNC_CONCURRENCY lists the values tried. The three conductors run in this one process (one event loop
 // for all three: a pessimistic stand-in for three machines). Run under `flock /tmp/anvil-heavy.lock`.
-import { execFileSync } from "node:child_process";
+import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -109,7 +109,7 @@ function report(label: string, nodes: number, rows: { concurrency: number; pass:
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-sync-bench-"));
-  const pgDir = mkdtempSync(join(tmpdir(), "anvil-sync-bench-pg-"));
+  const postgres = throwawayPostgres("anvil-sync-bench-pg-");
   try {
     const latency = await ipmiSimLatency();
     console.log(
@@ -128,9 +128,7 @@ async function main(): Promise<void> {
       report("one conductor, SQLite", SINGLE_NODES, rows);
     }
     if (STORES.includes("postgresql")) {
-      const url = execFileSync("bash", ["scripts/setup/postgres.sh", "start", pgDir], {
-        encoding: "utf8",
-      }).trim();
+      const url = postgres.start();
       const seeded = await seedFleet(url, CLUSTER_NODES);
       console.log(`seeded ${CLUSTER_NODES} nodes on PostgreSQL at ${seeded.toFixed(0)}/s`);
       const rows = [];
@@ -144,13 +142,8 @@ async function main(): Promise<void> {
         `for a third of ${CLUSTER_NODES} nodes.`,
     );
   } finally {
-    try {
-      execFileSync("bash", ["scripts/setup/postgres.sh", "stop", pgDir]);
-    } catch {
-      // never started
-    }
+    postgres.stop();
     rmSync(dir, { recursive: true, force: true });
-    rmSync(pgDir, { recursive: true, force: true });
   }
 }
 

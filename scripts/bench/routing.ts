@@ -9,6 +9,7 @@
 // BENCH_BASELINE_REV=<git revision> also runs (a) and (b) on three conductors of that revision (extracted with
 // git archive, on their own database of the same server), alternating with this checkout's in the same rounds,
 // to show a change's before/after.
+import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { execFileSync, type ChildProcess } from "node:child_process";
 import {
   mkdtempSync,
@@ -471,12 +472,10 @@ async function deploy(
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-routing-bench-"));
   // its own temp dir: the server runs as another user, who cannot enter the bench's private one
-  const pgDir = mkdtempSync(join(tmpdir(), "anvil-routing-bench-pg-"));
+  const postgres = throwawayPostgres("anvil-routing-bench-pg-");
   const running: Cluster[] = [];
   try {
-    const server = execFileSync("bash", ["scripts/setup/postgres.sh", "start", pgDir], {
-      encoding: "utf8",
-    }).trim();
+    const server = postgres.start();
     const deployments: Deployment[] = [];
     if (BASELINE_REV) {
       const cwd = checkoutOf(BASELINE_REV, mkdtempSync(join(dir, "baseline-")));
@@ -508,13 +507,8 @@ async function main(): Promise<void> {
     for (const child of running.flatMap((c) => c.children)) child.kill("SIGTERM");
     await new Promise((r) => setTimeout(r, 500));
     await client.close();
-    try {
-      execFileSync("bash", ["scripts/setup/postgres.sh", "stop", pgDir]);
-    } catch {
-      // never started
-    }
+    postgres.stop();
     rmSync(dir, { recursive: true, force: true });
-    rmSync(pgDir, { recursive: true, force: true });
   }
 }
 
