@@ -3,8 +3,13 @@
  * (the conductor that booted the node first), plus any a redirect named. A failed dial moves on to the next
  * one, so an agent whose conductor died finds a live one; a redirect makes its target the next one dialled.
  */
+/** URLs learned from redirects that are kept at once: each redirect may name a new one, so they are bounded. */
+export const MAX_LEARNED_ENDPOINTS = 8;
+
 export class ConductorEndpoints {
   private readonly urls: string[];
+  /** URLs a redirect added, oldest first (the kernel command line's are never dropped). */
+  private readonly learned: string[] = [];
   private index = 0;
 
   /** @throws Error when the list is empty */
@@ -37,6 +42,14 @@ export class ConductorEndpoints {
     }
     this.urls.splice(this.index + 1, 0, url);
     this.index += 1;
+    this.learned.push(url);
+    if (this.learned.length > MAX_LEARNED_ENDPOINTS) this.forget(this.learned.shift() as string);
+  }
+
+  private forget(url: string): void {
+    const at = this.urls.indexOf(url);
+    this.urls.splice(at, 1);
+    if (at < this.index) this.index -= 1;
   }
 }
 

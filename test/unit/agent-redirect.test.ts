@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { ConductorEndpoints, parseConductorUrls } from "../../agent/link/endpoints.ts";
+import { ConductorEndpoints, MAX_LEARNED_ENDPOINTS, parseConductorUrls } from "../../agent/link/endpoints.ts";
 import { authenticateHello } from "../../conductor/agents/handshake.ts";
 import { KeyedMutex } from "../../conductor/agents/keyed-mutex.ts";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
@@ -110,5 +110,18 @@ describe("the agent's list of conductors", () => {
     list.advance();
     list.advance();
     expect(list.current()).toBe("ws://a");
+  });
+
+  it("keeps at most MAX_LEARNED_ENDPOINTS redirect targets, never dropping the command line's", () => {
+    const list = new ConductorEndpoints(["ws://a", "ws://b"]);
+    for (let i = 0; i < 1000; i++) list.redirectTo(`ws://r${i}`);
+    expect(list.all()).toHaveLength(2 + MAX_LEARNED_ENDPOINTS);
+    expect(list.all()).toEqual(expect.arrayContaining(["ws://a", "ws://b", "ws://r999"]));
+    expect(list.all()).not.toContain("ws://r0");
+    expect(list.current()).toBe("ws://r999");
+    // the cycle still reaches every kept URL
+    const seen = new Set<string>();
+    for (let i = 0; i < list.all().length; i++, list.advance()) seen.add(list.current());
+    expect(seen.size).toBe(2 + MAX_LEARNED_ENDPOINTS);
   });
 });
