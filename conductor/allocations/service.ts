@@ -5,6 +5,25 @@ import { Conflict, Invalid, NotFound } from "../errors.ts";
 import type { Store } from "../db/store.ts";
 import { TRANSIENT_STATES, WAIT_STATES } from "../states/machine.ts";
 
+/** A new allocation's record from its API body, before any node is claimed for it. */
+export function newAllocationRecord(body: AllocationCreateBody): AllocationRecord {
+  return {
+    uuid: body.uuid ?? randomUUID(),
+    name: body.name ?? null,
+    state: "allocating",
+    node_uuid: null,
+    resource_class: body.resource_class ?? null,
+    traits: body.traits ?? [],
+    candidate_nodes: body.candidate_nodes ?? (body.node ? [body.node] : []),
+    spec: body.spec ?? null,
+    last_error: null,
+    extra: body.extra ?? {},
+    owner: body.owner ?? null,
+    created_at: new Date().toISOString(),
+    updated_at: null,
+  };
+}
+
 /** The reservation endpoint: picks a node atomically, at request time. */
 export class AllocationService {
   constructor(private readonly store: Store) {}
@@ -14,22 +33,7 @@ export class AllocationService {
     if (!body.resource_class && !body.node) {
       throw new Invalid("Either resource_class or node must be set when creating an allocation.");
     }
-    const now = new Date().toISOString();
-    const allocation = await this.store.createAllocation({
-      uuid: body.uuid ?? randomUUID(),
-      name: body.name ?? null,
-      state: "allocating",
-      node_uuid: null,
-      resource_class: body.resource_class ?? null,
-      traits: body.traits ?? [],
-      candidate_nodes: body.candidate_nodes ?? (body.node ? [body.node] : []),
-      spec: body.spec ?? null,
-      last_error: null,
-      extra: body.extra ?? {},
-      owner: body.owner ?? null,
-      created_at: now,
-      updated_at: null,
-    });
+    const allocation = await this.store.createAllocation(newAllocationRecord(body));
     return this.process(allocation);
   }
 

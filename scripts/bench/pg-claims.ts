@@ -3,9 +3,9 @@
 // of that revision (extracted with git archive) runs the same work on its own database of the same server, in
 // alternating rounds, so the machine's other load hits both alike. Prints claims/s, p50/p99 and the CPU the
 // bench process and the server spent per claim. Run it under `flock /tmp/anvil-heavy.lock`.
+import { newAllocationRecord } from "../../conductor/allocations/service.ts";
 import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { execFileSync } from "node:child_process";
-import { randomUUID } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -62,21 +62,7 @@ async function claims(store: Store, count: number): Promise<number[]> {
     Array.from({ length: CONCURRENCY }, async () => {
       while (next++ < count) {
         const t = performance.now();
-        const allocation = await store.createAllocation({
-          uuid: randomUUID(),
-          name: null,
-          state: "allocating",
-          node_uuid: null,
-          resource_class: "small",
-          traits: [],
-          candidate_nodes: [],
-          spec: null,
-          last_error: null,
-          extra: {},
-          owner: null,
-          created_at: new Date().toISOString(),
-          updated_at: null,
-        });
+        const allocation = await store.createAllocation(newAllocationRecord({ resource_class: "small" }));
         const node = await store.claimNode(allocation.uuid, {
           resourceClass: "small",
           traits: [],
