@@ -418,6 +418,8 @@ function NodePage({ uuid, live, onAuth }: { uuid: string; live: Live; onAuth: ()
   const confirm = async () => {
     const action = pending!;
     setPending(null);
+    // the last action's answer must not stand in for this one's while it is under way
+    setMessage(null);
     try {
       await action.run();
       setMessage({ kind: "ok", text: `${action.label}: accepted` });

@@ -143,8 +143,18 @@ describe("the web dashboard in headless Chromium", () => {
     await page.fill('[data-testid="image-checksum"]', checksum);
     await page.click('button[data-action="deploy"]');
     await page.click('[data-testid="confirm"]');
-    await page.waitForSelector('[data-testid="message"]');
-    expect(await page.locator('[data-testid="message"]').innerText()).toBe("deploy: accepted");
+    await expect
+      .poll(
+        () =>
+          page
+            .locator('[data-testid="message"]')
+            .innerText({ timeout: 1_000 })
+            .catch(() => ""),
+        {
+          timeout: 10_000,
+        },
+      )
+      .toBe("deploy: accepted");
   }
 
   it("deploys from the node page: the progress bar moves and the node reaches active without a reload", async () => {
@@ -190,8 +200,20 @@ describe("the web dashboard in headless Chromium", () => {
     // an active node cannot be managed: Ironic's own refusal comes back to the page
     await page.click('button[data-action="manage"]');
     await page.click('[data-testid="confirm"]');
+    // the answer arrives after the click: wait for it rather than read whatever is shown
+    await expect
+      .poll(
+        () =>
+          page
+            .locator('[data-testid="message"]')
+            .innerText({ timeout: 1_000 })
+            .catch(() => ""),
+        {
+          timeout: 10_000,
+        },
+      )
+      .toMatch(/^manage refused: /);
     const message = await page.locator('[data-testid="message"]').innerText();
-    expect(message).toMatch(/^manage refused: /);
     expect(message).toMatch(/can not be performed|not allowed|state/i);
   }, 60_000);
 });
