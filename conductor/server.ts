@@ -8,7 +8,7 @@ import { loadTlsMaterial } from "./tls/material.ts";
 import { lookupAllowed, storeDirectory } from "./agents/directory-store.ts";
 import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
 import { buildApi } from "./api/app.ts";
-import { runPowerSyncPass } from "./cluster/power-sync.ts";
+import { runPowerSyncPass, workersToFit } from "./cluster/power-sync.ts";
 import { storePowerSyncPort } from "./cluster/power-sync-port.ts";
 import { Membership } from "./cluster/membership.ts";
 import { BootAdoption, awaitsAdoption, takeOverOrphans } from "./cluster/takeover.ts";
@@ -254,11 +254,19 @@ export function createConductor(
             maxFailures: config.powerSync.maxFailures,
             logger,
           });
+          const seconds = (performance.now() - began) / 1000;
           metrics.observePowerSync({
-            seconds: (performance.now() - began) / 1000,
+            seconds,
             failed: report.outcomes.failed + report.outcomes.error,
             checked: report.checked,
           });
+          const { intervalS, concurrency: workers } = config.powerSync;
+          const wanted = workersToFit({ seconds, intervalS, workers });
+          if (wanted !== null)
+            logger.warn(
+              { seconds: Math.round(seconds), interval_s: intervalS, nodes: report.checked, workers, wanted },
+              "the power sync pass took longer than its interval: raise --sync-power-state-workers",
+            );
         },
         "power sync",
       );

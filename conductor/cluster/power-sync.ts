@@ -141,3 +141,12 @@ export async function runPowerSyncPass(
   await Promise.all(Array.from({ length: workers }, worker));
   return report;
 }
+
+/**
+ * When a pass took longer than its interval, the worker count that would have fitted it (passes are latency
+ * bound: time falls in proportion to workers), else null. Skipped intervals go unnoticed otherwise.
+ */
+export function workersToFit(pass: { seconds: number; intervalS: number; workers: number }): number | null {
+  if (pass.intervalS <= 0 || pass.seconds <= pass.intervalS) return null;
+  return Math.ceil((pass.workers * pass.seconds) / pass.intervalS);
+}

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import type { PowerState } from "../../shared/states.ts";
-import { runPowerSyncPass } from "../../conductor/cluster/power-sync.ts";
+import { runPowerSyncPass, workersToFit } from "../../conductor/cluster/power-sync.ts";
 import type { PowerSyncPort, SyncNode } from "../../conductor/cluster/power-sync.ts";
 
 interface Row {
@@ -136,5 +136,15 @@ describe("power sync pass", () => {
     controller.abort();
     const report = await runPowerSyncPass(port, { ...force, signal: controller.signal });
     expect(report.checked).toBe(0);
+  });
+});
+
+describe("a pass longer than its interval", () => {
+  it("names the workers that would have fitted it, and nothing when it fitted", () => {
+    // the bench's 10^5 nodes over three conductors: 85 s at 8 workers against a 60 s interval
+    expect(workersToFit({ seconds: 85.1, intervalS: 60, workers: 8 })).toBe(12);
+    expect(workersToFit({ seconds: 59.9, intervalS: 60, workers: 8 })).toBeNull();
+    expect(workersToFit({ seconds: 120, intervalS: 0, workers: 8 })).toBeNull();
+    expect(workersToFit({ seconds: 121, intervalS: 60, workers: 32 })).toBe(65);
   });
 });
