@@ -62,6 +62,11 @@ export interface Dialect {
   param(value: string | number): string;
   /** The SQL for "false" on a boolean column. */
   false: string;
+  /**
+   * node_traits mirrors each node's id, class and claimability, indexed as (trait, node_class, node_id) over
+   * claimable rows (PostgreSQL's schema): a claim by traits can walk that index instead of the free nodes.
+   */
+  traitRows?: boolean;
 }
 
 /** The free-node predicate every claim starts from; a partial index covers exactly these rows. */
@@ -71,15 +76,24 @@ export const FREE_NODE =
 /** The partial indexes over free nodes, each in the order one kind of claim sorts by (both stores have them). */
 export type FreeNodeIndex = "nodes_free_id" | "nodes_free_fit";
 
+/** Walks a trait's claimable rows and joins each to its node, whose own columns the WHERE still checks. */
+const TRAIT_WALK = "node_traits lead JOIN nodes ON nodes.id = lead.node_id";
+
+/** A claim's SELECT: `FROM ${from} WHERE ${where} ORDER BY ${order}` picks `nodes.id`; lock only `nodes`. */
+export interface CandidateQuery {
+  from: "nodes" | typeof TRAIT_WALK;
+  where: string;
+  order: string;
+  /** the free-node index to name (SQLite); null: leave it to the planner */
+  index: FreeNodeIndex | null;
+}
+
 /**
  * WHERE and ORDER BY that choose a free node for the request, from indexed columns only. Without a spec any
  * match will do (lowest id: racing claims skip each other's locked rows); with one, best fit takes the
  * smallest node that satisfies it (memory, then CPUs, then disk, then age), so a 16 GB request leaves the 128 GB machine.
  */
-export function candidateQuery(
-  request: CandidateRequest,
-  sql: Dialect,
-): { where: string; order: string; index: FreeNodeIndex | null } {
+export function candidateQuery(request: CandidateRequest, sql: Dialect): CandidateQuery {
   const where = [FREE_NODE, `maintenance = ${sql.false}`];
   if (request.resourceClass !== null) where.push(`resource_class = ${sql.param(request.resourceClass)}`);
   if (request.project) {
@@ -90,12 +104,30 @@ export function candidateQuery(
     const list = request.candidateNodes.map((ident) => sql.param(ident)).join(",");
     where.push(`(uuid IN (${list}) OR name IN (${list}))`);
   }
-  for (const trait of new Set(request.traits)) {
+  const traits = [...new Set(request.traits)];
+  const spec = request.spec;
+  // NOTE: by a trait's rows only without a spec (best fit walks the sizes) or a candidate list (a few named
+  // nodes are found by their unique keys): there the first claimable node of the trait is the answer
+  const lead =
+    sql.traitRows && spec === null && request.candidateNodes.length === 0 ? traits.shift() : undefined;
+  if (lead !== undefined) {
+    where.push(`lead.claimable AND lead.trait = ${sql.param(lead)}`);
+    if (request.resourceClass !== null) where.push(`lead.node_class = ${sql.param(request.resourceClass)}`);
+  }
+  for (const trait of traits) {
     where.push(
       `EXISTS (SELECT 1 FROM node_traits t WHERE t.node_uuid = nodes.uuid AND t.trait = ${sql.param(trait)})`,
     );
   }
-  const spec = request.spec;
+  if (lead !== undefined) {
+    // the trait index's own order: with the trait (and class) fixed, the first claimable node by id
+    return {
+      from: TRAIT_WALK,
+      where: where.join(" AND "),
+      order: "lead.node_class, lead.node_id",
+      index: null,
+    };
+  }
   // NOTE: with the class fixed, ordering by it too names the partial index's exact column order, so SQLite's
   // planner (no ANALYZE) takes that index instead of walking the whole table in id order (2 s at 10^5 nodes)
   const byClass = request.resourceClass === null ? "" : "resource_class, ";
@@ -103,7 +135,7 @@ export function candidateQuery(
   // like a one-row lookup) or a table scan, and then walks every allocated node or sorts every match: 0.13 s
   // per exact-spec claim and per race loser at 10^5 nodes. The store names the free-node index instead.
   const index = request.resourceClass === null ? null : spec === null ? "nodes_free_id" : "nodes_free_fit";
-  if (spec === null) return { where: where.join(" AND "), order: `${byClass}id`, index };
+  if (spec === null) return { from: "nodes", where: where.join(" AND "), order: `${byClass}id`, index };
   const op = spec.match === "exact" ? "=" : ">=";
   const sized: [string, number | undefined][] = [
     ["memory_mb", spec.memory_mb],
@@ -120,5 +152,10 @@ export function candidateQuery(
   // NOTE: plain columns in the index's order, so the claim reads the first fitting row instead of sorting every
   // match; a node without a size the spec names never matches, so NULL ordering (first in SQLite, last in
   // PostgreSQL) only matters for sizes the request leaves open
-  return { where: where.join(" AND "), order: `${byClass}memory_mb, cpus, local_gb, id`, index };
+  return {
+    from: "nodes",
+    where: where.join(" AND "),
+    order: `${byClass}memory_mb, cpus, local_gb, id`,
+    index,
+  };
 }

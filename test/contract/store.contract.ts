@@ -321,6 +321,88 @@ export function storeContract(
       expect([small.uuid, big.uuid]).toContain(named?.uuid);
     });
 
+    it("claims by traits: every requested trait, extra ones allowed; trait, state and class changes followed", async () => {
+      const rc = `traits-${randomUUID().slice(0, 8)}`;
+      const tag = randomUUID().slice(0, 8).toUpperCase();
+      const [A, B, C, Z] = ["A", "B", "C", "Z"].map((t) => `CUSTOM_${t}_${tag}`) as [
+        string,
+        string,
+        string,
+        string,
+      ];
+      const make = (traits: string[], fields: Partial<NodeRecord> = {}) =>
+        store.createNode(freeNode({ resource_class: rc, traits, ...fields }));
+      const claim = (traits: string[], resourceClass: string | null = rc) =>
+        store.claimNode(randomUUID(), request({ resourceClass, traits }));
+      const release = (n: NodeRecord) =>
+        store.updateNode(n.uuid, { instance_uuid: null, allocation_uuid: null });
+
+      const onlyA = await make([A]);
+      const both = await make([A, B]);
+      const extra = await make([C, B, A]);
+      const none = await make([]);
+      await make([B]);
+      // several traits: only nodes carrying all of them, an extra trait does not matter; each node once
+      const first = await claim([A, B]);
+      const second = await claim([B, A, A]);
+      expect(new Set([first?.uuid, second?.uuid])).toEqual(new Set([both.uuid, extra.uuid]));
+      expect(await claim([A, B])).toBeNull();
+      const a = await claim([A]);
+      expect(a?.uuid).toBe(onlyA.uuid);
+      expect(await claim([A])).toBeNull();
+      for (const n of [first!, second!, a!]) await release(n);
+
+      // a trait removed from a node is no longer matched; one added is
+      await store.updateNode(extra.uuid, { traits: [A, C] });
+      expect((await claim([A, B]))?.uuid).toBe(both.uuid);
+      expect(await claim([A, B])).toBeNull();
+      await store.updateNode(none.uuid, { traits: [B, A] });
+      expect((await claim([A, B]))?.uuid).toBe(none.uuid);
+      expect((await claim([C]))?.uuid).toBe(extra.uuid);
+
+      // a node that becomes free is matched; one in maintenance, reserved, or of another class is not
+      const later = await make([Z], { provision_state: "manageable" });
+      expect(await claim([Z])).toBeNull();
+      await store.updateNode(later.uuid, { provision_state: "available" });
+      const z = (await claim([Z]))!;
+      expect(z.uuid).toBe(later.uuid);
+      await release(z);
+      await store.updateNode(later.uuid, { maintenance: true });
+      expect(await claim([Z])).toBeNull();
+      await store.updateNode(later.uuid, { maintenance: false });
+      await store.reserveNode(later.uuid, "busy");
+      expect(await claim([Z])).toBeNull();
+      await store.releaseNode(later.uuid, "busy");
+      await store.updateNode(later.uuid, { resource_class: `${rc}-other` });
+      expect(await claim([Z])).toBeNull();
+      // without a class any class will do
+      const anyClass = (await claim([Z], null))!;
+      expect(anyClass.uuid).toBe(later.uuid);
+      expect(await store.getNode(later.uuid)).toEqual(anyClass);
+      // a deleted node's traits go with it
+      await store.deleteNode(onlyA.uuid);
+      expect(await claim([A], null)).toBeNull();
+    });
+
+    it("racing claims by trait (two connections): every node with it once, none without it", async () => {
+      const rc = `trait-race-${randomUUID().slice(0, 8)}`;
+      const trait = `CUSTOM_RACE_${randomUUID().slice(0, 8).toUpperCase()}`;
+      const fast = [];
+      for (let i = 0; i < 30; i++) {
+        const n = await store.createNode(freeNode({ resource_class: rc, traits: i % 3 ? [] : [trait] }));
+        if (i % 3 === 0) fast.push(n);
+      }
+      const stores = [store, second ?? store];
+      const claims = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          stores[i % 2]!.claimNode(randomUUID(), request({ resourceClass: rc, traits: [trait] })),
+        ),
+      );
+      const won = claims.filter((c): c is NodeRecord => c !== null);
+      expect(won).toHaveLength(10);
+      expect(new Set(won.map((n) => n.uuid))).toEqual(new Set(fast.map((n) => n.uuid)));
+    });
+
     it("conductors: one online row per hostname; stale or retired predecessors make way; heartbeats", async () => {
       const first = conductor("c-1");
       await store.registerConductor(first, { staleBefore: 0, retire: [] });

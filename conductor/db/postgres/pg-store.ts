@@ -561,16 +561,22 @@ export class PgStore implements Store {
   async claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null> {
     await this.ready;
     const params = new Params();
-    const query = candidateQuery(request, { param: (value) => params.add(value), false: "FALSE" });
+    const query = candidateQuery(request, {
+      param: (value) => params.add(value),
+      false: "FALSE",
+      traitRows: true,
+    });
     const instance = params.add(allocationUuid);
     const now = params.add(new Date().toISOString());
     // One statement, so one round trip and no BEGIN/COMMIT: the CTE locks the chosen row and the UPDATE writes
     // only what a claim changes (traits and matching columns are untouched). A row another claim holds is
-    // skipped, not waited for, so racing clients never queue behind each other.
+    // skipped, not waited for, so racing clients never queue behind each other. Only the node's row is locked:
+    // it decides, the trait row the claim found it by is a mirror.
     try {
       const result = await this.pool.query<{ doc: NodeRecord }>(
         `WITH chosen AS (
-           SELECT id FROM nodes WHERE ${query.where} ORDER BY ${query.order} LIMIT 1 FOR UPDATE SKIP LOCKED
+           SELECT nodes.id FROM ${query.from} WHERE ${query.where} ORDER BY ${query.order}
+           LIMIT 1 FOR UPDATE OF nodes SKIP LOCKED
          )
          UPDATE nodes SET instance_uuid = ${instance}, updated_at = ${now},
            doc = nodes.doc || jsonb_build_object('instance_uuid', ${instance}::text,
