@@ -76,16 +76,17 @@ export const FREE_NODE =
 /** The partial indexes over free nodes, each in the order one kind of claim sorts by (both stores have them). */
 export type FreeNodeIndex = "nodes_free_id" | "nodes_free_fit";
 
-/** Walks a trait's claimable rows and joins each to its node, whose own columns the WHERE still checks. */
-const TRAIT_WALK = "node_traits lead JOIN nodes ON nodes.id = lead.node_id";
-
-/** A claim's SELECT: `FROM ${from} WHERE ${where} ORDER BY ${order}` picks `nodes.id`; lock only `nodes`. */
+/**
+ * A claim picks one node by `WHERE ${where} ORDER BY ${order}` over the nodes table. With `traitWalk` (only
+ * where the dialect has `traitRows`), candidates come instead from the node_traits rows `traitWalk` selects, in
+ * the order of their index, and `where` still checks each one's node row.
+ */
 export interface CandidateQuery {
-  from: "nodes" | typeof TRAIT_WALK;
   where: string;
   order: string;
   /** the free-node index to name (SQLite); null: leave it to the planner */
   index: FreeNodeIndex | null;
+  traitWalk: string | null;
 }
 
 /**
@@ -110,24 +111,17 @@ export function candidateQuery(request: CandidateRequest, sql: Dialect): Candida
   // nodes are found by their unique keys): there the first claimable node of the trait is the answer
   const lead =
     sql.traitRows && spec === null && request.candidateNodes.length === 0 ? traits.shift() : undefined;
+  let traitWalk: string | null = null;
   if (lead !== undefined) {
-    where.push(`lead.claimable AND lead.trait = ${sql.param(lead)}`);
-    if (request.resourceClass !== null) where.push(`lead.node_class = ${sql.param(request.resourceClass)}`);
+    traitWalk = `claimable AND trait = ${sql.param(lead)}`;
+    if (request.resourceClass !== null) traitWalk += ` AND node_class = ${sql.param(request.resourceClass)}`;
   }
   for (const trait of traits) {
     where.push(
       `EXISTS (SELECT 1 FROM node_traits t WHERE t.node_uuid = nodes.uuid AND t.trait = ${sql.param(trait)})`,
     );
   }
-  if (lead !== undefined) {
-    // the trait index's own order: with the trait (and class) fixed, the first claimable node by id
-    return {
-      from: TRAIT_WALK,
-      where: where.join(" AND "),
-      order: "lead.node_class, lead.node_id",
-      index: null,
-    };
-  }
+  if (traitWalk !== null) return { where: where.join(" AND "), order: "id", index: null, traitWalk };
   // NOTE: with the class fixed, ordering by it too names the partial index's exact column order, so SQLite's
   // planner (no ANALYZE) takes that index instead of walking the whole table in id order (2 s at 10^5 nodes)
   const byClass = request.resourceClass === null ? "" : "resource_class, ";
@@ -135,7 +129,7 @@ export function candidateQuery(request: CandidateRequest, sql: Dialect): Candida
   // like a one-row lookup) or a table scan, and then walks every allocated node or sorts every match: 0.13 s
   // per exact-spec claim and per race loser at 10^5 nodes. The store names the free-node index instead.
   const index = request.resourceClass === null ? null : spec === null ? "nodes_free_id" : "nodes_free_fit";
-  if (spec === null) return { from: "nodes", where: where.join(" AND "), order: `${byClass}id`, index };
+  if (spec === null) return { where: where.join(" AND "), order: `${byClass}id`, index, traitWalk: null };
   const op = spec.match === "exact" ? "=" : ">=";
   const sized: [string, number | undefined][] = [
     ["memory_mb", spec.memory_mb],
@@ -153,9 +147,9 @@ export function candidateQuery(request: CandidateRequest, sql: Dialect): Candida
   // match; a node without a size the spec names never matches, so NULL ordering (first in SQLite, last in
   // PostgreSQL) only matters for sizes the request leaves open
   return {
-    from: "nodes",
     where: where.join(" AND "),
     order: `${byClass}memory_mb, cpus, local_gb, id`,
     index,
+    traitWalk: null,
   };
 }

@@ -2,7 +2,9 @@
 // time, as the allocation service does, on one throwaway server. With BENCH_BASELINE_REV=<revision> the store
 // of that revision (extracted with git archive) runs the same work on its own database of the same server, in
 // alternating rounds, so the machine's other load hits both alike. Prints claims/s, p50/p99 and the CPU the
-// bench process and the server spent per claim. Run it under `flock /tmp/anvil-heavy.lock`.
+// bench process and the server spent per claim. BENCH_CLAIM=traits claims by class and the trait CUSTOM_FAST,
+// which 1 node in 7 carries (as in the cluster bench's fleet); the default claims by class alone. Run it under
+// `flock /tmp/anvil-heavy.lock`.
 import { newAllocationRecord } from "../../conductor/allocations/service.ts";
 import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { execFileSync } from "node:child_process";
@@ -17,6 +19,7 @@ const CLAIMS = Number(process.env.BENCH_CLAIMS ?? 1_000);
 const ROUNDS = 4;
 const CONCURRENCY = 8;
 const BASELINE_REV = process.env.BENCH_BASELINE_REV;
+const TRAITS = process.env.BENCH_CLAIM === "traits" ? ["CUSTOM_FAST"] : [];
 
 type OpenStore = (database: string) => Store;
 
@@ -47,6 +50,7 @@ async function seed(store: Store, count: number): Promise<void> {
           provision_state: "available",
           power_state: "power off",
           resource_class: "small",
+          traits: i % 7 === 0 ? ["CUSTOM_FAST"] : [],
           properties: { memory_mb: 16384, cpus: 8, local_gb: 500 },
         });
       }
@@ -62,10 +66,12 @@ async function claims(store: Store, count: number): Promise<number[]> {
     Array.from({ length: CONCURRENCY }, async () => {
       while (next++ < count) {
         const t = performance.now();
-        const allocation = await store.createAllocation(newAllocationRecord({ resource_class: "small" }));
+        const allocation = await store.createAllocation(
+          newAllocationRecord({ resource_class: "small", traits: TRAITS }),
+        );
         const node = await store.claimNode(allocation.uuid, {
           resourceClass: "small",
-          traits: [],
+          traits: TRAITS,
           candidateNodes: [],
           spec: null,
           project: null,
@@ -123,7 +129,8 @@ async function main(): Promise<void> {
       }
     }
     console.log(
-      `PostgreSQL allocation claims, ${NODES} free nodes per side, concurrency ${CONCURRENCY}, ${ROUNDS} alternating rounds`,
+      `PostgreSQL allocation claims by class${TRAITS.length ? ` + ${TRAITS.join(",")} (1 node in 7)` : ""}, ` +
+        `${NODES} free nodes per side, concurrency ${CONCURRENCY}, ${ROUNDS} alternating rounds of ${per} claims per side`,
     );
     for (const [name, r] of results) {
       const sorted = r.times.sort((a, b) => a - b);

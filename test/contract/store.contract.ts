@@ -379,6 +379,13 @@ export function storeContract(
       const anyClass = (await claim([Z], null))!;
       expect(anyClass.uuid).toBe(later.uuid);
       expect(await store.getNode(later.uuid)).toEqual(anyClass);
+      // a free node with the trait behind many reserved ones is still found
+      const held = [];
+      for (let i = 0; i < 40; i++) held.push(await make([A, tag]));
+      for (const n of held) await store.reserveNode(n.uuid, "busy");
+      const behind = await make([A, tag]);
+      expect((await claim([tag, A]))?.uuid).toBe(behind.uuid);
+      expect(await claim([tag])).toBeNull();
       // a deleted node's traits go with it
       await store.deleteNode(onlyA.uuid);
       expect(await claim([A], null)).toBeNull();

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newNode } from "../../conductor/api/nodes.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { candidateQuery } from "../../conductor/db/candidates.ts";
+import { claimSelect, TRAIT_BATCH } from "../../conductor/db/postgres/claim-select.ts";
 import { PG_MIGRATIONS } from "../../conductor/db/postgres/migrations.ts";
 import { PgStore } from "../../conductor/db/postgres/pg-store.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";
@@ -173,8 +174,7 @@ describe("PostgreSQL trait mirror", () => {
       traitRows: true,
     });
     const plan = await sql.query<{ "QUERY PLAN": unknown }>(
-      `EXPLAIN (ANALYZE, FORMAT JSON) SELECT nodes.id FROM ${query.from} WHERE ${query.where}
-       ORDER BY ${query.order} LIMIT 1 FOR UPDATE OF nodes SKIP LOCKED`,
+      `EXPLAIN (ANALYZE, FORMAT JSON) ${claimSelect(query, TRAIT_BATCH)}`,
       params,
     );
     const text = JSON.stringify(plan.rows[0]!["QUERY PLAN"]);
