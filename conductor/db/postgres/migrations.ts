@@ -136,13 +136,14 @@ export const PG_MIGRATIONS: readonly string[] = [
       WHERE node_uuid = NEW.uuid;
     RETURN NULL;
   END $$;
-  -- only writes that change the class or claimability run it (taking or dropping a reservation does not)
+  -- only writes that change the class or claimability of a node with traits run it (taking or dropping a
+  -- reservation does not; the store writes a node's traits into its document and node_traits together)
   CREATE TRIGGER node_traits_follow_node AFTER UPDATE ON nodes FOR EACH ROW
-    WHEN (OLD.resource_class IS DISTINCT FROM NEW.resource_class
+    WHEN (NEW.doc -> 'traits' <> '[]'::jsonb AND (OLD.resource_class IS DISTINCT FROM NEW.resource_class
       OR (OLD.provision_state = 'available' AND OLD.instance_uuid IS NULL AND OLD.power_state IS NOT NULL
           AND NOT OLD.maintenance)
         IS DISTINCT FROM (NEW.provision_state = 'available' AND NEW.instance_uuid IS NULL
-          AND NEW.power_state IS NOT NULL AND NOT NEW.maintenance))
+          AND NEW.power_state IS NOT NULL AND NOT NEW.maintenance)))
     EXECUTE FUNCTION node_traits_follow_node();
   `,
 ];
