@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newNode } from "../../conductor/api/nodes.ts";
 import { defaultConfig } from "../../conductor/config.ts";
@@ -372,7 +373,10 @@ export function storeContract(
       await store.updateNode(later.uuid, { maintenance: false });
       await store.reserveNode(later.uuid, "busy");
       expect(await claim([Z])).toBeNull();
+      // its traits rewritten while it is reserved: once released it is matched again
+      await store.updateNode(later.uuid, { traits: [Z, C] });
       await store.releaseNode(later.uuid, "busy");
+      await release((await claim([Z]))!);
       await store.updateNode(later.uuid, { resource_class: `${rc}-other` });
       expect(await claim([Z])).toBeNull();
       // without a class any class will do
@@ -389,6 +393,88 @@ export function storeContract(
       // a deleted node's traits go with it
       await store.deleteNode(onlyA.uuid);
       expect(await claim([A], null)).toBeNull();
+    });
+
+    it("property: claims by traits give exactly the nodes a model picks, after any writes to the fleet", async () => {
+      const TRAITS = ["CUSTOM_A", "CUSTOM_B", "CUSTOM_C", "HW_CPU_X86_AVX2"];
+      const traitSet = fc.uniqueArray(fc.constantFrom(...TRAITS), { maxLength: 4 });
+      const change = fc.oneof(
+        fc.record({ kind: fc.constant("traits" as const), traits: traitSet }),
+        fc.record({ kind: fc.constant("state" as const), state: fc.constantFrom("available", "manageable") }),
+        fc.record({ kind: fc.constant("maintenance" as const), on: fc.boolean() }),
+        fc.record({ kind: fc.constant("power" as const), known: fc.boolean() }),
+        fc.record({ kind: fc.constant("class" as const), own: fc.boolean() }),
+        fc.record({ kind: fc.constant("reserve" as const), on: fc.boolean() }),
+        // claimed by name and given back: the node's row changes twice without its traits being rewritten
+        fc.record({ kind: fc.constant("claim-release" as const) }),
+      );
+      const fleet = fc.array(fc.record({ traits: traitSet, changes: fc.array(change, { maxLength: 5 }) }), {
+        minLength: 1,
+        maxLength: 10,
+      });
+      // mostly one or two traits, so that some nodes match; sometimes a repeated trait (hostile but allowed) or
+      // one no node has
+      const wanted = fc.oneof(
+        { weight: 3, arbitrary: fc.uniqueArray(fc.constantFrom(...TRAITS), { minLength: 1, maxLength: 2 }) },
+        {
+          weight: 1,
+          arbitrary: fc.array(fc.constantFrom(...TRAITS, "CUSTOM_NOBODY"), { minLength: 1, maxLength: 4 }),
+        },
+      );
+      let fleets = 0;
+      let claims = 0;
+      await fc.assert(
+        fc.asyncProperty(fleet, wanted, async (specs, traits) => {
+          fleets += 1;
+          const rc = `prop-${randomUUID().slice(0, 8)}`;
+          const nodes: NodeRecord[] = [];
+          for (const spec of specs) {
+            let n = await store.createNode(freeNode({ resource_class: rc, traits: spec.traits }));
+            for (const c of spec.changes) {
+              if (c.kind === "traits") n = await store.updateNode(n.uuid, { traits: c.traits });
+              if (c.kind === "state") n = await store.updateNode(n.uuid, { provision_state: c.state });
+              if (c.kind === "maintenance") n = await store.updateNode(n.uuid, { maintenance: c.on });
+              if (c.kind === "power")
+                n = await store.updateNode(n.uuid, { power_state: c.known ? "power on" : null });
+              if (c.kind === "class")
+                n = await store.updateNode(n.uuid, { resource_class: c.own ? rc : `${rc}-x` });
+              if (c.kind === "reserve" && c.on && n.reservation === null)
+                n = await store.reserveNode(n.uuid, "p");
+              if (c.kind === "reserve" && !c.on && n.reservation !== null) {
+                await store.releaseNode(n.uuid, "p");
+                n = (await store.getNode(n.uuid))!;
+              }
+              if (
+                c.kind === "claim-release" &&
+                (await store.claimNode(randomUUID(), request({ candidateNodes: [n.uuid] })))
+              ) {
+                n = await store.updateNode(n.uuid, { instance_uuid: null, allocation_uuid: null });
+              }
+            }
+            nodes.push(n);
+          }
+          const model = nodes.filter(
+            (n) =>
+              n.resource_class === rc &&
+              n.provision_state === "available" &&
+              n.instance_uuid === null &&
+              n.reservation === null &&
+              n.power_state !== null &&
+              !n.maintenance &&
+              traits.every((t) => n.traits.includes(t)),
+          );
+          const got: string[] = [];
+          for (;;) {
+            claims += 1;
+            const node = await store.claimNode(randomUUID(), request({ resourceClass: rc, traits }));
+            if (!node) break;
+            got.push(node.uuid);
+          }
+          expect(got.sort()).toEqual(model.map((n) => n.uuid).sort());
+        }),
+        { numRuns: 60 },
+      );
+      console.log(`trait claims property (${name}): ${fleets} fleets, ${claims} claims`);
     });
 
     it("racing claims by trait (two connections): every node with it once, none without it", async () => {
