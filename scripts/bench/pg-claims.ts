@@ -140,6 +140,15 @@ async function main(): Promise<void> {
           `CPU per claim: bench ${((r.cpu / n) * 1000).toFixed(2)} ms, server ${((r.server / n) * 1000).toFixed(2)} ms`,
       );
     }
+    const [base, mine] = [...results.values()];
+    if (BASELINE_REV && base && mine) {
+      const rate = (r: typeof base) => r.times.length / r.wall;
+      const server = (r: typeof base) => r.server / r.times.length;
+      console.log(
+        `this checkout against the baseline: claims/s ×${(rate(mine) / rate(base)).toFixed(2)}, ` +
+          `server CPU per claim ×${(server(mine) / server(base)).toFixed(2)}`,
+      );
+    }
     for (const side of sides) await side.store.close();
   } finally {
     postgres.stop();
