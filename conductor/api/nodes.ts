@@ -26,9 +26,17 @@ import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
 import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
 import { type ApiLimits, NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
-import { FieldsQuery, NodeListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
+import { FieldsQuery, NodeListQuery, collection, effectiveLimit, nextLink, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
-import { NODE_VIEW_FIELDS, nodeView, portView, summaryColumnsFor, summaryIsEnough } from "./views.ts";
+import {
+  NODE_LIST_FIELDS,
+  NODE_VIEW_FIELDS,
+  nodeView,
+  portView,
+  shortListInSql,
+  summaryColumnsFor,
+  summaryIsEnough,
+} from "./views.ts";
 import { isUuid } from "../../shared/uuid.ts";
 import { restoreMaskedSecrets } from "../../shared/secrets.ts";
 import {
@@ -292,6 +300,8 @@ function checkProvisionVersion(body: ProvisionBody, minor: number): void {
   }
 }
 
+const NODES_OPEN = Buffer.from('{"nodes":');
+
 /** Nodes: CRUD, states, power, raid, steps, validate, boot device, traits, maintenance, inventory. */
 export function nodesPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
@@ -330,11 +340,31 @@ export function nodesPlugin(deps: ApiDeps) {
         retired: query.retired,
       };
       const page = { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir };
+      const ctx = viewContext(request, deps);
+      const url = `${baseUrl(request)}/v1/${detail ? "nodes/detail" : "nodes"}`;
+      if (!showDetail && query.fields === undefined && shortListInSql(ctx.minor)) {
+        // the stock CLI's `node list`: the database writes the page's JSON (no field of it is ever redacted)
+        const built = await deps.store.listNodeSummaryJson(filter, page, {
+          fields: NODE_LIST_FIELDS,
+          linkBase: ctx.baseUrl,
+        });
+        const next = nextLink({
+          count: built.count,
+          last: built.lastUuid,
+          limit,
+          url,
+          query: request.query as Record<string, unknown>,
+        });
+        const tail = next === null ? "}" : `,"next":${JSON.stringify(next)}}`;
+        await reply
+          .type("application/json; charset=utf-8")
+          .send(Buffer.concat([NODES_OPEN, built.json, Buffer.from(tail)]));
+        return;
+      }
       const nodes =
         !showDetail && summaryIsEnough(query.fields)
           ? await deps.store.listNodeSummaries(filter, page, summaryColumnsFor(query.fields))
           : await deps.store.listNodes(filter, page);
-      const ctx = viewContext(request, deps);
       const body = collection({
         key: "nodes",
         items: nodes,
@@ -342,7 +372,7 @@ export function nodesPlugin(deps: ApiDeps) {
           redactNodeView(nodeView(n, ctx, { fields: query.fields, detail: showDetail }), request.identity, n),
         ),
         limit,
-        url: `${baseUrl(request)}/v1/${detail ? "nodes/detail" : "nodes"}`,
+        url,
         query: request.query as Record<string, unknown>,
       });
       await reply.type("application/json; charset=utf-8").send(renderJson(body, "nodes"));

@@ -90,16 +90,30 @@ export function collection(options: {
   query: Record<string, unknown>;
 }): Record<string, unknown> {
   const body: Record<string, unknown> = { [options.key]: options.views };
-  const last = options.items[options.items.length - 1];
-  if (last && options.items.length === options.limit) {
-    const params = new URLSearchParams();
-    for (const [key, value] of Object.entries(options.query)) {
-      if (value === undefined || key === "marker" || key === "limit") continue;
-      params.set(key, Array.isArray(value) ? value.join(",") : String(value));
-    }
-    params.set("limit", String(options.limit));
-    params.set("marker", last.uuid);
-    body.next = `${options.url}?${params.toString()}`;
-  }
+  const next = nextLink({
+    ...options,
+    count: options.items.length,
+    last: options.items.at(-1)?.uuid ?? null,
+  });
+  if (next !== null) body.next = next;
   return body;
+}
+
+/** Ironic's `next` link: present when the page is full, with the same query, the limit and the last uuid. */
+export function nextLink(options: {
+  count: number;
+  last: string | null;
+  limit: number;
+  url: string;
+  query: Record<string, unknown>;
+}): string | null {
+  if (options.last === null || options.count !== options.limit) return null;
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(options.query)) {
+    if (value === undefined || key === "marker" || key === "limit") continue;
+    params.set(key, Array.isArray(value) ? value.join(",") : String(value));
+  }
+  params.set("limit", String(options.limit));
+  params.set("marker", options.last);
+  return `${options.url}?${params.toString()}`;
 }

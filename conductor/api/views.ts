@@ -65,7 +65,15 @@ export const NODE_LIST_FIELDS = [
   "power_state",
   "provision_state",
   "name",
-];
+] as const satisfies readonly NodeSummaryField[];
+
+/**
+ * Whether the default short list can be written by the database (listNodeSummaryJson): every default field
+ * exists at this microversion, and none of them is one that policy redacts (redactNodeView).
+ */
+export function shortListInSql(minor: number): boolean {
+  return NODE_LIST_FIELDS.every((field) => nodeFieldAllowed(field, minor));
+}
 
 export function nodeFieldAllowed(field: string, minor: number): boolean {
   return (NODE_FIELD_VERSIONS[field] ?? 1) <= minor;

@@ -2,6 +2,7 @@ import type { NodeHistoryRecord } from "../../shared/history.ts";
 import { Conflict, NotFound } from "../errors.ts";
 import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
 import type { CandidateRequest } from "./candidates.ts";
+import type { SummaryJsonPage, SummaryJsonShape } from "./summary-json.ts";
 
 export const NODE_SORT_KEYS = [
   "id",
@@ -103,6 +104,11 @@ export interface Store {
     page: Page,
     columns?: readonly F[],
   ): Promise<Pick<NodeSummary, F | "uuid">[]>;
+  /**
+   * A page of short node views as JSON text built by the database (the default GET /v1/nodes): the same rows,
+   * order and paging as listNodeSummaries, each object carrying the shape's fields and links.
+   */
+  listNodeSummaryJson(filter: NodeFilter, page: Page, shape: SummaryJsonShape): Promise<SummaryJsonPage>;
   /** How many nodes are in each provision state (absent states have none). */
   countNodesByState(): Promise<Record<string, number>>;
   /** Node counts grouped by one indexed column (null values counted under "none"), for metrics. */

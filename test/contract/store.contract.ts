@@ -57,7 +57,11 @@ function allocation(fields: Partial<AllocationRecord> = {}): AllocationRecord {
     ...fields,
   };
 }
+let conductorsMade = 0;
+
 function conductor(hostname: string, fields: Partial<ConductorRecord> = {}): ConductorRecord {
+  // later rows are created later: lists order by created_at, and two rows in one millisecond would tie
+  conductorsMade++;
   return {
     identity: `${hostname}/${randomUUID().slice(0, 8)}`,
     hostname,
@@ -66,7 +70,7 @@ function conductor(hostname: string, fields: Partial<ConductorRecord> = {}): Con
     url: null,
     machine: "contract",
     pid: 1,
-    created_at: new Date().toISOString(),
+    created_at: new Date(Date.UTC(2026, 0, 1) + conductorsMade).toISOString(),
     heartbeat_at: 1_000_000,
     online: true,
     ...fields,
@@ -188,6 +192,80 @@ export function storeContract(
         ["p-c", false],
         ["p-a", false],
       ]);
+    });
+
+    it("a page's JSON built by the database equals the summaries it stands for (hostile names too)", async () => {
+      const group = `j-${randomUUID().slice(0, 8)}`;
+      const linkBase = 'http://h:1/"x\\';
+      const fields = [
+        "uuid",
+        "instance_uuid",
+        "maintenance",
+        "power_state",
+        "provision_state",
+        "name",
+      ] as const;
+      const expected = (rows: Awaited<ReturnType<Store["listNodeSummaries"]>>) =>
+        rows.map((n) => ({
+          ...Object.fromEntries(fields.map((f) => [f, n[f]])),
+          links: [
+            { href: `${linkBase}/v1/nodes/${n.uuid}`, rel: "self" },
+            { href: `${linkBase}/nodes/${n.uuid}`, rel: "bookmark" },
+          ],
+        }));
+      let tried = 0;
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(
+            fc.record({
+              name: fc.option(
+                // any code point but NUL, which PostgreSQL text cannot hold
+                fc.string({ unit: "binary", minLength: 1, maxLength: 12 }).map((t) => t.replaceAll("\0", "")),
+                { nil: null },
+              ),
+              maintenance: fc.boolean(),
+              associated: fc.boolean(),
+            }),
+            { maxLength: 6 },
+          ),
+          fc.record({
+            sortKey: fc.constantFrom("id", "name", "provision_state", "maintenance"),
+            sortDir: fc.constantFrom<"asc" | "desc">("asc", "desc"),
+            limit: fc.integer({ min: 1, max: 4 }),
+          }),
+          async (specs, { sortKey, sortDir, limit }) => {
+            tried++;
+            const batch = `${group}-${tried}`;
+            for (const [i, spec] of specs.entries()) {
+              await store.createNode(
+                node({
+                  // unique per run; still any bytes, quotes, backslashes and control characters
+                  name: spec.name === null ? null : `${spec.name}"\\${batch}-${i}`,
+                  conductor_group: batch,
+                  maintenance: spec.maintenance,
+                  instance_uuid: spec.associated ? randomUUID() : null,
+                }),
+              );
+            }
+            let marker: string | undefined;
+            for (;;) {
+              const page = { limit, sortKey, sortDir, marker };
+              const rows = await store.listNodeSummaries({ conductor_group: batch }, page);
+              const built = await store.listNodeSummaryJson({ conductor_group: batch }, page, {
+                fields,
+                linkBase,
+              });
+              expect(JSON.parse(built.json.toString("utf8"))).toEqual(expected(rows));
+              expect(built.count).toBe(rows.length);
+              expect(built.lastUuid).toBe(rows.at(-1)?.uuid ?? null);
+              if (rows.length < limit) break;
+              marker = built.lastUuid!;
+            }
+          },
+        ),
+        { numRuns: 40 },
+      );
+      console.log(`summary JSON pages: ${tried} generated fleets compared`);
     });
 
     it("ports: unique MACs, a known node, cascade with the node", async () => {

@@ -20,6 +20,12 @@ import {
 } from "../store.ts";
 import { PG_MIGRATIONS } from "./migrations.ts";
 import { claimSelect, TRAIT_BATCH } from "./claim-select.ts";
+import {
+  lastUuidOf,
+  summaryObjectSql,
+  type SummaryJsonPage,
+  type SummaryJsonShape,
+} from "../summary-json.ts";
 import { candidateQuery, matchColumns, type CandidateRequest } from "../candidates.ts";
 
 type SqlValue = string | number | boolean | null;
@@ -49,7 +55,7 @@ function pageClause(
   table: string,
   page: Page,
   options: { allowedKeys: readonly string[]; params: Params },
-): { where: string; order: string; limit: string } {
+): { where: string; order: string; limit: string; key: string } {
   const key = page.sortKey && options.allowedKeys.includes(page.sortKey) ? page.sortKey : "id";
   const dir = page.sortDir === "desc" ? "DESC" : "ASC";
   const cmp = dir === "DESC" ? "<" : ">";
@@ -63,7 +69,7 @@ function pageClause(
         : `(${expr}, id) ${cmp} (SELECT ${expr}, id FROM ${table} WHERE uuid = ${marker})`;
   }
   const order = key === "id" ? `id ${dir}` : `${expr} ${dir}, id ${dir}`;
-  return { where, order, limit: page.limit === undefined ? "" : ` LIMIT ${Math.trunc(page.limit)}` };
+  return { where, order, limit: page.limit === undefined ? "" : ` LIMIT ${Math.trunc(page.limit)}`, key };
 }
 
 function nodeColumns(node: NodeRecord): Record<string, SqlValue> {
@@ -201,12 +207,12 @@ export class PgStore implements Store {
     return this.nodeRow(this.pool, ident);
   }
 
-  private async nodeQuery<R extends pg.QueryResultRow>(
-    select: string,
+  /** WHERE (its parameters added to `params`) and paging of a node list. */
+  private nodeConditions(
     filter: NodeFilter,
     page: Page,
-  ): Promise<R[]> {
-    const params = new Params();
+    params: Params,
+  ): { where: string; paging: ReturnType<typeof pageClause> } {
     const where: string[] = [];
     const eq = (column: string, value: SqlValue | undefined): void => {
       if (value !== undefined) where.push(`${column} = ${params.add(value)}`);
@@ -231,7 +237,17 @@ export class PgStore implements Store {
       where.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
     const paging = pageClause("nodes", page, { allowedKeys: NODE_SORT_KEYS, params });
     if (paging.where) where.push(paging.where);
-    const sql = `SELECT ${select} FROM nodes${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}${paging.limit}`;
+    return { where: where.length ? ` WHERE ${where.join(" AND ")}` : "", paging };
+  }
+
+  private async nodeQuery<R extends pg.QueryResultRow>(
+    select: string,
+    filter: NodeFilter,
+    page: Page,
+  ): Promise<R[]> {
+    const params = new Params();
+    const { where, paging } = this.nodeConditions(filter, page, params);
+    const sql = `SELECT ${select} FROM nodes${where} ORDER BY ${paging.order}${paging.limit}`;
     return (await this.query<R>(sql, params.values)).rows;
   }
 
@@ -245,6 +261,26 @@ export class PgStore implements Store {
     columns?: readonly F[],
   ): Promise<Pick<NodeSummary, F | "uuid">[]> {
     return this.nodeQuery<Pick<NodeSummary, F | "uuid">>(summaryColumns(columns).join(","), filter, page);
+  }
+
+  async listNodeSummaryJson(
+    filter: NodeFilter,
+    page: Page,
+    shape: SummaryJsonShape,
+  ): Promise<SummaryJsonPage> {
+    const params = new Params();
+    const object = summaryObjectSql(shape, { dialect: "postgresql", param: (value) => params.add(value) });
+    const { where, paging } = this.nodeConditions(filter, page, params);
+    const sortColumn = paging.key === "id" ? "" : `, ${paging.key}`;
+    // the subquery pages, the aggregate joins its objects in the same (named) order
+    const result = await this.query<{ json: string; count: number }>(
+      `SELECT '[' || COALESCE(string_agg(obj, ',' ORDER BY ${paging.order}), '') || ']' AS json, count(*)::int AS count
+       FROM (SELECT ${object} AS obj, id${sortColumn} FROM nodes${where} ORDER BY ${paging.order}${paging.limit}) page`,
+      params.values,
+    );
+    const row = result.rows[0]!;
+    const json = Buffer.from(row.json);
+    return { json, count: row.count, lastUuid: lastUuidOf(json) };
   }
 
   async countNodesBy(column: "provision_state" | "power_state" | "fault"): Promise<Record<string, number>> {

@@ -20,6 +20,12 @@ import { MIGRATIONS } from "./migrations.ts";
 import type { NodeHistoryRecord } from "../../../shared/history.ts";
 import { candidateQuery, matchColumns, type CandidateRequest } from "../candidates.ts";
 import { isUuid } from "../../../shared/uuid.ts";
+import {
+  lastUuidOf,
+  summaryObjectSql,
+  type SummaryJsonPage,
+  type SummaryJsonShape,
+} from "../summary-json.ts";
 
 type Row = { doc: string };
 type SqlValue = string | number | null;
@@ -58,7 +64,7 @@ function pageClause(
   table: string,
   page: Page,
   allowedKeys: readonly string[],
-): { where: string; order: string; params: SqlValue[]; limit: number | null } {
+): { where: string; order: string; params: SqlValue[]; limit: number | null; key: string } {
   const key = page.sortKey && allowedKeys.includes(page.sortKey) ? page.sortKey : "id";
   const dir = page.sortDir === "desc" ? "DESC" : "ASC";
   const cmp = dir === "DESC" ? "<" : ">";
@@ -75,7 +81,7 @@ function pageClause(
     }
   }
   const order = key === "id" ? `id ${dir}` : `IFNULL(${key}, '') ${dir}, id ${dir}`;
-  return { where, order, params, limit: page.limit ?? null };
+  return { where, order, params, limit: page.limit ?? null, key };
 }
 
 /**
@@ -195,12 +201,11 @@ export class SqliteStore implements Store {
   }
 
   /** `select`: the column list, or with `raw` rows as arrays. */
-  private nodeQuery(
-    select: string | { columns: string; raw: true },
+  /** WHERE (with its parameters) and paging of a node list. */
+  private nodeConditions(
     filter: NodeFilter,
     page: Page,
-  ): unknown[] {
-    const columns = typeof select === "string" ? select : select.columns;
+  ): { where: string; params: SqlValue[]; paging: ReturnType<typeof pageClause> } {
     const where: string[] = [];
     const params: SqlValue[] = [];
     const eq = (column: string, value: SqlValue | undefined): void => {
@@ -228,8 +233,18 @@ export class SqliteStore implements Store {
       where.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
     const paging = pageClause("nodes", page, NODE_SORT_KEYS);
     if (paging.where) where.push(paging.where);
+    return { where: where.length ? ` WHERE ${where.join(" AND ")}` : "", params, paging };
+  }
+
+  private nodeQuery(
+    select: string | { columns: string; raw: true },
+    filter: NodeFilter,
+    page: Page,
+  ): unknown[] {
+    const columns = typeof select === "string" ? select : select.columns;
+    const { where, params, paging } = this.nodeConditions(filter, page);
     const limit = limitClause(paging.limit);
-    const sql = `SELECT ${columns} FROM nodes${where.length ? " WHERE " + where.join(" AND ") : ""} ORDER BY ${paging.order}${limit.sql}`;
+    const sql = `SELECT ${columns} FROM nodes${where} ORDER BY ${paging.order}${limit.sql}`;
     return this.stmt(sql, { raw: typeof select !== "string" }).all(
       ...params,
       ...paging.params,
@@ -256,6 +271,35 @@ export class SqliteStore implements Store {
       if (maintenance >= 0) node.maintenance = row[maintenance] === 1;
       return node as Pick<NodeSummary, F | "uuid">;
     });
+  }
+
+  async listNodeSummaryJson(
+    filter: NodeFilter,
+    page: Page,
+    shape: SummaryJsonShape,
+  ): Promise<SummaryJsonPage> {
+    const objectParams: SqlValue[] = [];
+    const object = summaryObjectSql(shape, {
+      dialect: "sqlite",
+      param: (value) => {
+        objectParams.push(value);
+        return "?";
+      },
+    });
+    const { where, params, paging } = this.nodeConditions(filter, page);
+    const limit = limitClause(paging.limit);
+    const sortColumn = paging.key === "id" ? "" : `, ${paging.key}`;
+    // The subquery pages; the aggregate joins its objects in the same order (named, as an aggregate's order
+    // is otherwise unspecified). The text comes back as a Buffer: no JavaScript string is made of it.
+    const sql = `SELECT CAST('[' || IFNULL(group_concat(obj, ',' ORDER BY ${paging.order}), '') || ']' AS BLOB), count(*)
+      FROM (SELECT ${object} AS obj, id${sortColumn} FROM nodes${where} ORDER BY ${paging.order}${limit.sql})`;
+    const [json, count] = this.stmt(sql, { raw: true }).get(
+      ...objectParams,
+      ...params,
+      ...paging.params,
+      ...limit.params,
+    ) as [Buffer, number];
+    return { json, count, lastUuid: lastUuidOf(json) };
   }
 
   async countNodesByState(): Promise<Record<string, number>> {
