@@ -473,23 +473,29 @@ export function storeContract(
       expect(await claim([A], null)).toBeNull();
     });
 
-    it("property: claims by traits give exactly the nodes a model picks, after any writes to the fleet", async () => {
+    it("property: claims by traits (and a spec) take exactly the nodes a model picks, in its order, after any writes", async () => {
       const TRAITS = ["CUSTOM_A", "CUSTOM_B", "CUSTOM_C", "HW_CPU_X86_AVX2"];
       const traitSet = fc.uniqueArray(fc.constantFrom(...TRAITS), { maxLength: 4 });
+      const size = fc.record({
+        memory_mb: fc.constantFrom(8192, 16384, 32768),
+        cpus: fc.constantFrom(4, 8),
+        local_gb: fc.constantFrom(100, 500),
+      });
       const change = fc.oneof(
         fc.record({ kind: fc.constant("traits" as const), traits: traitSet }),
         fc.record({ kind: fc.constant("state" as const), state: fc.constantFrom("available", "manageable") }),
         fc.record({ kind: fc.constant("maintenance" as const), on: fc.boolean() }),
         fc.record({ kind: fc.constant("power" as const), known: fc.boolean() }),
         fc.record({ kind: fc.constant("class" as const), own: fc.boolean() }),
+        fc.record({ kind: fc.constant("size" as const), size }),
         fc.record({ kind: fc.constant("reserve" as const), on: fc.boolean() }),
         // claimed by name and given back: the node's row changes twice without its traits being rewritten
         fc.record({ kind: fc.constant("claim-release" as const) }),
       );
-      const fleet = fc.array(fc.record({ traits: traitSet, changes: fc.array(change, { maxLength: 5 }) }), {
-        minLength: 1,
-        maxLength: 10,
-      });
+      const fleet = fc.array(
+        fc.record({ traits: traitSet, size, changes: fc.array(change, { maxLength: 3 }) }),
+        { minLength: 2, maxLength: 12 },
+      );
       // mostly one or two traits, so that some nodes match; sometimes a repeated trait (hostile but allowed) or
       // one no node has
       const wanted = fc.oneof(
@@ -499,15 +505,30 @@ export function storeContract(
           arbitrary: fc.array(fc.constantFrom(...TRAITS, "CUSTOM_NOBODY"), { minLength: 1, maxLength: 4 }),
         },
       );
+      const spec = fc.option(
+        fc.record(
+          {
+            memory_mb: fc.constantFrom(8192, 16384, 32768),
+            vcpus: fc.constantFrom(4, 8),
+            local_gb: fc.constantFrom(100, 500),
+            match: fc.constantFrom("exact" as const, "best_fit" as const),
+          },
+          { requiredKeys: ["match"] },
+        ),
+        { freq: 2 }, // half the requests without a spec
+      );
       let fleets = 0;
       let claims = 0;
+      let taken = 0;
       await fc.assert(
-        fc.asyncProperty(fleet, wanted, async (specs, traits) => {
+        fc.asyncProperty(fleet, wanted, spec, async (specs, traits, want) => {
           fleets += 1;
           const rc = `prop-${randomUUID().slice(0, 8)}`;
           const nodes: NodeRecord[] = [];
           for (const spec of specs) {
-            let n = await store.createNode(freeNode({ resource_class: rc, traits: spec.traits }));
+            let n = await store.createNode(
+              freeNode({ resource_class: rc, traits: spec.traits, properties: spec.size }),
+            );
             for (const c of spec.changes) {
               if (c.kind === "traits") n = await store.updateNode(n.uuid, { traits: c.traits });
               if (c.kind === "state") n = await store.updateNode(n.uuid, { provision_state: c.state });
@@ -516,6 +537,7 @@ export function storeContract(
                 n = await store.updateNode(n.uuid, { power_state: c.known ? "power on" : null });
               if (c.kind === "class")
                 n = await store.updateNode(n.uuid, { resource_class: c.own ? rc : `${rc}-x` });
+              if (c.kind === "size") n = await store.updateNode(n.uuid, { properties: c.size });
               if (c.kind === "reserve" && c.on && n.reservation === null)
                 n = await store.reserveNode(n.uuid, "p");
               if (c.kind === "reserve" && !c.on && n.reservation !== null) {
@@ -531,28 +553,59 @@ export function storeContract(
             }
             nodes.push(n);
           }
-          const model = nodes.filter(
-            (n) =>
-              n.resource_class === rc &&
-              n.provision_state === "available" &&
-              n.instance_uuid === null &&
-              n.reservation === null &&
-              n.power_state !== null &&
-              !n.maintenance &&
-              traits.every((t) => n.traits.includes(t)),
-          );
+          const sizeOf = (n: NodeRecord) => [
+            n.properties.memory_mb,
+            n.properties.cpus,
+            n.properties.local_gb,
+          ];
+          const fits = (n: NodeRecord) => {
+            if (!want) return true;
+            const [memory, cpus, disk] = sizeOf(n) as number[];
+            const pairs: [number, number | undefined][] = [
+              [memory!, want.memory_mb],
+              [cpus!, want.vcpus],
+              [disk!, want.local_gb],
+            ];
+            return pairs.every(([has, asked]) =>
+              asked === undefined ? true : want.match === "exact" ? has === asked : has >= asked,
+            );
+          };
+          // creation order is id order; best fit sorts by memory, CPUs, disk, then id
+          const model = nodes
+            .map((n, i) => ({ n, key: [...(want ? (sizeOf(n) as number[]) : []), i] }))
+            .filter(
+              ({ n }) =>
+                n.resource_class === rc &&
+                n.provision_state === "available" &&
+                n.instance_uuid === null &&
+                n.reservation === null &&
+                n.power_state !== null &&
+                !n.maintenance &&
+                traits.every((t) => n.traits.includes(t)) &&
+                fits(n),
+            )
+            .sort((a, b) => {
+              const at = a.key.findIndex((v, i) => v !== b.key[i]);
+              return at < 0 ? 0 : a.key[at]! - b.key[at]!;
+            });
           const got: string[] = [];
           for (;;) {
             claims += 1;
-            const node = await store.claimNode(randomUUID(), request({ resourceClass: rc, traits }));
+            const node = await store.claimNode(
+              randomUUID(),
+              request({ resourceClass: rc, traits, spec: want }),
+            );
             if (!node) break;
             got.push(node.uuid);
           }
-          expect(got.sort()).toEqual(model.map((n) => n.uuid).sort());
+          taken += got.length;
+          expect(got).toEqual(model.map(({ n }) => n.uuid));
         }),
-        { numRuns: 60 },
+        { numRuns: 150 },
       );
-      console.log(`trait claims property (${name}): ${fleets} fleets, ${claims} claims`);
+      console.log(
+        `trait claims property (${name}): ${fleets} fleets, ${claims} claims, ${taken} nodes taken`,
+      );
     });
 
     it("racing claims by trait (two connections): every node with it once, none without it", async () => {

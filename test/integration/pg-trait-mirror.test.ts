@@ -10,7 +10,7 @@ import { claimSelect, TRAIT_BATCH } from "../../conductor/db/postgres/claim-sele
 import { PG_MIGRATIONS } from "../../conductor/db/postgres/migrations.ts";
 import { PgStore } from "../../conductor/db/postgres/pg-store.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";
-import type { NodeRecord } from "../../shared/resources.ts";
+import type { AllocationSpec, NodeRecord } from "../../shared/resources.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 
 const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
@@ -20,17 +20,19 @@ const freeNode = (fields: Partial<NodeRecord> = {}): NodeRecord => ({
   power_state: "power off",
   ...fields,
 });
-const claimRequest = (resourceClass: string, traits: string[]) => ({
+const claimRequest = (resourceClass: string, traits: string[], spec: AllocationSpec | null = null) => ({
   resourceClass,
   traits,
   candidateNodes: [],
-  spec: null,
+  spec,
 });
 
 /** Trait rows whose copy differs from their node (none, when the mirror is exact). */
 const STALE = `
   SELECT t.node_uuid, t.trait FROM node_traits t JOIN nodes n ON n.uuid = t.node_uuid
   WHERE t.node_id <> n.id OR t.node_class IS DISTINCT FROM n.resource_class
+    OR t.memory_mb IS DISTINCT FROM n.memory_mb OR t.cpus IS DISTINCT FROM n.cpus
+    OR t.local_gb IS DISTINCT FROM n.local_gb
     OR t.claimable <> (n.provision_state = 'available' AND n.instance_uuid IS NULL
       AND n.power_state IS NOT NULL AND NOT n.maintenance)`;
 
@@ -92,6 +94,8 @@ describe("PostgreSQL trait mirror", () => {
     await write({ maintenance: true });
     expect((await mirrorOf(node.uuid)).map((r) => r.claimable)).toEqual([false, false]);
     await write({ maintenance: false, resource_class: "other" });
+    await write({ memory_mb: 4096 });
+    expect((await sql.query(STALE)).rows).toEqual([]);
     expect(await mirrorOf(node.uuid)).toEqual([
       { claimable: true, node_class: "other" },
       { claimable: true, node_class: "other" },
@@ -158,30 +162,40 @@ describe("PostgreSQL trait mirror", () => {
     }
   });
 
-  it("a claim by trait reads the trait's first claimable row, not the free nodes before it", async () => {
+  it("a claim by trait (with or without a spec) reads the trait's first fitting row, not the free nodes before it", async () => {
     const rc = `walk-${randomUUID().slice(0, 8)}`;
     const trait = "CUSTOM_WALK";
-    // 1 node in 7 with the trait, as the bench fleet; the first claims take the front of the class
+    // 1 node in 7 with the trait, as the bench fleet, in two sizes; the first claims take the front of the class
     for (let i = 0; i < 1400; i++) {
-      await store.createNode(freeNode({ resource_class: rc, traits: i % 7 ? [] : [trait] }));
+      const properties = { memory_mb: i % 2 ? 32768 : 16384, cpus: 8, local_gb: 500 };
+      await store.createNode(freeNode({ resource_class: rc, traits: i % 7 ? [] : [trait], properties }));
     }
-    for (let i = 0; i < 100; i++) await store.claimNode(randomUUID(), claimRequest(rc, [trait]));
+    const exact: AllocationSpec = { memory_mb: 32768, vcpus: 8, match: "exact" };
+    for (let i = 0; i < 50; i++) {
+      await store.claimNode(randomUUID(), claimRequest(rc, [trait]));
+      await store.claimNode(randomUUID(), claimRequest(rc, [trait], exact));
+    }
     await sql.query("ANALYZE");
-    const params: (string | number)[] = [];
-    const query = candidateQuery(claimRequest(rc, [trait]), {
-      param: (value) => `$${params.push(value)}`,
-      false: "FALSE",
-      traitRows: true,
-    });
-    const plan = await sql.query<{ "QUERY PLAN": unknown }>(
-      `EXPLAIN (ANALYZE, FORMAT JSON) ${claimSelect(query, TRAIT_BATCH)}`,
-      params,
-    );
-    const text = JSON.stringify(plan.rows[0]!["QUERY PLAN"]);
-    // the walk starts at the trait's first claimable node: one row read, whatever was claimed before
-    const scan = /"Index Name":"node_traits_claimable"[^{}]*"Actual Rows":(\d+)/.exec(text);
-    expect(scan, text).not.toBeNull();
-    expect(Number(scan![1])).toBe(1);
+    for (const [spec, index] of [
+      [null, "node_traits_claimable"],
+      [exact, "node_traits_claimable_fit"],
+    ] as const) {
+      const params: (string | number)[] = [];
+      const query = candidateQuery(claimRequest(rc, [trait], spec), {
+        param: (value) => `$${params.push(value)}`,
+        false: "FALSE",
+        traitRows: true,
+      });
+      const plan = await sql.query<{ "QUERY PLAN": unknown }>(
+        `EXPLAIN (ANALYZE, FORMAT JSON) ${claimSelect(query, TRAIT_BATCH)}`,
+        params,
+      );
+      const text = JSON.stringify(plan.rows[0]!["QUERY PLAN"]);
+      // the walk starts at the trait's first claimable (fitting) node: one row read, whatever was claimed before
+      const scan = new RegExp(`"Index Name":"${index}"[^{}]*"Actual Rows":(\\d+)`).exec(text);
+      expect(scan, text).not.toBeNull();
+      expect(Number(scan![1])).toBe(1);
+    }
     expect((await sql.query(STALE)).rows).toEqual([]);
   });
 });

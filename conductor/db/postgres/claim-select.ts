@@ -18,7 +18,7 @@ export function claimSelect(query: CandidateQuery, batch: number | null): string
   // table, scanned the class's free nodes for every trait row (9 ms per claim at 20,000 nodes); with them and
   // without the subquery's LIMIT, it sorted every claimable row of the trait first (1.3 ms, growing).
   return `SELECT pick.id FROM (
-      SELECT node_id FROM node_traits WHERE ${query.traitWalk} ORDER BY node_class, node_id
+      SELECT node_id FROM node_traits WHERE ${query.traitWalk.where} ORDER BY ${query.traitWalk.order}
       ${batch === null ? "" : `LIMIT ${Math.trunc(batch)}`}
     ) lead
     CROSS JOIN LATERAL (
