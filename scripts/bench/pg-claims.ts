@@ -3,8 +3,8 @@
 // of that revision (extracted with git archive) runs the same work on its own database of the same server, in
 // alternating rounds, so the machine's other load hits both alike. Prints claims/s, p50/p99 and the CPU the
 // bench process and the server spent per claim. BENCH_CLAIM=traits claims by class and the trait CUSTOM_FAST,
-// which 1 node in 7 carries (as in the cluster bench's fleet); the default claims by class alone. Run it under
-// `flock /tmp/anvil-heavy.lock`.
+// which 1 node in 7 carries (as in the cluster bench's fleet); BENCH_CLAIM=traits-exact adds the exact spec
+// every node has (16 GB, 8 CPUs); the default claims by class alone. Run it under `flock /tmp/anvil-heavy.lock`.
 import { newAllocationRecord } from "../../conductor/allocations/service.ts";
 import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { execFileSync } from "node:child_process";
@@ -19,7 +19,11 @@ const CLAIMS = Number(process.env.BENCH_CLAIMS ?? 1_000);
 const ROUNDS = 4;
 const CONCURRENCY = 8;
 const BASELINE_REV = process.env.BENCH_BASELINE_REV;
-const TRAITS = process.env.BENCH_CLAIM === "traits" ? ["CUSTOM_FAST"] : [];
+const MODE = process.env.BENCH_CLAIM ?? "class";
+if (!["class", "traits", "traits-exact"].includes(MODE))
+  throw new Error("BENCH_CLAIM: class, traits or traits-exact");
+const TRAITS = MODE === "class" ? [] : ["CUSTOM_FAST"];
+const SPEC = MODE === "traits-exact" ? { memory_mb: 16384, vcpus: 8, match: "exact" as const } : null;
 
 type OpenStore = (database: string) => Store;
 
@@ -67,13 +71,13 @@ async function claims(store: Store, count: number): Promise<number[]> {
       while (next++ < count) {
         const t = performance.now();
         const allocation = await store.createAllocation(
-          newAllocationRecord({ resource_class: "small", traits: TRAITS }),
+          newAllocationRecord({ resource_class: "small", traits: TRAITS, spec: SPEC ?? undefined }),
         );
         const node = await store.claimNode(allocation.uuid, {
           resourceClass: "small",
           traits: TRAITS,
           candidateNodes: [],
-          spec: null,
+          spec: SPEC,
           project: null,
         });
         if (!node) throw new Error("no node left: raise BENCH_NODES");
@@ -129,7 +133,8 @@ async function main(): Promise<void> {
       }
     }
     console.log(
-      `PostgreSQL allocation claims by class${TRAITS.length ? ` + ${TRAITS.join(",")} (1 node in 7)` : ""}, ` +
+      `PostgreSQL allocation claims by class${TRAITS.length ? ` + ${TRAITS.join(",")} (1 node in 7)` : ""}` +
+        `${SPEC ? " + an exact spec" : ""}, ` +
         `${NODES} free nodes per side, concurrency ${CONCURRENCY}, ${ROUNDS} alternating rounds of ${per} claims per side`,
     );
     for (const [name, r] of results) {
