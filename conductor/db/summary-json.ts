@@ -1,9 +1,10 @@
 import { NODE_SUMMARY_FIELDS, type NodeSummaryField } from "./store.ts";
 
 /**
- * A page of short node views as JSON text, built by the database. At 1,000 rows a page, turning each column
- * value into a JavaScript value, building the view objects and stringifying them was most of a list request's
- * CPU; the database writes the same text in C (docs/cluster.md has the measurement).
+ * A page of short node views as JSON text. At 1,000 rows a page, building a view object per row and
+ * stringifying them was most of a list request's CPU. SQLite writes the text itself (json_object, in C, in
+ * the conductor's process); PostgreSQL's JSON functions cost more than the rows (2.6 ms against 0.35 ms a
+ * page), so there the rows come as arrays and summaryRowsJson writes the text (docs/cluster.md).
  */
 export interface SummaryJsonShape {
   /** The fields of each object, in this order; `uuid` must be first (the page's last uuid is read from it). */
@@ -20,48 +21,53 @@ export interface SummaryJsonPage {
   lastUuid: string | null;
 }
 
-/** Which database writes the text, and how a parameter is added (returns its placeholder). */
-export interface JsonDialect {
-  dialect: "sqlite" | "postgresql";
-  param(value: string): string;
-}
+/** Adds a parameter, returns its placeholder. */
+export type AddParam = (value: string) => string;
 
 const BOOLEAN_FIELDS = new Set<NodeSummaryField>(["maintenance"]);
 
-/**
- * The SQL expression of one row's object as compact JSON text, from the columns of `nodes`. SQLite's
- * json_object is its fastest way; PostgreSQL's json_build_object writes `"key" : value` with spaces, so there
- * the text is concatenated from to_json() of each value, which gives the same bytes as SQLite.
- */
-export function summaryObjectSql(shape: SummaryJsonShape, sql: JsonDialect): string {
+/** Refuses a shape whose fields are not columns, or that does not start with uuid. */
+export function checkSummaryShape(shape: SummaryJsonShape): void {
   if (shape.fields[0] !== "uuid") throw new Error("a summary JSON shape starts with uuid");
   for (const field of shape.fields) {
     // field names come from a closed list, never from a request: checked, then safe in SQL text
     if (!(NODE_SUMMARY_FIELDS as readonly string[]).includes(field))
       throw new Error(`not a column: ${field}`);
   }
-  const self = sql.param(shape.linkBase);
-  const bookmark = sql.param(shape.linkBase);
-  if (sql.dialect === "sqlite") {
-    const pairs = shape.fields.flatMap((field) => [
-      `'${field}'`,
-      BOOLEAN_FIELDS.has(field) ? `json(CASE ${field} WHEN 0 THEN 'false' ELSE 'true' END)` : field,
-    ]);
-    const link = (base: string, path: string, rel: string) =>
-      `json_object('href', ${base} || '${path}' || uuid, 'rel', '${rel}')`;
-    const links = `json_array(${link(self, "/v1/nodes/", "self")}, ${link(bookmark, "/nodes/", "bookmark")})`;
-    return `json_object(${pairs.join(", ")}, 'links', ${links})`;
-  }
-  const value = (field: NodeSummaryField) =>
-    BOOLEAN_FIELDS.has(field)
-      ? `CASE WHEN ${field} THEN 'true' ELSE 'false' END`
-      : `COALESCE(to_json(${field})::text, 'null')`;
-  const members = shape.fields.map((field, i) => `'${i === 0 ? "{" : ","}"${field}":' || ${value(field)}`);
-  const href = (base: string, path: string) => `to_json(${base}::text || '${path}' || uuid)::text`;
-  members.push(
-    `',"links":[{"href":' || ${href(self, "/v1/nodes/")} || ',"rel":"self"},{"href":' || ${href(bookmark, "/nodes/")} || ',"rel":"bookmark"}]}'`,
-  );
-  return members.join(" || ");
+}
+
+/** SQLite: the expression of one row's object as compact JSON text, from the columns of `nodes`. */
+export function summaryObjectSql(shape: SummaryJsonShape, param: AddParam): string {
+  checkSummaryShape(shape);
+  const pairs = shape.fields.flatMap((field) => [
+    `'${field}'`,
+    BOOLEAN_FIELDS.has(field) ? `json(CASE ${field} WHEN 0 THEN 'false' ELSE 'true' END)` : field,
+  ]);
+  const link = (path: string, rel: string) =>
+    `json_object('href', ${param(shape.linkBase)} || '${path}' || uuid, 'rel', '${rel}')`;
+  const links = `json_array(${link("/v1/nodes/", "self")}, ${link("/nodes/", "bookmark")})`;
+  return `json_object(${pairs.join(", ")}, 'links', ${links})`;
+}
+
+/** The same text as summaryObjectSql's objects, joined into an array, from rows of the shape's columns. */
+export function summaryRowsJson(rows: readonly (readonly unknown[])[], shape: SummaryJsonShape): Buffer {
+  checkSummaryShape(shape);
+  const { fields, linkBase } = shape;
+  const booleans = fields.map((field) => BOOLEAN_FIELDS.has(field));
+  // objects and one JSON.stringify: V8's serializer beats building the text piece by piece
+  const objects = rows.map((row) => {
+    const object: Record<string, unknown> = {};
+    for (let i = 0; i < fields.length; i++) {
+      const value = row[i] ?? null;
+      object[fields[i]!] = booleans[i] ? value === true || value === 1 : value;
+    }
+    object.links = [
+      { href: `${linkBase}/v1/nodes/${String(row[0])}`, rel: "self" },
+      { href: `${linkBase}/nodes/${String(row[0])}`, rel: "bookmark" },
+    ];
+    return object;
+  });
+  return Buffer.from(JSON.stringify(objects));
 }
 
 const UUID_KEY = Buffer.from('{"uuid":"');

@@ -1,20 +1,25 @@
-// The short node list at scale: one conductor on a SQLite fleet of BENCH_NODES (default 100,000), 8 clients
-// fetching and parsing `GET /v1/nodes?limit=1000` (the stock CLI's `node list` page), BENCH_PAGES pages a
-// round. Prints p50/p99, pages/s and the conductor's CPU per page. With BENCH_BASELINE_REV=<revision> the
-// conductor of that revision (extracted with git archive) serves a copy of the same fleet in alternating
-// rounds, so the machine's other load hits both alike, and the ratio is printed. Run it under
-// `flock /tmp/anvil-heavy.lock`.
-import { execFileSync, spawn } from "node:child_process";
+// The short node list at scale: one conductor on a SQLite fleet of BENCH_NODES (default 100,000), or with
+// BENCH_STORE=postgresql three conductors (BENCH_CONDUCTORS) on one throwaway PostgreSQL server; 8 clients
+// fetch and parse `GET /v1/nodes?limit=1000` (the stock CLI's `node list` page) round-robin, BENCH_PAGES pages
+// a round. Prints p50/p99, pages/s, the conductors' CPU per page and their own time per request. With
+// BENCH_BASELINE_REV=<revision> the conductors of that revision (extracted with git archive) serve the same
+// fleet in alternating rounds, so the machine's other load hits both alike, and the ratio is printed. Run it
+// under `flock /tmp/anvil-heavy.lock`.
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
+import { Pool, request } from "undici";
 import { seedFleet } from "./fleet.ts";
+import { throwawayPostgres } from "./throwaway-postgres.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 100_000);
 const PAGES = Number(process.env.BENCH_PAGES ?? 400);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const BASELINE_REV = process.env.BENCH_BASELINE_REV;
+const POSTGRES = process.env.BENCH_STORE === "postgresql";
+const CONDUCTORS = Number(process.env.BENCH_CONDUCTORS ?? (POSTGRES ? 3 : 1));
 const CONCURRENCY = 8;
 const HEADERS = { "X-OpenStack-Ironic-API-Version": "1.78" };
 
@@ -29,37 +34,77 @@ interface Round {
   p99: number;
   perS: number;
   cpuPerPage: number;
+  /** the conductor's own time from request to response, whole milliseconds */
+  servedP50: number;
+  servedP99: number;
 }
 
-async function round(checkout: string, fleet: string, dir: string): Promise<Round> {
-  const database = join(dir, "round.sqlite");
-  copyFileSync(fleet, database);
+interface Conductor {
+  child: ChildProcess;
+  url: string;
+}
+
+/** Starts a conductor of `checkout`; `served` collects its own time per list request (its debug log line). */
+async function startConductor(
+  checkout: string,
+  args: string[],
+  served: { on: boolean; ms: number[] },
+): Promise<Conductor> {
   const child = spawn(
     process.execPath,
     [
-      ...["--import", "tsx", "conductor/main.ts", "--port", "0", "--db", database],
-      ...["--data-dir", join(dir, "data"), "--power-sync-interval", "0", "--log-level", "info"],
+      // BENCH_CPU_PROF=<dir>: a V8 CPU profile of each conductor, to see where a page's time goes
+      ...(process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
+      ...["--import", "tsx", "conductor/main.ts", "--port", "0", ...args],
+      ...["--power-sync-interval", "0", "--log-level", "debug"],
     ],
     { cwd: checkout, stdio: ["ignore", "ignore", "pipe"] },
   );
-  try {
-    const url = await new Promise<string>((ok, fail) => {
-      createInterface({ input: child.stderr! }).on("line", (line) => {
-        const match = /"url":"(http:\/\/[^"]+)"/.exec(line);
-        if (match?.[1]) ok(match[1]);
-      });
-      child.on("exit", (code) => fail(new Error(`conductor exited ${code}`)));
+  const url = await new Promise<string>((ok, fail) => {
+    createInterface({ input: child.stderr! }).on("line", (line) => {
+      const match = /"url":"(http:\/\/[^"]+)"/.exec(line);
+      if (match?.[1]) ok(match[1]);
+      const ms = /"url":"\/v1\/nodes".*"ms":(\d+)/.exec(line);
+      if (served.on && ms?.[1]) served.ms.push(Number(ms[1]));
     });
+    child.on("exit", (code) => fail(new Error(`conductor exited ${code}`)));
+  });
+  return { child, url };
+}
+
+async function round(checkout: string, database: string, dir: string): Promise<Round> {
+  const served = { on: false, ms: [] as number[] };
+  const conductors: Conductor[] = [];
+  try {
+    let db = database;
+    if (!database.startsWith("postgresql://")) {
+      db = join(dir, "round.sqlite");
+      copyFileSync(database, db);
+    }
+    for (let i = 0; i < CONDUCTORS; i++) {
+      const args = ["--db", db, "--name", `list-${i}`, "--data-dir", join(dir, `data-${i}`)];
+      conductors.push(await startConductor(checkout, args, served));
+    }
+    const pools = conductors.map((c) => new Pool(c.url, { connections: CONCURRENCY }));
+    let turn = 0;
     const page = async (): Promise<void> => {
-      const response = await fetch(`${url}/v1/nodes?limit=1000`, { headers: HEADERS });
-      const body = JSON.parse(await response.text()) as { nodes?: unknown[]; next?: string };
-      if (response.status !== 200 || body.nodes?.length !== 1000 || !body.next) throw new Error("bad page");
+      const i = turn++ % conductors.length;
+      // undici's request rather than fetch: the client shares the two cores, and fetch's streams cost more
+      const response = await request(`${conductors[i]!.url}/v1/nodes?limit=1000`, {
+        headers: HEADERS,
+        dispatcher: pools[i]!,
+      });
+      const body = JSON.parse(await response.body.text()) as { nodes?: unknown[]; next?: string };
+      if (response.statusCode !== 200 || body.nodes?.length !== 1000 || !body.next)
+        throw new Error("bad page");
     };
     // untimed: a process's first pages compile its code paths and statements
-    for (let i = 0; i < 20; i++) await page();
+    for (let i = 0; i < 20 * conductors.length; i++) await page();
     const times: number[] = [];
     let next = 0;
-    const cpu0 = cpuMs(child.pid!);
+    served.on = true;
+    const cpu = () => conductors.reduce((sum, c) => sum + cpuMs(c.child.pid!), 0);
+    const cpu0 = cpu();
     const started = performance.now();
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
@@ -72,26 +117,34 @@ async function round(checkout: string, fleet: string, dir: string): Promise<Roun
       }),
     );
     const seconds = (performance.now() - started) / 1000;
+    const cpuPerPage = (cpu() - cpu0) / PAGES;
+    await Promise.all(pools.map((p) => p.close()));
     times.sort((a, b) => a - b);
+    const ms = served.ms.sort((a, b) => a - b);
     return {
       p50: times[Math.floor(PAGES * 0.5)]!,
       p99: times[Math.ceil(PAGES * 0.99) - 1]!,
       perS: PAGES / seconds,
-      cpuPerPage: (cpuMs(child.pid!) - cpu0) / PAGES,
+      cpuPerPage,
+      servedP50: ms[Math.floor(ms.length * 0.5)] ?? NaN,
+      servedP99: ms[Math.ceil(ms.length * 0.99) - 1] ?? NaN,
     };
   } finally {
-    child.kill("SIGINT");
-    await new Promise((done) => child.once("exit", done));
+    for (const c of conductors) c.child.kill("SIGINT");
+    await Promise.all(conductors.map((c) => new Promise((done) => c.child.once("exit", done))));
   }
 }
 
 const show = (r: Round) =>
-  `p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.perS.toFixed(0)} pages/s, conductor CPU ${r.cpuPerPage.toFixed(2)} ms/page`;
+  `p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.perS.toFixed(0)} pages/s, conductors' CPU ${r.cpuPerPage.toFixed(2)} ms/page; inside a conductor p50 ${r.servedP50} ms, p99 ${r.servedP99} ms`;
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-list-bench-"));
+  // its own temp dir: the server runs as another user, who cannot enter the bench's private one
+  const postgres = throwawayPostgres("anvil-list-bench-pg-");
   try {
-    const fleet = join(dir, "fleet.sqlite");
+    // lists change nothing: every round reads the same fleet (SQLite: a copy each round)
+    const fleet = POSTGRES ? postgres.start() : join(dir, "fleet.sqlite");
     console.log(`seeding ${NODES} nodes: ${(await seedFleet(fleet, NODES)).toFixed(0)}/s`);
     const checkouts: [string, string][] = [["this checkout", resolve(".")]];
     if (BASELINE_REV) {
@@ -111,7 +164,8 @@ async function main(): Promise<void> {
     // the median round of each (by p99), so one disturbed round does not decide
     const median = (rounds: Round[]) =>
       [...rounds].sort((a, b) => a.p99 - b.p99)[Math.floor(rounds.length / 2)]!;
-    console.log(`\n${NODES} nodes, ${CONCURRENCY} clients, 1,000 nodes a page; goal p99 < 50 ms`);
+    const where = `${CONDUCTORS} conductor(s) on ${POSTGRES ? "PostgreSQL" : "SQLite"}`;
+    console.log(`\n${NODES} nodes, ${where}, ${CONCURRENCY} clients, 1,000 nodes a page; goal p99 < 50 ms`);
     for (const [name, rounds] of results) console.log(`${name} (median round): ${show(median(rounds))}`);
     if (BASELINE_REV) {
       const [before, after] = [...results.values()].map(median) as [Round, Round];
@@ -120,6 +174,7 @@ async function main(): Promise<void> {
       );
     }
   } finally {
+    postgres.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -279,12 +279,9 @@ export class SqliteStore implements Store {
     shape: SummaryJsonShape,
   ): Promise<SummaryJsonPage> {
     const objectParams: SqlValue[] = [];
-    const object = summaryObjectSql(shape, {
-      dialect: "sqlite",
-      param: (value) => {
-        objectParams.push(value);
-        return "?";
-      },
+    const object = summaryObjectSql(shape, (value) => {
+      objectParams.push(value);
+      return "?";
     });
     const { where, params, paging } = this.nodeConditions(filter, page);
     const limit = limitClause(paging.limit);
