@@ -2,7 +2,9 @@
 // time, as the allocation service does, on one throwaway server. With BENCH_BASELINE_REV=<revision> the store
 // of that revision (extracted with git archive) runs the same work on its own database of the same server, in
 // alternating rounds, so the machine's other load hits both alike. Prints claims/s, p50/p99 and the CPU the
-// bench process and the server spent per claim. Run it under `flock /tmp/anvil-heavy.lock`.
+// bench process and the server spent per claim. BENCH_CLAIM=traits claims by class and the trait CUSTOM_FAST,
+// which 1 node in 7 carries (as in the cluster bench's fleet); BENCH_CLAIM=traits-exact adds the exact spec
+// every node has (16 GB, 8 CPUs); the default claims by class alone. Run it under `flock /tmp/anvil-heavy.lock`.
 import { newAllocationRecord } from "../../conductor/allocations/service.ts";
 import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { execFileSync } from "node:child_process";
@@ -17,6 +19,11 @@ const CLAIMS = Number(process.env.BENCH_CLAIMS ?? 1_000);
 const ROUNDS = 4;
 const CONCURRENCY = 8;
 const BASELINE_REV = process.env.BENCH_BASELINE_REV;
+const MODE = process.env.BENCH_CLAIM ?? "class";
+if (!["class", "traits", "traits-exact"].includes(MODE))
+  throw new Error("BENCH_CLAIM: class, traits or traits-exact");
+const TRAITS = MODE === "class" ? [] : ["CUSTOM_FAST"];
+const SPEC = MODE === "traits-exact" ? { memory_mb: 16384, vcpus: 8, match: "exact" as const } : null;
 
 type OpenStore = (database: string) => Store;
 
@@ -47,6 +54,7 @@ async function seed(store: Store, count: number): Promise<void> {
           provision_state: "available",
           power_state: "power off",
           resource_class: "small",
+          traits: i % 7 === 0 ? ["CUSTOM_FAST"] : [],
           properties: { memory_mb: 16384, cpus: 8, local_gb: 500 },
         });
       }
@@ -62,12 +70,14 @@ async function claims(store: Store, count: number): Promise<number[]> {
     Array.from({ length: CONCURRENCY }, async () => {
       while (next++ < count) {
         const t = performance.now();
-        const allocation = await store.createAllocation(newAllocationRecord({ resource_class: "small" }));
+        const allocation = await store.createAllocation(
+          newAllocationRecord({ resource_class: "small", traits: TRAITS, spec: SPEC ?? undefined }),
+        );
         const node = await store.claimNode(allocation.uuid, {
           resourceClass: "small",
-          traits: [],
+          traits: TRAITS,
           candidateNodes: [],
-          spec: null,
+          spec: SPEC,
           project: null,
         });
         if (!node) throw new Error("no node left: raise BENCH_NODES");
@@ -123,7 +133,9 @@ async function main(): Promise<void> {
       }
     }
     console.log(
-      `PostgreSQL allocation claims, ${NODES} free nodes per side, concurrency ${CONCURRENCY}, ${ROUNDS} alternating rounds`,
+      `PostgreSQL allocation claims by class${TRAITS.length ? ` + ${TRAITS.join(",")} (1 node in 7)` : ""}` +
+        `${SPEC ? " + an exact spec" : ""}, ` +
+        `${NODES} free nodes per side, concurrency ${CONCURRENCY}, ${ROUNDS} alternating rounds of ${per} claims per side`,
     );
     for (const [name, r] of results) {
       const sorted = r.times.sort((a, b) => a - b);
@@ -131,6 +143,15 @@ async function main(): Promise<void> {
       console.log(
         `${name.padEnd(24)} ${(n / r.wall).toFixed(0)}/s  p50 ${pct(sorted, 50).toFixed(1)} ms  p99 ${pct(sorted, 99).toFixed(1)} ms  ` +
           `CPU per claim: bench ${((r.cpu / n) * 1000).toFixed(2)} ms, server ${((r.server / n) * 1000).toFixed(2)} ms`,
+      );
+    }
+    const [base, mine] = [...results.values()];
+    if (BASELINE_REV && base && mine) {
+      const rate = (r: typeof base) => r.times.length / r.wall;
+      const server = (r: typeof base) => r.server / r.times.length;
+      console.log(
+        `this checkout against the baseline: claims/s ×${(rate(mine) / rate(base)).toFixed(2)}, ` +
+          `server CPU per claim ×${(server(mine) / server(base)).toFixed(2)}`,
       );
     }
     for (const side of sides) await side.store.close();

@@ -400,6 +400,233 @@ export function storeContract(
       expect([small.uuid, big.uuid]).toContain(named?.uuid);
     });
 
+    it("claims by traits: every requested trait, extra ones allowed; trait, state and class changes followed", async () => {
+      const rc = `traits-${randomUUID().slice(0, 8)}`;
+      const tag = randomUUID().slice(0, 8).toUpperCase();
+      const [A, B, C, Z] = ["A", "B", "C", "Z"].map((t) => `CUSTOM_${t}_${tag}`) as [
+        string,
+        string,
+        string,
+        string,
+      ];
+      const make = (traits: string[], fields: Partial<NodeRecord> = {}) =>
+        store.createNode(freeNode({ resource_class: rc, traits, ...fields }));
+      const claim = (traits: string[], resourceClass: string | null = rc) =>
+        store.claimNode(randomUUID(), request({ resourceClass, traits }));
+      const release = (n: NodeRecord) =>
+        store.updateNode(n.uuid, { instance_uuid: null, allocation_uuid: null });
+
+      const onlyA = await make([A]);
+      const both = await make([A, B]);
+      const extra = await make([C, B, A]);
+      const none = await make([]);
+      await make([B]);
+      // several traits: only nodes carrying all of them, an extra trait does not matter; each node once
+      const first = await claim([A, B]);
+      const second = await claim([B, A, A]);
+      expect(new Set([first?.uuid, second?.uuid])).toEqual(new Set([both.uuid, extra.uuid]));
+      expect(await claim([A, B])).toBeNull();
+      const a = await claim([A]);
+      expect(a?.uuid).toBe(onlyA.uuid);
+      expect(await claim([A])).toBeNull();
+      for (const n of [first!, second!, a!]) await release(n);
+
+      // a trait removed from a node is no longer matched; one added is
+      await store.updateNode(extra.uuid, { traits: [A, C] });
+      expect((await claim([A, B]))?.uuid).toBe(both.uuid);
+      expect(await claim([A, B])).toBeNull();
+      await store.updateNode(none.uuid, { traits: [B, A] });
+      expect((await claim([A, B]))?.uuid).toBe(none.uuid);
+      expect((await claim([C]))?.uuid).toBe(extra.uuid);
+
+      // a node that becomes free is matched; one in maintenance, reserved, or of another class is not
+      const later = await make([Z], { provision_state: "manageable" });
+      expect(await claim([Z])).toBeNull();
+      await store.updateNode(later.uuid, { provision_state: "available" });
+      const z = (await claim([Z]))!;
+      expect(z.uuid).toBe(later.uuid);
+      await release(z);
+      await store.updateNode(later.uuid, { maintenance: true });
+      expect(await claim([Z])).toBeNull();
+      await store.updateNode(later.uuid, { maintenance: false });
+      await store.reserveNode(later.uuid, "busy");
+      expect(await claim([Z])).toBeNull();
+      // its traits rewritten while it is reserved: once released it is matched again
+      await store.updateNode(later.uuid, { traits: [Z, C] });
+      await store.releaseNode(later.uuid, "busy");
+      await release((await claim([Z]))!);
+      await store.updateNode(later.uuid, { resource_class: `${rc}-other` });
+      expect(await claim([Z])).toBeNull();
+      // without a class any class will do
+      const anyClass = (await claim([Z], null))!;
+      expect(anyClass.uuid).toBe(later.uuid);
+      expect(await store.getNode(later.uuid)).toEqual(anyClass);
+      // a free node with the trait behind many reserved ones is still found
+      const held = [];
+      for (let i = 0; i < 40; i++) held.push(await make([A, tag]));
+      for (const n of held) await store.reserveNode(n.uuid, "busy");
+      const behind = await make([A, tag]);
+      expect((await claim([tag, A]))?.uuid).toBe(behind.uuid);
+      expect(await claim([tag])).toBeNull();
+      // a deleted node's traits go with it
+      await store.deleteNode(onlyA.uuid);
+      expect(await claim([A], null)).toBeNull();
+    });
+
+    it("property: claims by traits (and a spec) take exactly the nodes a model picks, in its order, after any writes", async () => {
+      const TRAITS = ["CUSTOM_A", "CUSTOM_B", "CUSTOM_C", "HW_CPU_X86_AVX2"];
+      const traitSet = fc.uniqueArray(fc.constantFrom(...TRAITS), { maxLength: 4 });
+      const size = fc.record({
+        memory_mb: fc.constantFrom(8192, 16384, 32768),
+        cpus: fc.constantFrom(4, 8),
+        local_gb: fc.constantFrom(100, 500),
+      });
+      const change = fc.oneof(
+        fc.record({ kind: fc.constant("traits" as const), traits: traitSet }),
+        fc.record({ kind: fc.constant("state" as const), state: fc.constantFrom("available", "manageable") }),
+        fc.record({ kind: fc.constant("maintenance" as const), on: fc.boolean() }),
+        fc.record({ kind: fc.constant("power" as const), known: fc.boolean() }),
+        fc.record({ kind: fc.constant("class" as const), own: fc.boolean() }),
+        fc.record({ kind: fc.constant("size" as const), size }),
+        fc.record({ kind: fc.constant("reserve" as const), on: fc.boolean() }),
+        // claimed by name and given back: the node's row changes twice without its traits being rewritten
+        fc.record({ kind: fc.constant("claim-release" as const) }),
+      );
+      const fleet = fc.array(
+        fc.record({ traits: traitSet, size, changes: fc.array(change, { maxLength: 3 }) }),
+        { minLength: 2, maxLength: 12 },
+      );
+      // mostly one or two traits, so that some nodes match; sometimes a repeated trait (hostile but allowed) or
+      // one no node has
+      const wanted = fc.oneof(
+        { weight: 3, arbitrary: fc.uniqueArray(fc.constantFrom(...TRAITS), { minLength: 1, maxLength: 2 }) },
+        {
+          weight: 1,
+          arbitrary: fc.array(fc.constantFrom(...TRAITS, "CUSTOM_NOBODY"), { minLength: 1, maxLength: 4 }),
+        },
+      );
+      const spec = fc.option(
+        fc.record(
+          {
+            memory_mb: fc.constantFrom(8192, 16384, 32768),
+            vcpus: fc.constantFrom(4, 8),
+            local_gb: fc.constantFrom(100, 500),
+            match: fc.constantFrom("exact" as const, "best_fit" as const),
+          },
+          { requiredKeys: ["match"] },
+        ),
+        { freq: 2 }, // half the requests without a spec
+      );
+      let fleets = 0;
+      let claims = 0;
+      let taken = 0;
+      await fc.assert(
+        fc.asyncProperty(fleet, wanted, spec, async (specs, traits, want) => {
+          fleets += 1;
+          const rc = `prop-${randomUUID().slice(0, 8)}`;
+          const nodes: NodeRecord[] = [];
+          for (const spec of specs) {
+            let n = await store.createNode(
+              freeNode({ resource_class: rc, traits: spec.traits, properties: spec.size }),
+            );
+            for (const c of spec.changes) {
+              if (c.kind === "traits") n = await store.updateNode(n.uuid, { traits: c.traits });
+              if (c.kind === "state") n = await store.updateNode(n.uuid, { provision_state: c.state });
+              if (c.kind === "maintenance") n = await store.updateNode(n.uuid, { maintenance: c.on });
+              if (c.kind === "power")
+                n = await store.updateNode(n.uuid, { power_state: c.known ? "power on" : null });
+              if (c.kind === "class")
+                n = await store.updateNode(n.uuid, { resource_class: c.own ? rc : `${rc}-x` });
+              if (c.kind === "size") n = await store.updateNode(n.uuid, { properties: c.size });
+              if (c.kind === "reserve" && c.on && n.reservation === null)
+                n = await store.reserveNode(n.uuid, "p");
+              if (c.kind === "reserve" && !c.on && n.reservation !== null) {
+                await store.releaseNode(n.uuid, "p");
+                n = (await store.getNode(n.uuid))!;
+              }
+              if (
+                c.kind === "claim-release" &&
+                (await store.claimNode(randomUUID(), request({ candidateNodes: [n.uuid] })))
+              ) {
+                n = await store.updateNode(n.uuid, { instance_uuid: null, allocation_uuid: null });
+              }
+            }
+            nodes.push(n);
+          }
+          const sizeOf = (n: NodeRecord) => [
+            n.properties.memory_mb,
+            n.properties.cpus,
+            n.properties.local_gb,
+          ];
+          const fits = (n: NodeRecord) => {
+            if (!want) return true;
+            const [memory, cpus, disk] = sizeOf(n) as number[];
+            const pairs: [number, number | undefined][] = [
+              [memory!, want.memory_mb],
+              [cpus!, want.vcpus],
+              [disk!, want.local_gb],
+            ];
+            return pairs.every(([has, asked]) =>
+              asked === undefined ? true : want.match === "exact" ? has === asked : has >= asked,
+            );
+          };
+          // creation order is id order; best fit sorts by memory, CPUs, disk, then id
+          const model = nodes
+            .map((n, i) => ({ n, key: [...(want ? (sizeOf(n) as number[]) : []), i] }))
+            .filter(
+              ({ n }) =>
+                n.resource_class === rc &&
+                n.provision_state === "available" &&
+                n.instance_uuid === null &&
+                n.reservation === null &&
+                n.power_state !== null &&
+                !n.maintenance &&
+                traits.every((t) => n.traits.includes(t)) &&
+                fits(n),
+            )
+            .sort((a, b) => {
+              const at = a.key.findIndex((v, i) => v !== b.key[i]);
+              return at < 0 ? 0 : a.key[at]! - b.key[at]!;
+            });
+          const got: string[] = [];
+          for (;;) {
+            claims += 1;
+            const node = await store.claimNode(
+              randomUUID(),
+              request({ resourceClass: rc, traits, spec: want }),
+            );
+            if (!node) break;
+            got.push(node.uuid);
+          }
+          taken += got.length;
+          expect(got).toEqual(model.map(({ n }) => n.uuid));
+        }),
+        { numRuns: 150 },
+      );
+      console.log(
+        `trait claims property (${name}): ${fleets} fleets, ${claims} claims, ${taken} nodes taken`,
+      );
+    });
+
+    it("racing claims by trait (two connections): every node with it once, none without it", async () => {
+      const rc = `trait-race-${randomUUID().slice(0, 8)}`;
+      const trait = `CUSTOM_RACE_${randomUUID().slice(0, 8).toUpperCase()}`;
+      const fast = [];
+      for (let i = 0; i < 30; i++) {
+        const n = await store.createNode(freeNode({ resource_class: rc, traits: i % 3 ? [] : [trait] }));
+        if (i % 3 === 0) fast.push(n);
+      }
+      const stores = [store, second ?? store];
+      const claims = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          stores[i % 2]!.claimNode(randomUUID(), request({ resourceClass: rc, traits: [trait] })),
+        ),
+      );
+      const won = claims.filter((c): c is NodeRecord => c !== null);
+      expect(won).toHaveLength(10);
+      expect(new Set(won.map((n) => n.uuid))).toEqual(new Set(fast.map((n) => n.uuid)));
+    });
+
     it("conductors: one online row per hostname; stale or retired predecessors make way; heartbeats", async () => {
       const first = conductor("c-1");
       await store.registerConductor(first, { staleBefore: 0, retire: [] });

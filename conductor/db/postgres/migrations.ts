@@ -102,4 +102,57 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX node_history_node ON node_history (node_uuid, created_at, id);
   `,
+  `
+  -- A claim with traits walks the claimable nodes that carry its first trait, in its own order, instead of every
+  -- free node of the class probing node_traits for each (measured at 10^5 nodes, 1 in 7 with the trait, after
+  -- 1,000 claims by class and 200 with the trait: the next one walked 1,206 rows, 5.4 ms). So each trait row
+  -- mirrors its node's id, class, sizes and whether the node is claimable (free but for a reservation, which is
+  -- brief and changes too often to mirror); the claim still checks the node's own row. Triggers keep the
+  -- mirror exact whatever statement writes the node.
+  ALTER TABLE node_traits ADD COLUMN node_id BIGINT, ADD COLUMN node_class TEXT,
+    ADD COLUMN memory_mb INTEGER, ADD COLUMN cpus INTEGER, ADD COLUMN local_gb INTEGER,
+    ADD COLUMN claimable BOOLEAN NOT NULL DEFAULT FALSE;
+  UPDATE node_traits t SET node_id = n.id, node_class = n.resource_class,
+    memory_mb = n.memory_mb, cpus = n.cpus, local_gb = n.local_gb,
+    claimable = (n.provision_state = 'available' AND n.instance_uuid IS NULL AND n.power_state IS NOT NULL
+      AND NOT n.maintenance)
+    FROM nodes n WHERE n.uuid = t.node_uuid;
+  ALTER TABLE node_traits ALTER COLUMN node_id SET NOT NULL;
+  -- in the orders claims take: any match (lowest id), best fit (smallest sizes)
+  CREATE INDEX node_traits_claimable ON node_traits (trait, node_class, node_id) WHERE claimable;
+  CREATE INDEX node_traits_claimable_fit ON node_traits (trait, node_class, memory_mb, cpus, local_gb, node_id)
+    WHERE claimable;
+  CREATE FUNCTION node_traits_from_node() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    -- NOTE: FOR SHARE waits for a writer of the node that has not committed yet and then reads its result;
+    -- that writer's own trigger could not see this row, so reading the old state would leave it stale
+    SELECT n.id, n.resource_class, n.memory_mb, n.cpus, n.local_gb,
+        n.provision_state = 'available' AND n.instance_uuid IS NULL AND n.power_state IS NOT NULL AND NOT n.maintenance
+      INTO NEW.node_id, NEW.node_class, NEW.memory_mb, NEW.cpus, NEW.local_gb, NEW.claimable
+      FROM nodes n WHERE n.uuid = NEW.node_uuid FOR SHARE;
+    RETURN NEW;
+  END $$;
+  CREATE TRIGGER node_traits_from_node BEFORE INSERT ON node_traits
+    FOR EACH ROW EXECUTE FUNCTION node_traits_from_node();
+  CREATE FUNCTION node_traits_follow_node() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    UPDATE node_traits SET node_class = NEW.resource_class,
+        memory_mb = NEW.memory_mb, cpus = NEW.cpus, local_gb = NEW.local_gb,
+        claimable = NEW.provision_state = 'available' AND NEW.instance_uuid IS NULL AND NEW.power_state IS NOT NULL
+          AND NOT NEW.maintenance
+      WHERE node_uuid = NEW.uuid;
+    RETURN NULL;
+  END $$;
+  -- only writes that change the class, sizes or claimability of a node with traits run it (taking or dropping a
+  -- reservation does not; the store writes a node's traits into its document and node_traits together)
+  CREATE TRIGGER node_traits_follow_node AFTER UPDATE ON nodes FOR EACH ROW
+    WHEN (NEW.doc -> 'traits' <> '[]'::jsonb AND (OLD.resource_class IS DISTINCT FROM NEW.resource_class
+      OR OLD.memory_mb IS DISTINCT FROM NEW.memory_mb OR OLD.cpus IS DISTINCT FROM NEW.cpus
+      OR OLD.local_gb IS DISTINCT FROM NEW.local_gb
+      OR (OLD.provision_state = 'available' AND OLD.instance_uuid IS NULL AND OLD.power_state IS NOT NULL
+          AND NOT OLD.maintenance)
+        IS DISTINCT FROM (NEW.provision_state = 'available' AND NEW.instance_uuid IS NULL
+          AND NEW.power_state IS NOT NULL AND NOT NEW.maintenance)))
+    EXECUTE FUNCTION node_traits_follow_node();
+  `,
 ];

@@ -19,6 +19,7 @@ import {
   type Store,
 } from "../store.ts";
 import { PG_MIGRATIONS } from "./migrations.ts";
+import { claimSelect, TRAIT_BATCH } from "./claim-select.ts";
 import {
   checkSummaryShape,
   summaryRowsJson,
@@ -600,17 +601,19 @@ export class PgStore implements Store {
   async claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null> {
     await this.ready;
     const params = new Params();
-    const query = candidateQuery(request, { param: (value) => params.add(value), false: "FALSE" });
+    const query = candidateQuery(request, {
+      param: (value) => params.add(value),
+      false: "FALSE",
+      traitRows: true,
+    });
     const instance = params.add(allocationUuid);
     const now = params.add(new Date().toISOString());
     // One statement, so one round trip and no BEGIN/COMMIT: the CTE locks the chosen row and the UPDATE writes
     // only what a claim changes (traits and matching columns are untouched). A row another claim holds is
     // skipped, not waited for, so racing clients never queue behind each other.
-    try {
+    const claim = async (batch: number | null) => {
       const result = await this.pool.query<{ doc: NodeRecord }>(
-        `WITH chosen AS (
-           SELECT id FROM nodes WHERE ${query.where} ORDER BY ${query.order} LIMIT 1 FOR UPDATE SKIP LOCKED
-         )
+        `WITH chosen AS (${claimSelect(query, batch)})
          UPDATE nodes SET instance_uuid = ${instance}, updated_at = ${now},
            doc = nodes.doc || jsonb_build_object('instance_uuid', ${instance}::text,
              'allocation_uuid', ${instance}::text, 'updated_at', ${now}::text)
@@ -619,6 +622,12 @@ export class PgStore implements Store {
         params.values,
       );
       return result.rows[0]?.doc ?? null;
+    };
+    try {
+      // NOTE: a trait's first rows can all be held by racing claims or reserved (the mirror leaves reservations
+      // out); only then are all of its claimable rows read, so a claim never misses a node that is free
+      if (query.traitWalk === null) return await claim(null);
+      return (await claim(TRAIT_BATCH)) ?? (await claim(null));
     } catch (error) {
       if (pgCode(error) === "23505")
         throw new Duplicate(`Instance ${allocationUuid} is already associated with a node.`);
