@@ -70,6 +70,41 @@ export function summaryRowsJson(rows: readonly (readonly unknown[])[], shape: Su
   return Buffer.from(JSON.stringify(objects));
 }
 
+/**
+ * The fields of the object PostgreSQL keeps per node in `nodes.list_json` (its last migration), in order, the
+ * closing brace left off so the links can follow.
+ */
+export const STORED_SUMMARY_FIELDS = [
+  "uuid",
+  "instance_uuid",
+  "maintenance",
+  "power_state",
+  "provision_state",
+  "name",
+] as const satisfies readonly NodeSummaryField[];
+
+/** Whether a shape asks for exactly the stored object's fields. */
+export function isStoredSummaryShape(shape: SummaryJsonShape): boolean {
+  return (
+    shape.fields.length === STORED_SUMMARY_FIELDS.length &&
+    shape.fields.every((field, i) => field === STORED_SUMMARY_FIELDS[i])
+  );
+}
+
+/** The page's text from [uuid, stored object] rows: each object closed with its links. */
+export function storedSummariesJson(rows: readonly (readonly [string, string])[], linkBase: string): Buffer {
+  // the link prefixes escaped once, without their closing quote; the uuid's own quoting closes them
+  const self = JSON.stringify(`${linkBase}/v1/nodes/`).slice(0, -1);
+  const bookmark = JSON.stringify(`${linkBase}/nodes/`).slice(0, -1);
+  let out = "[";
+  for (let r = 0; r < rows.length; r++) {
+    const [uuid, object] = rows[r]!;
+    const quoted = JSON.stringify(uuid).slice(1);
+    out += `${r > 0 ? "," : ""}${object},"links":[{"href":${self}${quoted},"rel":"self"},{"href":${bookmark}${quoted},"rel":"bookmark"}]}`;
+  }
+  return Buffer.from(`${out}]`);
+}
+
 const UUID_KEY = Buffer.from('{"uuid":"');
 
 /** The uuid of the last object of a page built by summaryObjectSql (each object opens with its uuid). */

@@ -22,6 +22,8 @@ import { PG_MIGRATIONS } from "./migrations.ts";
 import { claimSelect, TRAIT_BATCH } from "./claim-select.ts";
 import {
   checkSummaryShape,
+  isStoredSummaryShape,
+  storedSummariesJson,
   summaryRowsJson,
   type SummaryJsonPage,
   type SummaryJsonShape,
@@ -272,9 +274,24 @@ export class PgStore implements Store {
     checkSummaryShape(shape);
     const params = new Params();
     const { where, paging } = this.nodeConditions(filter, page, params);
+    const order = `${paging.order}${paging.limit}`;
+    if (isStoredSummaryShape(shape)) {
+      // the default page: each node's object is kept by PostgreSQL (nodes.list_json), two values a row
+      const result = await this.pool.query<[string, string]>({
+        text: `SELECT uuid, list_json FROM nodes${where} ORDER BY ${order}`,
+        values: params.values,
+        rowMode: "array",
+      });
+      const rows = result.rows;
+      return {
+        json: storedSummariesJson(rows, shape.linkBase),
+        count: rows.length,
+        lastUuid: rows.at(-1)?.[0] ?? null,
+      };
+    }
     // rows as arrays: no object per row; the text is written from them (PostgreSQL's JSON functions cost more)
     const result = await this.pool.query<unknown[]>({
-      text: `SELECT ${shape.fields.join(",")} FROM nodes${where} ORDER BY ${paging.order}${paging.limit}`,
+      text: `SELECT ${shape.fields.join(",")} FROM nodes${where} ORDER BY ${order}`,
       values: params.values,
       rowMode: "array",
     });
