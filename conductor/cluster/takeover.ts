@@ -1,7 +1,6 @@
 import type { Logger } from "../../shared/log.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { Store } from "../db/store.ts";
-import type { ProvisionState } from "../../shared/states.ts";
 import { INSTANCE_PREPARED_BY } from "../flows/instance-boot.ts";
 import { RAMDISK_PREPARED_BY } from "../flows/ramdisk.ts";
 import { WAIT_STATES } from "../states/machine.ts";
@@ -44,9 +43,6 @@ export async function takeOverOrphans(deps: TakeoverDeps): Promise<string[]> {
   return taken;
 }
 
-/** States whose boot files live on the conductor that wrote them and are written again after a takeover. */
-const ADOPTABLE_STATES: readonly ProvisionState[] = [...WAIT_STATES, "active"];
-
 /** The identity that wrote the boot files the node depends on in its state, if any was recorded. */
 function bootPreparer(node: Pick<NodeRecord, "provision_state" | "driver_internal_info">): unknown {
   if (WAIT_STATES.includes(node.provision_state)) return node.driver_internal_info[RAMDISK_PREPARED_BY];
@@ -69,8 +65,8 @@ export function awaitsAdoption(
 }
 
 export interface AdoptionDeps {
-  store: Pick<Store, "listNodes">;
-  membership: Pick<Membership, "generation" | "owns" | "identity" | "isLiveIdentity">;
+  store: Pick<Store, "listOrphanedBoots">;
+  membership: Pick<Membership, "generation" | "owns" | "identity" | "isLiveIdentity" | "alive">;
   /** Writes the node's boot configuration again here (wait states: and restarts the wait); false when it could not. */
   adoptBoot(uuid: string): Promise<boolean>;
   logger: Logger;
@@ -87,19 +83,21 @@ export async function adoptOrphanedBoots(
 ): Promise<{ adopted: string[]; pending: number }> {
   const adopted: string[] = [];
   let pending = 0;
-  for (const state of ADOPTABLE_STATES) {
-    for (const node of await deps.store.listNodes({ provision_state: state }, {})) {
-      if (!deps.membership.owns(node) || !awaitsAdoption(node, deps.membership)) continue;
-      if (!(await deps.adoptBoot(node.uuid))) {
-        pending += 1;
-        continue;
-      }
-      deps.logger.warn(
-        { node: node.uuid, state, previous: bootPreparer(node) },
-        "took over a node's boot configuration from a dead conductor",
-      );
-      adopted.push(node.uuid);
+  // only nodes whose files a conductor outside the live set wrote, found from indexes (a fleet of 10^5 active
+  // nodes is not read); the checks below are the rule itself, the store's answer only narrows it
+  const live = [deps.membership.identity, ...deps.membership.alive().map((r) => r.identity)];
+  const candidates = await deps.store.listOrphanedBoots({ waitStates: WAIT_STATES, live });
+  for (const node of candidates) {
+    if (!deps.membership.owns(node) || !awaitsAdoption(node, deps.membership)) continue;
+    if (!(await deps.adoptBoot(node.uuid))) {
+      pending += 1;
+      continue;
     }
+    deps.logger.warn(
+      { node: node.uuid, state: node.provision_state, previous: bootPreparer(node) },
+      "took over a node's boot configuration from a dead conductor",
+    );
+    adopted.push(node.uuid);
   }
   return { adopted, pending };
 }

@@ -109,6 +109,15 @@ export interface Store {
    * order and paging as listNodeSummaries, each object carrying the shape's fields and links.
    */
   listNodeSummaryJson(filter: NodeFilter, page: Page, shape: SummaryJsonShape): Promise<SummaryJsonPage>;
+  /**
+   * Nodes whose boot files were written by a conductor not in `live`: in one of `waitStates` with
+   * driver_internal_info.ramdisk_prepared_by set, or `active` with instance_prepared_by set. Read from indexes,
+   * not by parsing every node (what a takeover adopts).
+   */
+  listOrphanedBoots(options: {
+    waitStates: readonly string[];
+    live: readonly string[];
+  }): Promise<NodeRecord[]>;
   /** How many nodes are in each provision state (absent states have none). */
   countNodesByState(): Promise<Record<string, number>>;
   /** Node counts grouped by one indexed column (null values counted under "none"), for metrics. */

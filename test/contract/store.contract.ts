@@ -14,6 +14,7 @@ import {
   type Store,
 } from "../../conductor/db/store.ts";
 import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import type { ProvisionState } from "../../shared/states.ts";
 
 const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
 
@@ -279,6 +280,39 @@ export function storeContract(
         { numRuns: 40 },
       );
       console.log(`summary JSON pages: ${tried} generated fleets compared`);
+    });
+
+    it("finds the nodes whose boot files a conductor outside the live set wrote, and follows later writes", async () => {
+      const tag = randomUUID().slice(0, 8);
+      const [dead, live, me] = [`dead-${tag}`, `live-${tag}`, `me-${tag}`];
+      const make = (state: ProvisionState, info: Record<string, unknown>) =>
+        store.createNode(node({ provision_state: state, driver_internal_info: info }));
+      const orphanWait = await make("wait call-back", { ramdisk_prepared_by: dead });
+      const orphanActive = await make("active", { instance_prepared_by: dead });
+      await make("clean wait", { ramdisk_prepared_by: live });
+      await make("inspect wait", { ramdisk_prepared_by: me });
+      await make("active", { ramdisk_prepared_by: dead }); // active depends on the instance's files only
+      await make("deploying", { ramdisk_prepared_by: dead }); // not a state adoption looks at
+      await make("wait call-back", {});
+      const moved = await make("wait call-back", { ramdisk_prepared_by: live });
+      const waitStates = ["wait call-back", "clean wait", "inspect wait"];
+      const find = async (liveSet: string[]) =>
+        (await store.listOrphanedBoots({ waitStates, live: liveSet }))
+          .map((n) => n.uuid)
+          .filter((uuid) => [orphanWait.uuid, orphanActive.uuid, moved.uuid].includes(uuid))
+          .sort();
+      expect(await find([live, me])).toEqual([orphanWait.uuid, orphanActive.uuid].sort());
+      // a later write of the preparer is what the query sees
+      await store.updateNode(moved.uuid, { driver_internal_info: { ramdisk_prepared_by: dead } });
+      await store.updateNode(orphanActive.uuid, { driver_internal_info: { instance_prepared_by: me } });
+      expect(await find([live, me])).toEqual([orphanWait.uuid, moved.uuid].sort());
+      // everyone alive: nothing is orphaned
+      expect(await find([live, me, dead])).toEqual([]);
+      // whole documents come back
+      const whole = (await store.listOrphanedBoots({ waitStates, live: [live, me] })).find(
+        (n) => n.uuid === orphanWait.uuid,
+      );
+      expect(whole?.driver_internal_info).toEqual({ ramdisk_prepared_by: dead });
     });
 
     it("ports: unique MACs, a known node, cascade with the node", async () => {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { BootAdoption, awaitsAdoption, type AdoptionDeps } from "../../conductor/cluster/takeover.ts";
-import type { NodeFilter } from "../../conductor/db/store.ts";
-import type { NodeRecord } from "../../shared/resources.ts";
+import type { ConductorRecord, NodeRecord } from "../../shared/resources.ts";
 import { silentLogger } from "../../shared/log.ts";
 
 const ME = "c-b/2222";
@@ -24,15 +23,25 @@ function harness(nodes: NodeRecord[]) {
     identity: ME,
     owns: () => true,
     isLiveIdentity: (identity: string) => identity === ME || identity === LIVE,
+    alive: () => [{ identity: LIVE } as ConductorRecord],
   };
   const listed: string[] = [];
   const locked = new Set<string>();
   const adopted: string[] = [];
   const deps: AdoptionDeps = {
     store: {
-      listNodes: async (filter: NodeFilter) => {
-        listed.push(filter.provision_state ?? "*");
-        return nodes.filter((n) => n.provision_state === filter.provision_state);
+      // the stores' rule, as a model: a preparer outside the live set, in a state that depends on it
+      listOrphanedBoots: async ({ waitStates, live }) => {
+        listed.push(live.join(","));
+        return nodes.filter((n) => {
+          const info = n.driver_internal_info;
+          const by = waitStates.includes(n.provision_state)
+            ? info.ramdisk_prepared_by
+            : n.provision_state === "active"
+              ? info.instance_prepared_by
+              : undefined;
+          return by !== undefined && by !== null && !live.includes(String(by));
+        });
       },
     },
     membership,

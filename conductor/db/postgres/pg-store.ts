@@ -303,6 +303,21 @@ export class PgStore implements Store {
     };
   }
 
+  async listOrphanedBoots(options: {
+    waitStates: readonly string[];
+    live: readonly string[];
+  }): Promise<NodeRecord[]> {
+    const result = await this.query<{ doc: NodeRecord }>(
+      `SELECT doc FROM nodes WHERE ramdisk_prepared_by IS NOT NULL AND ramdisk_prepared_by <> ALL($1::text[])
+         AND provision_state = ANY($2::text[])
+       UNION ALL
+       SELECT doc FROM nodes WHERE instance_prepared_by IS NOT NULL AND instance_prepared_by <> ALL($1::text[])
+         AND provision_state = 'active'`,
+      [options.live as unknown as SqlValue, options.waitStates as unknown as SqlValue],
+    );
+    return result.rows.map((r) => r.doc);
+  }
+
   async countNodesBy(column: "provision_state" | "power_state" | "fault"): Promise<Record<string, number>> {
     // the column comes from a closed union, never from a request
     const result = await this.query<{ value: string; n: string }>(

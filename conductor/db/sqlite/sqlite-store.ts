@@ -299,6 +299,25 @@ export class SqliteStore implements Store {
     return { json, count, lastUuid: lastUuidOf(json) };
   }
 
+  async listOrphanedBoots(options: {
+    waitStates: readonly string[];
+    live: readonly string[];
+  }): Promise<NodeRecord[]> {
+    const marks = (n: number) => Array.from({ length: n }, () => "?").join(",");
+    const states = marks(options.waitStates.length) || "NULL";
+    const live = marks(options.live.length) || "NULL";
+    // NOT IN (NULL) would match nothing: an empty list is written as (NULL) only where it must match nothing
+    const notLive = options.live.length ? `NOT IN (${live})` : "IS NOT NULL";
+    const rows = this.stmt(
+      `SELECT doc FROM nodes INDEXED BY nodes_ramdisk_prepared_by
+         WHERE ramdisk_prepared_by IS NOT NULL AND ramdisk_prepared_by ${notLive} AND provision_state IN (${states})
+       UNION ALL
+       SELECT doc FROM nodes INDEXED BY nodes_instance_prepared_by
+         WHERE instance_prepared_by IS NOT NULL AND instance_prepared_by ${notLive} AND provision_state = 'active'`,
+    ).all(...options.live, ...options.waitStates, ...options.live) as Row[];
+    return rows.map((r) => JSON.parse(r.doc) as NodeRecord);
+  }
+
   async countNodesByState(): Promise<Record<string, number>> {
     const rows = this.stmt(
       "SELECT provision_state, COUNT(*) AS n FROM nodes GROUP BY provision_state",
