@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { rootCertificates } from "node:tls";
 import { Agent, request as httpRequest } from "undici";
+import { ConductorError } from "../errors.ts";
 import type { ApiDeps } from "./context.ts";
 
 /** Set on a forwarded request: the receiver serves it itself (one hop, even if two rings disagree briefly). */
@@ -36,6 +37,27 @@ function forwardedHeaders(request: FastifyRequest, identity: string): Record<str
 
 /** How long the owner may take to answer a forwarded call before it is served here. */
 const OWNER_TIMEOUT_MS = 30_000;
+
+/** The most an owner's answer may hold: node actions answer in a few kB; a peer gone wrong must not fill memory. */
+export const MAX_OWNER_ANSWER_BYTES = 8 * 1024 * 1024;
+
+/** The answer's bytes, or a 502 once they pass `max` (the rest is not read). */
+async function readBounded(
+  body: AsyncIterable<Buffer> & { destroy(): unknown },
+  max: number,
+): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > max) {
+      body.destroy();
+      throw new ConductorError(502, `The node's conductor answered with more than ${max} bytes.`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
 
 /**
  * Sends node actions to the conductor owning the node on the hash ring, so power, management and
@@ -80,7 +102,7 @@ export function forwardToOwner(app: FastifyInstance, deps: ApiDeps): void {
       return undefined;
     }
     // the owner has the call from here on: a failure reading its answer is not a reason to run it twice
-    const body = Buffer.from(await response.body.arrayBuffer());
+    const body = await readBounded(response.body, MAX_OWNER_ANSWER_BYTES);
     for (const [name, value] of Object.entries(response.headers)) {
       if (value !== undefined && !HOP_HEADERS.has(name)) void reply.header(name, value);
     }

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { request } from "node:http";
+import { createServer, request } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, fetch as undiciFetch } from "undici";
@@ -147,6 +148,71 @@ describe("forwarding node actions to the node's owner", () => {
       expect(await atOwner.json()).toEqual({ boot_device: "disk", persistent: true });
     } finally {
       await client.close();
+    }
+  });
+
+  it("answers 502 when an owner's answer passes the bound, without reading the rest", async () => {
+    const a = await startConductor({
+      name: "fw-a",
+      databasePath: join(dir, `${randomUUID()}.sqlite`),
+      cluster: { heartbeatIntervalS: 0.3, deadAfterS: 1.5 },
+    });
+    running.push(a);
+    // a peer gone wrong: registered and heartbeating like a conductor, answering with endless bytes
+    let sent = 0;
+    const rogue = createServer((_request, response) => {
+      response.writeHead(200, { "content-type": "application/json" });
+      const chunk = Buffer.alloc(1024 * 1024, 0x20);
+      const more = (): void => {
+        while (sent < 64 * 1024 * 1024 && !response.destroyed) {
+          sent += chunk.length;
+          if (!response.write(chunk)) return void response.once("drain", more);
+        }
+        response.end();
+      };
+      more();
+    });
+    await new Promise<void>((done) => rogue.listen(0, "127.0.0.1", done));
+    const identity = `fw-rogue/${randomUUID().slice(0, 8)}`;
+    const { port } = rogue.address() as AddressInfo;
+    await a.conductor.store.registerConductor(
+      {
+        identity,
+        hostname: "fw-rogue",
+        conductor_group: "",
+        drivers: ["fake-hardware"],
+        url: `http://127.0.0.1:${port}`,
+        machine: "test",
+        pid: 1,
+        created_at: new Date().toISOString(),
+        heartbeat_at: Date.now(),
+        online: true,
+      },
+      { staleBefore: 0, retire: [] },
+    );
+    const beat = setInterval(() => void a.conductor.store.touchConductor(identity, Date.now()), 200);
+    try {
+      await waitFor(() => a.conductor.membership.alive().length === 2, {
+        what: "the rogue peer to be a member",
+      });
+      const ring = new HashRing(["fw-a", "fw-rogue"]);
+      let uuid = randomUUID();
+      while (ring.lookup(uuid, 1)[0] !== "fw-rogue") uuid = randomUUID();
+      expect(
+        (await api(`${a.url}/v1/nodes`, { method: "POST", body: { uuid, driver: "fake-hardware" } })).status,
+      ).toBe(201);
+      const answer = await api(`${a.url}/v1/nodes/${uuid}/management/boot_device`, {
+        method: "PUT",
+        body: { boot_device: "disk" },
+      });
+      expect(answer.status).toBe(502);
+      expect(faultOf(answer.body)).toMatch(/more than 8388608 bytes/);
+      // reading stopped at the bound: the peer never got to send everything
+      expect(sent).toBeLessThan(64 * 1024 * 1024);
+    } finally {
+      clearInterval(beat);
+      rogue.closeAllConnections();
+      await new Promise((done) => rogue.close(done));
     }
   });
 });
