@@ -3,8 +3,9 @@ import { NODE_SUMMARY_FIELDS, type NodeSummaryField } from "./store.ts";
 /**
  * A page of short node views as JSON text. At 1,000 rows a page, building a view object per row and
  * stringifying them was most of a list request's CPU. SQLite writes the text itself (json_object, in C, in
- * the conductor's process); PostgreSQL's JSON functions cost more than the rows (2.6 ms against 0.35 ms a
- * page), so there the rows come as arrays and summaryRowsJson writes the text (docs/cluster.md).
+ * the conductor's process). PostgreSQL's JSON functions cost more than the rows (2.6 ms against 0.35 ms a
+ * page), so there each node's default object is a generated column kept on write (storedSummariesJson adds
+ * the links), and other field sets come as array rows that summaryRowsJson writes (docs/cluster.md).
  */
 export interface SummaryJsonShape {
   /** The fields of each object, in this order; `uuid` must be first (the page's last uuid is read from it). */
