@@ -111,10 +111,12 @@ export const MIGRATIONS: readonly string[] = [
   -- Who wrote a node's boot files, as columns (virtual: computed from the document on every write) with
   -- partial indexes: after a conductor dies, the nodes whose files it wrote are found from the index instead
   -- of parsing every waiting and active node's document (1.9 s of blocked event loop and +300 MiB at 10^5).
-  ALTER TABLE nodes ADD COLUMN ramdisk_prepared_by TEXT
-    GENERATED ALWAYS AS (json_extract(doc, '$.driver_internal_info.ramdisk_prepared_by')) VIRTUAL;
-  ALTER TABLE nodes ADD COLUMN instance_prepared_by TEXT
-    GENERATED ALWAYS AS (json_extract(doc, '$.driver_internal_info.instance_prepared_by')) VIRTUAL;
+  -- json_valid first: a document SQLite cannot parse (a row stored before the API's depth limits nests deeper
+  -- than its 1,000 levels) must still be writable and indexable, not fail every write and this migration
+  ALTER TABLE nodes ADD COLUMN ramdisk_prepared_by TEXT GENERATED ALWAYS AS
+    (CASE WHEN json_valid(doc) THEN json_extract(doc, '$.driver_internal_info.ramdisk_prepared_by') END) VIRTUAL;
+  ALTER TABLE nodes ADD COLUMN instance_prepared_by TEXT GENERATED ALWAYS AS
+    (CASE WHEN json_valid(doc) THEN json_extract(doc, '$.driver_internal_info.instance_prepared_by') END) VIRTUAL;
   CREATE INDEX nodes_ramdisk_prepared_by ON nodes (ramdisk_prepared_by) WHERE ramdisk_prepared_by IS NOT NULL;
   CREATE INDEX nodes_instance_prepared_by ON nodes (instance_prepared_by) WHERE instance_prepared_by IS NOT NULL;
   `,
