@@ -29,7 +29,6 @@ import { type ApiLimits, NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { FieldsQuery, NodeListQuery, collection, effectiveLimit, nextLink, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
 import {
-  NODE_LIST_FIELDS,
   NODE_VIEW_FIELDS,
   nodeView,
   portView,
@@ -344,10 +343,7 @@ export function nodesPlugin(deps: ApiDeps) {
       const url = `${baseUrl(request)}/v1/${detail ? "nodes/detail" : "nodes"}`;
       if (!showDetail && query.fields === undefined && shortListInSql(ctx.minor)) {
         // the stock CLI's `node list`: the database writes the page's JSON (no field of it is ever redacted)
-        const built = await deps.store.listNodeSummaryJson(filter, page, {
-          fields: NODE_LIST_FIELDS,
-          linkBase: ctx.baseUrl,
-        });
+        const built = await deps.store.listNodeSummaryJson(filter, page, ctx.baseUrl);
         const next = nextLink({
           count: built.count,
           last: built.lastUuid,

@@ -1,7 +1,7 @@
 import { NodeRecord as NodeRecordSchema } from "../../shared/resources.ts";
 import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
 import { NODE_SUMMARY_FIELDS, type NodeSummary, type NodeSummaryField } from "../db/store.ts";
-import { STORED_SUMMARY_FIELDS } from "../db/summary-json.ts";
+import { SUMMARY_JSON_FIELDS } from "../db/summary-json.ts";
 import { MASK, maskSecrets } from "../../shared/secrets.ts";
 
 export { MASK };
@@ -60,7 +60,7 @@ const NODE_FIELD_VERSIONS: Record<string, number> = {
 };
 
 /** Ironic's short list fields, in its order: what PostgreSQL keeps per node for the default page. */
-export const NODE_LIST_FIELDS = STORED_SUMMARY_FIELDS;
+export const NODE_LIST_FIELDS = SUMMARY_JSON_FIELDS;
 
 /**
  * Whether the default short list can be written by the database (listNodeSummaryJson): every default field

@@ -2,7 +2,7 @@ import type { NodeHistoryRecord } from "../../shared/history.ts";
 import { Conflict, NotFound } from "../errors.ts";
 import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
 import type { CandidateRequest } from "./candidates.ts";
-import type { SummaryJsonPage, SummaryJsonShape } from "./summary-json.ts";
+import type { SummaryJsonPage } from "./summary-json.ts";
 
 export const NODE_SORT_KEYS = [
   "id",
@@ -105,10 +105,10 @@ export interface Store {
     columns?: readonly F[],
   ): Promise<Pick<NodeSummary, F | "uuid">[]>;
   /**
-   * A page of short node views as JSON text built by the database (the default GET /v1/nodes): the same rows,
-   * order and paging as listNodeSummaries, each object carrying the shape's fields and links.
+   * The default GET /v1/nodes page as JSON text built by the database: the same rows, order and paging as
+   * listNodeSummaries, each object carrying SUMMARY_JSON_FIELDS and links under `linkBase`.
    */
-  listNodeSummaryJson(filter: NodeFilter, page: Page, shape: SummaryJsonShape): Promise<SummaryJsonPage>;
+  listNodeSummaryJson(filter: NodeFilter, page: Page, linkBase: string): Promise<SummaryJsonPage>;
   /**
    * Nodes whose boot files were written by a conductor not in `live`: in one of `waitStates` with
    * driver_internal_info.ramdisk_prepared_by set, or `active` with instance_prepared_by set. Read from indexes,

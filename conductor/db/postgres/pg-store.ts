@@ -20,14 +20,7 @@ import {
 } from "../store.ts";
 import { PG_MIGRATIONS } from "./migrations.ts";
 import { claimSelect, TRAIT_BATCH } from "./claim-select.ts";
-import {
-  checkSummaryShape,
-  isStoredSummaryShape,
-  storedSummariesJson,
-  summaryRowsJson,
-  type SummaryJsonPage,
-  type SummaryJsonShape,
-} from "../summary-json.ts";
+import { storedSummariesJson, type SummaryJsonPage } from "../summary-json.ts";
 import { candidateQuery, matchColumns, type CandidateRequest } from "../candidates.ts";
 
 type SqlValue = string | number | boolean | null;
@@ -265,41 +258,21 @@ export class PgStore implements Store {
     return this.nodeQuery<Pick<NodeSummary, F | "uuid">>(summaryColumns(columns).join(","), filter, page);
   }
 
-  async listNodeSummaryJson(
-    filter: NodeFilter,
-    page: Page,
-    shape: SummaryJsonShape,
-  ): Promise<SummaryJsonPage> {
+  async listNodeSummaryJson(filter: NodeFilter, page: Page, linkBase: string): Promise<SummaryJsonPage> {
     await this.ready;
-    checkSummaryShape(shape);
     const params = new Params();
     const { where, paging } = this.nodeConditions(filter, page, params);
-    const order = `${paging.order}${paging.limit}`;
-    if (isStoredSummaryShape(shape)) {
-      // the default page: each node's object is kept by PostgreSQL (nodes.list_json), two values a row
-      const result = await this.pool.query<[string, string]>({
-        text: `SELECT uuid, list_json FROM nodes${where} ORDER BY ${order}`,
-        values: params.values,
-        rowMode: "array",
-      });
-      const rows = result.rows;
-      return {
-        json: storedSummariesJson(rows, shape.linkBase),
-        count: rows.length,
-        lastUuid: rows.at(-1)?.[0] ?? null,
-      };
-    }
-    // rows as arrays: no object per row; the text is written from them (PostgreSQL's JSON functions cost more)
-    const result = await this.pool.query<unknown[]>({
-      text: `SELECT ${shape.fields.join(",")} FROM nodes${where} ORDER BY ${order}`,
+    // each node's object is kept by PostgreSQL (nodes.list_json): two values a row, no JSON written here
+    const result = await this.pool.query<[string, string]>({
+      text: `SELECT uuid, list_json FROM nodes${where} ORDER BY ${paging.order}${paging.limit}`,
       values: params.values,
       rowMode: "array",
     });
     const rows = result.rows;
     return {
-      json: summaryRowsJson(rows, shape),
+      json: storedSummariesJson(rows, linkBase),
       count: rows.length,
-      lastUuid: rows.length ? String(rows[rows.length - 1]![0]) : null,
+      lastUuid: rows.at(-1)?.[0] ?? null,
     };
   }
 

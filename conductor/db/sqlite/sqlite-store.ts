@@ -20,12 +20,7 @@ import { MIGRATIONS } from "./migrations.ts";
 import type { NodeHistoryRecord } from "../../../shared/history.ts";
 import { candidateQuery, matchColumns, type CandidateRequest } from "../candidates.ts";
 import { isUuid } from "../../../shared/uuid.ts";
-import {
-  lastUuidOf,
-  summaryObjectSql,
-  type SummaryJsonPage,
-  type SummaryJsonShape,
-} from "../summary-json.ts";
+import { lastUuidOf, summaryObjectSql, type SummaryJsonPage } from "../summary-json.ts";
 
 type Row = { doc: string };
 type SqlValue = string | number | null;
@@ -273,13 +268,9 @@ export class SqliteStore implements Store {
     });
   }
 
-  async listNodeSummaryJson(
-    filter: NodeFilter,
-    page: Page,
-    shape: SummaryJsonShape,
-  ): Promise<SummaryJsonPage> {
+  async listNodeSummaryJson(filter: NodeFilter, page: Page, linkBase: string): Promise<SummaryJsonPage> {
     const objectParams: SqlValue[] = [];
-    const object = summaryObjectSql(shape, (value) => {
+    const object = summaryObjectSql(linkBase, (value) => {
       objectParams.push(value);
       return "?";
     });
