@@ -87,6 +87,12 @@ describe("the web dashboard in headless Chromium", () => {
   });
 
   const rows = () => page.locator('[data-testid="fleet"] tbody tr');
+  /** The page's answer to the last action, "" while there is none: polled, as it arrives after the click. */
+  const shownMessage = () =>
+    page
+      .locator('[data-testid="message"]')
+      .innerText({ timeout: 1_000 })
+      .catch(() => "");
 
   it("renders the fleet of 1,000 nodes with counts, and filters it", async () => {
     await page.goto(`${ctx.url}/ui/`);
@@ -143,18 +149,7 @@ describe("the web dashboard in headless Chromium", () => {
     await page.fill('[data-testid="image-checksum"]', checksum);
     await page.click('button[data-action="deploy"]');
     await page.click('[data-testid="confirm"]');
-    await expect
-      .poll(
-        () =>
-          page
-            .locator('[data-testid="message"]')
-            .innerText({ timeout: 1_000 })
-            .catch(() => ""),
-        {
-          timeout: 10_000,
-        },
-      )
-      .toBe("deploy: accepted");
+    await expect.poll(shownMessage, { timeout: 10_000 }).toBe("deploy: accepted");
   }
 
   it("deploys from the node page: the progress bar moves and the node reaches active without a reload", async () => {
@@ -201,18 +196,7 @@ describe("the web dashboard in headless Chromium", () => {
     await page.click('button[data-action="manage"]');
     await page.click('[data-testid="confirm"]');
     // the answer arrives after the click: wait for it rather than read whatever is shown
-    await expect
-      .poll(
-        () =>
-          page
-            .locator('[data-testid="message"]')
-            .innerText({ timeout: 1_000 })
-            .catch(() => ""),
-        {
-          timeout: 10_000,
-        },
-      )
-      .toMatch(/^manage refused: /);
+    await expect.poll(shownMessage, { timeout: 10_000 }).toMatch(/^manage refused: /);
     const message = await page.locator('[data-testid="message"]').innerText();
     expect(message).toMatch(/can not be performed|not allowed|state/i);
   }, 60_000);
