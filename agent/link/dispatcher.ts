@@ -21,6 +21,12 @@ export interface DispatcherOptions {
 
 /** How many acknowledged ids to remember, so a command re-sent after a reconnect is not run twice. */
 const ACKED_MEMORY = 1024;
+/**
+ * How many acknowledged results to keep answering with. A conductor that took a node over from a dead one
+ * asks again for the command that was in flight, by its id; the dead one may have acknowledged the result
+ * just before it died, and the work is not done again for that (a re-written disk).
+ */
+const KEPT_RESULTS = 16;
 
 /**
  * Runs commands: one mutating command at a time (a second gets BUSY; read-only ones run alongside),
@@ -31,6 +37,7 @@ export class CommandDispatcher {
   private readonly running = new Map<string, { name: CommandName; controller: AbortController }>();
   private readonly unacked = new Map<string, ResultOut>();
   private readonly acked = new Set<string>();
+  private readonly keptAfterAck = new Map<string, ResultOut>();
   private readonly afterAck = new Map<string, Array<() => Promise<void>>>();
   private mutatingId: string | undefined;
 
@@ -48,12 +55,13 @@ export class CommandDispatcher {
 
   handleCommand(frame: CommandFrame): void {
     const { id, name } = frame;
-    if (this.running.has(id) || this.acked.has(id)) return; // a re-sent command: already ours
-    const kept = this.unacked.get(id);
+    if (this.running.has(id)) return; // a re-sent command: already ours
+    const kept = this.unacked.get(id) ?? this.keptAfterAck.get(id);
     if (kept) {
       this.options.send(kept);
       return;
     }
+    if (this.acked.has(id)) return; // answered long ago: never run twice
     const handler = this.options.commands[name] as AnyHandler | undefined;
     if (handler === undefined) {
       return this.finish(id, {
@@ -99,7 +107,14 @@ export class CommandDispatcher {
   }
 
   handleAck(id: string): void {
-    if (!this.unacked.delete(id)) return;
+    const frame = this.unacked.get(id);
+    if (!frame) return;
+    this.unacked.delete(id);
+    this.keptAfterAck.set(id, frame);
+    if (this.keptAfterAck.size > KEPT_RESULTS) {
+      const oldest = this.keptAfterAck.keys().next().value;
+      if (oldest !== undefined) this.keptAfterAck.delete(oldest);
+    }
     this.acked.add(id);
     if (this.acked.size > ACKED_MEMORY) {
       const oldest = this.acked.values().next().value;

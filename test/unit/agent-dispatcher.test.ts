@@ -142,10 +142,28 @@ describe("CommandDispatcher", () => {
     dispatcher.handleCommand(command("d", "sync")); // re-sent before the ack: the kept result again
     expect(results(sent).map((frame) => frame.id)).toEqual(["d", "d"]);
     dispatcher.handleAck("d");
-    dispatcher.handleCommand(command("d", "sync")); // after the ack: still not run again
+    dispatcher.handleCommand(command("d", "sync")); // after the ack: answered from the kept result, not run
     await tick();
-    expect(results(sent)).toHaveLength(2);
+    expect(results(sent).map((frame) => frame.id)).toEqual(["d", "d", "d"]);
+    expect(results(sent)[2]).toEqual(results(sent)[0]);
     expect(dispatcher.busy).toBeUndefined();
+    expect(dispatcher.pendingResults).toBe(0); // a kept result is not waiting for another ack
+  });
+
+  it("answers a command asked again after its ack (a new owner re-attaching) with the result, never a second run", async () => {
+    const { dispatcher, sent } = setup();
+    // read-only commands finish at once: 20 of them, then the last and the first asked again
+    for (let i = 0; i < 20; i++) dispatcher.handleCommand(command(`i${i}`, "get_inventory"));
+    await tick();
+    for (let i = 0; i < 20; i++) dispatcher.handleAck(`i${i}`);
+    const before = results(sent).length;
+    dispatcher.handleCommand(command("i19", "get_inventory")); // recent: its result again
+    dispatcher.handleCommand(command("i0", "get_inventory")); // beyond the kept results: ignored, not run
+    await tick();
+    // a run of i0 would have sent a result for it
+    const after = results(sent).slice(before);
+    expect(after.map((frame) => frame.id)).toEqual(["i19"]);
+    expect(after[0]).toEqual(results(sent).find((frame) => frame.id === "i19"));
   });
 
   it("runs after-result actions (reboot) only once the result is acknowledged", async () => {
