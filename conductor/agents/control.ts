@@ -7,6 +7,12 @@ export interface AgentControl {
   call(
     nodeUuid: string,
     command: { name: CommandName; args: unknown },
-    options?: { signal?: AbortSignal; onProgress?: (progress: unknown) => void; timeoutMs?: number },
+    options?: {
+      signal?: AbortSignal;
+      onProgress?: (progress: unknown) => void;
+      timeoutMs?: number;
+      /** A kept id: asking again re-attaches to the command (see CallOptions.id). */
+      id?: string;
+    },
   ): Promise<unknown>;
 }

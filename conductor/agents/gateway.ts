@@ -15,6 +15,7 @@ import { FrameRate } from "./frame-rate.ts";
 import { authenticateHello, type AgentOwner, type OwnerElsewhere } from "./handshake.ts";
 import { KeyedMutex } from "./keyed-mutex.ts";
 import { PendingCalls } from "./pending-calls.ts";
+import { UnclaimedResults } from "./unclaimed-results.ts";
 import { answerUpgrade } from "./upgrade-answer.ts";
 
 export const AGENT_PATH = "/v1/agent";
@@ -44,6 +45,12 @@ export interface CallOptions {
   onProgress?: (progress: Progress) => void;
   /** Gives up (and cancels the command on the agent) after this long. Default: no limit. */
   timeoutMs?: number;
+  /**
+   * The command's id, when the caller keeps it (a step records it before asking): asking again with the same
+   * id re-attaches to the command instead of running it twice. A result that already arrived for it (the agent
+   * re-sends unacknowledged results after every welcome) settles the call at once. Default: a fresh id.
+   */
+  id?: string;
 }
 
 export type ConnectedListener = (uuid: string, hello: Hello) => void;
@@ -131,6 +138,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
   const connections = new Set<Connection>();
   const sessions = new Map<string, Connection>();
   const pending = new PendingCalls();
+  const unclaimed = new UnclaimedResults();
   const tokenLocks = new KeyedMutex();
   const connectedListeners: ConnectedListener[] = [];
   const disconnectedListeners: DisconnectedListener[] = [];
@@ -376,7 +384,17 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
         // Ack whatever we get, even for a call that already timed out, so the agent can forget it.
         send(conn, { type: "ack", id: frame.id });
         const call = pending.get(frame.id);
-        if (!call || call.uuid !== conn.uuid) return;
+        if (!call) {
+          // no call here waits for it (yet): a new owner's step may ask for this id once it resumes
+          if (conn.uuid !== undefined) {
+            const outcome = frame.ok
+              ? { ok: true as const, value: frame.value }
+              : { ok: false as const, error: frame.error };
+            unclaimed.keep(frame.id, conn.uuid, outcome);
+          }
+          return;
+        }
+        if (call.uuid !== conn.uuid) return;
         if (frame.ok) pending.resolve(frame.id, frame.value);
         else pending.reject(frame.id, frame.error);
         return;
@@ -437,14 +455,29 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
     const args = parseCommandArgs(command.name, command.args);
     if (!args.ok) return Promise.reject(new AgentCommandError("BAD_ARGS", args.message));
     if (closed) return Promise.reject(new AgentCommandError("GATEWAY_CLOSED"));
+    const { signal, timeoutMs } = callOptions;
+    const id = callOptions.id ?? randomUUID();
+    if (pending.get(id)) {
+      return Promise.reject(new AgentCommandError("BUSY", `command ${id} is already being waited for`));
+    }
+    const arrived = callOptions.id === undefined ? undefined : unclaimed.claim(id, nodeUuid);
+    if (arrived) {
+      logger.info(
+        { node: nodeUuid, id, command: command.name },
+        "a result that arrived earlier settles the call",
+      );
+      return arrived.ok
+        ? Promise.resolve(arrived.value)
+        : Promise.reject(
+            new AgentCommandError(arrived.error.code, arrived.error.message, arrived.error.retryable),
+          );
+    }
     const conn = sessions.get(nodeUuid);
     if (!conn)
       return Promise.reject(
         new AgentCommandError("NOT_CONNECTED", `no agent connected for node ${nodeUuid}`),
       );
-    const { signal, timeoutMs } = callOptions;
     if (signal?.aborted) return Promise.reject(new AgentCommandError("CANCELLED"));
-    const id = randomUUID();
     return new Promise((resolve, reject) => {
       const cancelOnAgent = (): void => {
         const current = sessions.get(nodeUuid);

@@ -345,6 +345,39 @@ describe("agent gateway over a real WebSocket", () => {
       await expect(pending).resolves.toBe("late");
     });
 
+    it("a result that came before anyone asked (a new owner) settles a later call with that id, for its node only", async () => {
+      const { agent } = await admitted(NODE_A);
+      // re-sent after the welcome: finished for a conductor that died, unknown here
+      agent.send({ type: "result", id: "cmd-written", ok: true, value: { written: 42 } });
+      agent.send({
+        type: "result",
+        id: "cmd-failed",
+        ok: false,
+        error: { code: "COMMAND_FAILED", message: "checksum mismatch", retryable: false },
+      });
+      expect((await agent.next("ack")).id).toBe("cmd-written"); // acked: the agent may forget it
+      expect((await agent.next("ack")).id).toBe("cmd-failed");
+
+      // another node cannot claim it, and a call without the id never gets it
+      await expect(
+        gw.gateway.call(NODE_B.uuid, { name: "sync" }, { id: "cmd-written" }),
+      ).rejects.toMatchObject({ code: "NOT_CONNECTED" });
+      await expect(gw.gateway.call(NODE_A.uuid, { name: "sync" }, { id: "cmd-written" })).resolves.toEqual({
+        written: 42,
+      });
+      await expect(
+        gw.gateway.call(NODE_A.uuid, { name: "sync" }, { id: "cmd-failed" }),
+      ).rejects.toMatchObject({ code: "COMMAND_FAILED", message: "checksum mismatch", retryable: false });
+      expect(agent.frames.filter((f) => f.type === "command")).toEqual([]); // nothing was sent to run again
+
+      // claimed once: asking again sends the command (the agent answers from its own memory)
+      const again = gw.gateway.call(NODE_A.uuid, { name: "sync" }, { id: "cmd-written" });
+      const command = await agent.next("command");
+      expect(command.id).toBe("cmd-written");
+      agent.send({ type: "result", id: command.id, ok: true, value: "again" });
+      await expect(again).resolves.toBe("again");
+    });
+
     it("close() fails pending calls with GATEWAY_CLOSED and closes agents", async () => {
       const { agent } = await admitted(NODE_A);
       const pending = gw.gateway.call(NODE_A.uuid, { name: "sync" }).catch((error: unknown) => error);
