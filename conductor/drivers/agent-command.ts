@@ -1,22 +1,29 @@
 import type { CommandArgs, CommandName } from "../../shared/protocol.ts";
+import { commandIdFor, commandSettled } from "../tasks/in-flight-command.ts";
 import type { Task } from "../tasks/task.ts";
 
 /**
  * Runs one agent command for a step: cancelled with the task, bounded by the conductor's command timeout,
- * its progress frames published on the event stream.
+ * its progress frames published on the event stream. Its id is recorded on the node before it is sent, so a
+ * conductor that takes the node over mid-command asks for the same command again and gets its result.
  * @throws AgentCommandError when the agent reports an error or the link fails
  */
-export function agentCommand<N extends CommandName>(
+export async function agentCommand<N extends CommandName>(
   task: Task,
   command: { name: N; args: CommandArgs<N> },
   onProgress?: (progress: unknown) => void,
 ): Promise<unknown> {
-  return task.deps.agents.call(task.node.uuid, command, {
+  const id = await commandIdFor(task, command.name);
+  const value = await task.deps.agents.call(task.node.uuid, command, {
     signal: task.signal,
     timeoutMs: task.deps.config.agent.commandTimeoutS * 1000,
     onProgress: (progress) => {
       task.deps.publish({ type: "progress", node: task.node.uuid, step: command.name, progress });
       onProgress?.(progress);
     },
+    ...(id === undefined ? {} : { id }),
   });
+  // an error answer fails the step, and the failed plan's bookkeeping goes with it
+  await commandSettled(task, command.name);
+  return value;
 }

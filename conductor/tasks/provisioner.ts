@@ -19,7 +19,7 @@ import { retireAgentToken, rewriteRamdiskBoot } from "../flows/ramdisk.ts";
 import { flowFor } from "../flows/select.ts";
 import { TRANSIENT_STATES, WAIT_STATES, nextState, verbEvent } from "../states/machine.ts";
 import { TaskManager, type NodeLock } from "./lock.ts";
-import { bookkeeping, needsAgent, previewSteps } from "./step-runner.ts";
+import { awaitsAgentAnswer, bookkeeping, needsAgent, previewSteps } from "./step-runner.ts";
 import { declaredSteps, stepId, validateRequested } from "./step-plan.ts";
 import type { Task, TaskDeps } from "./task.ts";
 import { InvalidTransition } from "./transition.ts";
@@ -59,6 +59,9 @@ async function configDriveOf(value: string | ConfigDriveContent): Promise<string
 function adoptable(state: ProvisionState): boolean {
   return WAIT_STATES.includes(state) || state === "active";
 }
+
+/** The step plan a transient state runs, where its steps may wait on the agent. */
+const PLAN_OF_STATE: Partial<Record<ProvisionState, StepKind>> = { cleaning: "clean", deploying: "deploy" };
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -431,8 +434,12 @@ export class Provisioner {
   }
 
   /**
-   * Fails an unlocked node's abandoned transient state and clears a pending power change; wait and hold
-   * states stay (their agents call back, the operator unholds, or their timeout fails them).
+   * Settles an unlocked node's abandoned transient state and clears a pending power change. A clean or deploy
+   * step that was waiting for the agent's answer to a command goes to its wait state: the agent keeps working
+   * and keeps its result, and its call-back here runs the step again, which asks for the same command and gets
+   * that result (Ironic keeps such nodes in their wait state across a takeover too); if the agent never calls
+   * back, the wait's timeout fails the node. Any other transient state is failed. Wait and hold states stay
+   * (their agents call back, the operator unholds, or their timeout fails them). Returns whether it failed.
    */
   private async abandon(uuid: string, cause: string): Promise<boolean> {
     const node = await this.deps.store.getNode(uuid);
@@ -445,15 +452,29 @@ export class Provisioner {
       if (error instanceof NodeLocked) return false; // someone else got to it first
       throw error;
     }
-    let failed = false;
+    let outcome = "unchanged" as "failed" | "waiting" | "unchanged";
     await lock.run(async (task) => {
-      const message = `${cause} while the node was in "${node.provision_state}"; the operation was abandoned.`;
+      const state = task.node.provision_state;
+      const kind = PLAN_OF_STATE[state];
+      if (inFlight && kind && awaitsAgentAnswer(task.node, kind) && nextState(state, "wait")) {
+        await task.update({ target_power_state: null });
+        await task.fire("wait");
+        task.log.warn(
+          { cause, state, waiting: task.node.provision_state },
+          "took over a step waiting for its agent: the agent's call-back resumes it",
+        );
+        outcome = "waiting";
+        return;
+      }
+      const message = `${cause} while the node was in "${state}"; the operation was abandoned.`;
       await task.update({ target_power_state: null, last_error: message });
       if (!inFlight) return;
       await this.fail(task, message);
-      failed = true;
+      outcome = "failed";
     });
-    return failed;
+    // an agent already connected here (it reconnected before the takeover) calls back now
+    if (outcome === "waiting" && this.deps.agents.isConnected(uuid)) await this.agentConnected(uuid);
+    return outcome === "failed";
   }
 
   /** Fails nodes that waited for their agent longer than their state's timeout. */

@@ -1,4 +1,5 @@
 import { COMMAND_NAMES } from "../../shared/protocol.ts";
+import type { NodeRecord } from "../../shared/resources.ts";
 import {
   PlannedStepSchema,
   type PlannedStep,
@@ -18,6 +19,7 @@ import {
   stepId,
   validateRequested,
 } from "./step-plan.ts";
+import { IN_FLIGHT_KEY, awaitsAgentCommand, inFlightFor, stepMarker } from "./in-flight-command.ts";
 import type { Task } from "./task.ts";
 
 /**
@@ -117,7 +119,13 @@ async function savePlan(
 ): Promise<void> {
   const keys = bookkeeping(kind);
   await task.update({
-    driver_internal_info: { ...info(task), ...entries.extra, [keys.steps]: entries.plan, [keys.index]: 0 },
+    driver_internal_info: {
+      ...info(task),
+      ...entries.extra,
+      [keys.steps]: entries.plan,
+      [keys.index]: 0,
+      [IN_FLIGHT_KEY]: undefined,
+    },
   });
 }
 
@@ -210,7 +218,13 @@ export async function continueSteps(task: Task, kind: StepKind): Promise<FlowOut
   const start = Number(info(task)[keys.index] ?? 0);
   for (let index = start; index < plan.length; index++) {
     const planned = plan[index]!;
-    await task.update({ [field]: planned, driver_internal_info: { ...info(task), [keys.index]: index } });
+    const marker = stepMarker(kind, index);
+    // the agent commands this step sent before a takeover are kept (asked again by id); any other is stale
+    const inFlight = inFlightFor(task.node, marker) ?? undefined;
+    await task.update({
+      [field]: planned,
+      driver_internal_info: { ...info(task), [keys.index]: index, [IN_FLIGHT_KEY]: inFlight },
+    });
     if (planned.step === "hold") {
       // unhold continues with the next step
       await task.update({ driver_internal_info: { ...info(task), [keys.index]: index + 1 } });
@@ -221,7 +235,12 @@ export async function continueSteps(task: Task, kind: StepKind): Promise<FlowOut
     task.deps.publish({ type: "step", node: task.node.uuid, kind, step: id, status: "start" });
     try {
       if (!step) throw new Error("the node's interfaces and its agent no longer offer this step");
-      await runOne(task, step, planned);
+      task.runningStep = marker;
+      try {
+        await runOne(task, step, planned);
+      } finally {
+        task.runningStep = undefined;
+      }
     } catch (error) {
       const aborted = abortMessage(task);
       const message = error instanceof Error ? error.message : String(error);
@@ -243,8 +262,17 @@ export async function continueSteps(task: Task, kind: StepKind): Promise<FlowOut
 
 /** driver_internal_info without the runner's keys (a finished or failed plan). Pure. */
 export function withoutBookkeeping(value: Record<string, unknown>, kind: StepKind): Record<string, unknown> {
-  const keys = new Set<string>(Object.values(bookkeeping(kind)));
+  const keys = new Set<string>([...Object.values(bookkeeping(kind)), IN_FLIGHT_KEY]);
   return Object.fromEntries(Object.entries(value).filter(([key]) => !keys.has(key)));
+}
+
+/**
+ * Does the node's running `kind` plan wait for the agent's answer to a command its current step sent? Then a
+ * conductor taking it over (or restarting) can wait for the agent instead of failing the node.
+ */
+export function awaitsAgentAnswer(node: NodeRecord, kind: StepKind): boolean {
+  const index = node.driver_internal_info[bookkeeping(kind).index];
+  return typeof index === "number" && awaitsAgentCommand(node, stepMarker(kind, index));
 }
 
 /** The plan a node would run now (the running one, else what a new operation would plan): GET …/steps. */

@@ -34,6 +34,9 @@ export interface TaskDeps {
 /** A node held under its lock: writes only succeed while this conductor still holds the reservation. */
 export class Task {
   private controller = new AbortController();
+  /** The plan step running now (`<kind>:<index>`), set by the step runner: agent commands sent from it are
+   * recorded so the next owner can ask for them again (in-flight-command.ts). */
+  runningStep: string | undefined;
 
   constructor(
     public node: NodeRecord,

@@ -19,6 +19,9 @@ export interface FaultPlan {
   ignoreRange?: boolean;
   /** Answer this many requests with 503 first. */
   unavailableTimes?: number;
+  /** Send this many body bytes, then the rest once `resumeWhen` settles (a write caught mid-way). */
+  pauseAfterBytes?: number;
+  resumeWhen?: Promise<void>;
 }
 
 export interface RequestRecord {
@@ -103,6 +106,17 @@ export async function startHttpImageServer(
 
     const dropping = route.faults.dropAfterBytes !== undefined && route.drops < (route.faults.dropTimes ?? 1);
     if (dropping) route.drops += 1;
+    const pauseAt = route.faults.pauseAfterBytes;
+    if (pauseAt !== undefined && !dropping && end - start + 1 > pauseAt) {
+      const head = createReadStream(route.file, { start, end: start + pauseAt - 1 });
+      head.pipe(res, { end: false });
+      head.on("end", () => {
+        void (route.faults.resumeWhen ?? Promise.resolve()).then(() =>
+          createReadStream(route.file, { start: start + pauseAt, end }).pipe(res),
+        );
+      });
+      return;
+    }
     const cutAt = dropping ? route.faults.dropAfterBytes : route.faults.stallAfterBytes;
     if (cutAt === undefined) {
       createReadStream(route.file, { start, end, highWaterMark: 1024 * 1024 }).pipe(res);

@@ -14,17 +14,24 @@ import { silentLogger } from "../../shared/log.ts";
 /** An agent double: connected or not, records calls, answers get_*_steps with a configurable list. */
 export class FakeAgents implements AgentControl {
   readonly connected = new Set<string>();
-  readonly calls: { name: string; args: unknown }[] = [];
+  readonly calls: { name: string; args: unknown; id?: string }[] = [];
   reported: unknown = { clean_steps: [] };
+  /** Commands that never answer (their conductor dies before the agent's result comes). */
+  readonly stalled = new Set<string>();
 
   isConnected(uuid: string): boolean {
     return this.connected.has(uuid);
   }
 
-  async call(_uuid: string, command: { name: string; args: unknown }): Promise<unknown> {
-    this.calls.push(command);
+  async call(
+    _uuid: string,
+    command: { name: string; args: unknown },
+    options: { id?: string } = {},
+  ): Promise<unknown> {
+    this.calls.push({ ...command, ...(options.id === undefined ? {} : { id: options.id }) });
     if (command.name.startsWith("get_") && command.name.endsWith("_steps")) return this.reported;
-    return {};
+    if (this.stalled.has(command.name)) return new Promise(() => undefined);
+    return { answered: command.name };
   }
 }
 

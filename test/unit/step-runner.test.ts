@@ -1,7 +1,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { agentCommand } from "../../conductor/drivers/agent-command.ts";
 import { NoArgs, defineStep, type Step } from "../../conductor/drivers/step.ts";
+import { IN_FLIGHT_KEY } from "../../conductor/tasks/in-flight-command.ts";
 import type { StepInterface, StepKind } from "../../shared/steps.ts";
 import { stepHarness } from "../helpers/step-harness.ts";
 
@@ -182,6 +184,104 @@ describe("the step runner", () => {
     expect(failed.provision_state).toBe("clean failed");
     expect(failed.last_error).toContain("conductor restarted");
     expect(failed.clean_step).toEqual({});
+  });
+
+  /** A harness whose one automated clean step asks the agent for `sync`, then waits at `after` if given. */
+  async function agentStepInFlight(after?: Promise<void>) {
+    const log: string[] = [];
+    const step: Step = {
+      ...defineStep({
+        kind: "clean",
+        interface: "deploy",
+        step: "agent_work",
+        priority: 50,
+        args: NoArgs,
+        async run(task) {
+          log.push(`answer ${JSON.stringify(await agentCommand(task, { name: "sync", args: {} }))}`);
+          await after;
+        },
+      }),
+      inBand: true,
+    };
+    step.descriptor.requires_ramdisk = true;
+    const h = stepHarness({ steps: [step], inBand: true });
+    h.agents.reported = { clean_steps: [{ interface: "deploy", step: "agent_work", priority: 50 }] };
+    const node = await h.createNode();
+    await h.provisioner.provision(node, { target: "provide" });
+    await h.provisioner.settle();
+    h.agents.connected.add(node.uuid);
+    return { h, node, log };
+  }
+
+  it("a restart while the agent runs a step's command waits for it and asks for the same command id again", async () => {
+    const { h, node, log } = await agentStepInFlight();
+    h.agents.stalled.add("sync"); // the first conductor dies before the answer comes
+    await h.provisioner.agentConnected(node.uuid);
+    await until(async () => h.agents.calls.some((c) => c.name === "sync"));
+    const sent = h.agents.calls.find((c) => c.name === "sync")!.id;
+    expect(sent).toEqual(expect.any(String));
+    const during = await h.node(node.uuid);
+    expect(during.provision_state).toBe("cleaning");
+    expect(during.driver_internal_info[IN_FLIGHT_KEY]).toEqual({
+      step: "clean:0",
+      ids: { sync: sent },
+      settled: [],
+    });
+
+    h.agents.stalled.delete("sync");
+    const restarted = h.restart();
+    expect(await restarted.recover()).toEqual([]); // not failed: waiting for the agent, which is connected
+    await restarted.settle();
+    const syncs = h.agents.calls.filter((c) => c.name === "sync");
+    expect(syncs.map((c) => c.id)).toEqual([sent, sent]);
+    expect(log).toEqual(['answer {"answered":"sync"}']);
+    const done = await h.node(node.uuid);
+    expect(done.provision_state).toBe("available");
+    expect(done.last_error).toBeNull();
+    expect(done.driver_internal_info[IN_FLIGHT_KEY]).toBeUndefined();
+  });
+
+  it("a restart after the agent answered, while the step still works, fails the node as before", async () => {
+    const { h, node, log } = await agentStepInFlight(new Promise(() => undefined));
+    await h.provisioner.agentConnected(node.uuid);
+    await until(async () => log.length === 1);
+    const during = await h.node(node.uuid);
+    expect(during.driver_internal_info[IN_FLIGHT_KEY]).toMatchObject({ settled: ["sync"] });
+    const restarted = h.restart();
+    expect(await restarted.recover()).toEqual([node.uuid]);
+    const failed = await h.node(node.uuid);
+    expect(failed.provision_state).toBe("clean failed");
+    expect(failed.last_error).toContain("conductor restarted");
+    expect(failed.driver_internal_info[IN_FLIGHT_KEY]).toBeUndefined();
+  });
+
+  it("a new plan never re-attaches to a command a failed one left recorded", async () => {
+    const { h, node } = await agentStepInFlight();
+    h.agents.stalled.add("sync");
+    await h.provisioner.agentConnected(node.uuid);
+    await until(async () => h.agents.calls.some((c) => c.name === "sync"));
+    const first = h.agents.calls.find((c) => c.name === "sync")!.id;
+    h.agents.connected.delete(node.uuid); // the agent is gone too: the node waits, then the operator aborts
+    const restarted = h.restart();
+    expect(await restarted.recover()).toEqual([]);
+    expect((await h.node(node.uuid)).provision_state).toBe("clean wait");
+    await restarted.provision(await h.node(node.uuid), { target: "abort" });
+    await restarted.settle();
+    expect((await h.node(node.uuid)).provision_state).toBe("clean failed");
+    expect((await h.node(node.uuid)).driver_internal_info[IN_FLIGHT_KEY]).toBeUndefined();
+
+    h.agents.stalled.delete("sync");
+    await restarted.provision(await h.node(node.uuid), { target: "manage" });
+    await restarted.settle();
+    await restarted.provision(await h.node(node.uuid), { target: "provide" });
+    await restarted.settle();
+    h.agents.connected.add(node.uuid);
+    await restarted.agentConnected(node.uuid);
+    await restarted.settle();
+    const ids = h.agents.calls.filter((c) => c.name === "sync").map((c) => c.id);
+    expect(ids).toHaveLength(2);
+    expect(ids[1]).not.toBe(first);
+    expect((await h.node(node.uuid)).provision_state).toBe("available");
   });
 
   it("cancels an abortable step on abort", async () => {
