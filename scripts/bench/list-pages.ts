@@ -6,7 +6,7 @@
 // fleet in alternating rounds, so the machine's other load hits both alike, and the ratio is printed. Run it
 // under `flock /tmp/anvil-heavy.lock`.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -23,17 +23,47 @@ const CONDUCTORS = Number(process.env.BENCH_CONDUCTORS ?? (POSTGRES ? 3 : 1));
 const CONCURRENCY = 8;
 const HEADERS = { "X-OpenStack-Ironic-API-Version": "1.78" };
 
-/** CPU milliseconds (user + system) a process has used. */
+/** CPU milliseconds (user + system) a process has used; 0 once it is gone. */
 function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return 0;
+  }
 }
+
+/** CPU milliseconds used by a PostgreSQL server: its postmaster and every backend it forked. */
+function serverCpuMs(dataDir: string | undefined): number {
+  if (!dataDir) return 0;
+  const postmaster = Number(readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
+  let sum = cpuMs(postmaster);
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const ppid = Number(readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+      if (ppid === postmaster) sum += cpuMs(Number(entry));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return sum;
+}
+
+/** This process's CPU milliseconds (the clients'). */
+const clientCpuMs = (): number => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+};
 
 interface Round {
   p50: number;
   p99: number;
   perS: number;
   cpuPerPage: number;
+  /** the clients' (this process's) and the database server's CPU per page: where the rest of the cores went */
+  clientCpuPerPage: number;
+  serverCpuPerPage: number;
   /** the conductor's own time from request to response, whole milliseconds */
   servedP50: number;
   servedP99: number;
@@ -72,7 +102,11 @@ async function startConductor(
   return { child, url };
 }
 
-async function round(checkout: string, database: string, dir: string): Promise<Round> {
+async function round(
+  checkout: string,
+  fleet: { database: string; dir: string; serverDataDir: string | undefined },
+): Promise<Round> {
+  const { database, dir, serverDataDir } = fleet;
   const served = { on: false, ms: [] as number[] };
   const conductors: Conductor[] = [];
   try {
@@ -105,6 +139,8 @@ async function round(checkout: string, database: string, dir: string): Promise<R
     served.on = true;
     const cpu = () => conductors.reduce((sum, c) => sum + cpuMs(c.child.pid!), 0);
     const cpu0 = cpu();
+    const client0 = clientCpuMs();
+    const server0 = serverCpuMs(serverDataDir);
     const started = performance.now();
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
@@ -118,6 +154,8 @@ async function round(checkout: string, database: string, dir: string): Promise<R
     );
     const seconds = (performance.now() - started) / 1000;
     const cpuPerPage = (cpu() - cpu0) / PAGES;
+    const clientCpuPerPage = (clientCpuMs() - client0) / PAGES;
+    const serverCpuPerPage = (serverCpuMs(serverDataDir) - server0) / PAGES;
     await Promise.all(pools.map((p) => p.close()));
     times.sort((a, b) => a - b);
     const ms = served.ms.sort((a, b) => a - b);
@@ -126,6 +164,8 @@ async function round(checkout: string, database: string, dir: string): Promise<R
       p99: times[Math.ceil(PAGES * 0.99) - 1]!,
       perS: PAGES / seconds,
       cpuPerPage,
+      clientCpuPerPage,
+      serverCpuPerPage,
       servedP50: ms[Math.floor(ms.length * 0.5)] ?? NaN,
       servedP99: ms[Math.ceil(ms.length * 0.99) - 1] ?? NaN,
     };
@@ -136,7 +176,7 @@ async function round(checkout: string, database: string, dir: string): Promise<R
 }
 
 const show = (r: Round) =>
-  `p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.perS.toFixed(0)} pages/s, conductors' CPU ${r.cpuPerPage.toFixed(2)} ms/page; inside a conductor p50 ${r.servedP50} ms, p99 ${r.servedP99} ms`;
+  `p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.perS.toFixed(0)} pages/s, conductors' CPU ${r.cpuPerPage.toFixed(2)} ms/page (clients ${r.clientCpuPerPage.toFixed(2)}${POSTGRES ? `, server ${r.serverCpuPerPage.toFixed(2)}` : ""}); inside a conductor p50 ${r.servedP50} ms, p99 ${r.servedP99} ms`;
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-list-bench-"));
@@ -156,7 +196,11 @@ async function main(): Promise<void> {
     const results = new Map<string, Round[]>(checkouts.map(([name]) => [name, []]));
     for (let i = 0; i < ROUNDS; i++) {
       for (const [name, checkout] of checkouts) {
-        const r = await round(checkout, fleet, dir);
+        const r = await round(checkout, {
+          database: fleet,
+          dir,
+          serverDataDir: POSTGRES ? join(postgres.dir, "data") : undefined,
+        });
         results.get(name)!.push(r);
         console.log(`round ${i + 1}, ${name}: ${show(r)}`);
       }
