@@ -46,6 +46,7 @@ const FLAG_ALIASES: Record<string, string> = {
   "continue-if-disk-secure-erase-fails": "erase.continueIfDiskSecureEraseFails",
   "sync-power-state-interval": "powerSync.intervalS",
   "sync-power-state-workers": "powerSync.concurrency",
+  "sync-power-state-max-workers": "powerSync.maxConcurrency",
   "delete-configuration-priority": "raid.deleteConfigurationPriority",
   "create-configuration-priority": "raid.createConfigurationPriority",
 };
@@ -319,6 +320,7 @@ export const RELOADABLE = [
   "powerSync.force",
   "powerSync.maxFailures",
   "powerSync.concurrency",
+  "powerSync.maxConcurrency",
 ];
 
 /**

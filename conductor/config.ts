@@ -35,7 +35,10 @@ export const ConductorConfig = z.object({
       intervalS: z.number().min(0).default(60),
       force: z.boolean().default(true),
       maxFailures: z.number().int().positive().default(3),
+      /** Workers a pass starts with (Ironic's sync_power_state_workers). */
       concurrency: z.number().int().positive().default(8),
+      /** Workers a pass may grow to when its pace says it would not end within 80 % of the interval. */
+      maxConcurrency: z.number().int().positive().default(32),
     })
     .prefault({}),
   agent: z

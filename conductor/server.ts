@@ -8,7 +8,7 @@ import { loadTlsMaterial } from "./tls/material.ts";
 import { lookupAllowed, storeDirectory } from "./agents/directory-store.ts";
 import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
 import { buildApi } from "./api/app.ts";
-import { runPowerSyncPass, workersToFit } from "./cluster/power-sync.ts";
+import { POWER_SYNC_FIT, runPowerSyncPass, workersToFit } from "./cluster/power-sync.ts";
 import { storePowerSyncPort } from "./cluster/power-sync-port.ts";
 import { Membership } from "./cluster/membership.ts";
 import { BootAdoption, awaitsAdoption, takeOverOrphans } from "./cluster/takeover.ts";
@@ -248,8 +248,12 @@ export function createConductor(
         config.powerSync.intervalS,
         async () => {
           const began = performance.now();
+          const { intervalS, concurrency } = config.powerSync;
           const report = await runPowerSyncPass(storePowerSyncPort(store, drivers, mine), {
-            concurrency: config.powerSync.concurrency,
+            concurrency,
+            // a pass that would overrun its interval (the next one is skipped) gets more workers in time
+            fitWithinMs: intervalS * 1000 * POWER_SYNC_FIT,
+            maxConcurrency: Math.max(concurrency, config.powerSync.maxConcurrency),
             forcePowerStateDuringSync: config.powerSync.force,
             maxFailures: config.powerSync.maxFailures,
             logger,
@@ -260,12 +264,17 @@ export function createConductor(
             failed: report.outcomes.failed + report.outcomes.error,
             checked: report.checked,
           });
-          const { intervalS, concurrency: workers } = config.powerSync;
+          const workers = report.workers;
+          if (workers > concurrency)
+            logger.info(
+              { seconds: Math.round(seconds), nodes: report.checked, workers, started_with: concurrency },
+              "the power sync pass added workers to fit its interval",
+            );
           const wanted = workersToFit({ seconds, intervalS, workers });
           if (wanted !== null)
             logger.warn(
               { seconds: Math.round(seconds), interval_s: intervalS, nodes: report.checked, workers, wanted },
-              "the power sync pass took longer than its interval: raise --sync-power-state-workers",
+              "the power sync pass took longer than its interval: raise --sync-power-state-max-workers",
             );
         },
         "power sync",

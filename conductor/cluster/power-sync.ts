@@ -26,9 +26,21 @@ export interface PowerSyncPort {
   setMaintenance(uuid: string, reason: string): Promise<void>;
 }
 
+/** The share of the sync interval a conductor's pass should end within (it adds workers to). */
+export const POWER_SYNC_FIT = 0.8;
+
 export interface PowerSyncOptions {
-  /** Nodes synced at the same time. */
+  /** Nodes synced at the same time, at first. */
   concurrency: number;
+  /**
+   * The pass should end within this time (a share of the sync interval): while its pace says it will not,
+   * workers are added, up to `maxConcurrency`. A pass is bound by the BMCs' latency, so more workers finish
+   * it sooner. Absent: the pass keeps `concurrency` workers.
+   */
+  fitWithinMs?: number;
+  maxConcurrency?: number;
+  /** How often the pace is looked at (default 1 s). */
+  paceCheckMs?: number;
   /** true: power the node back to the recorded state; false: record what the BMC says (Ironic's default is true). */
   forcePowerStateDuringSync: boolean;
   /** Consecutive failures (BMC errors, or forced restores that did not stick) before maintenance. */
@@ -42,6 +54,8 @@ export type NodeSyncOutcome =
 
 export interface PowerSyncReport {
   checked: number;
+  /** The most workers the pass ran with. */
+  workers: number;
   outcomes: Record<NodeSyncOutcome, number>;
   /** uuids put into maintenance by this pass. */
   maintenance: string[];
@@ -116,6 +130,7 @@ export async function runPowerSyncPass(
   const nodes = await port.listNodes();
   const report: PowerSyncReport = {
     checked: 0,
+    workers: 0,
     outcomes: { "in sync": 0, initialised: 0, recorded: 0, restored: 0, failed: 0, maintenance: 0, error: 0 },
     maintenance: [],
   };
@@ -137,9 +152,64 @@ export async function runPowerSyncPass(
       if (outcome !== "in sync") logger.info({ node: node.uuid, outcome }, "power sync");
     }
   };
-  const workers = Math.max(1, Math.min(options.concurrency, nodes.length));
-  await Promise.all(Array.from({ length: workers }, worker));
+  const running: Promise<void>[] = [];
+  const addWorkers = (count: number): void => {
+    for (let i = 0; i < count; i++) running.push(worker());
+    report.workers += count;
+  };
+  addWorkers(Math.max(1, Math.min(options.concurrency, nodes.length)));
+  const pacer = pace({ report, total: nodes.length, addWorkers }, options);
+  try {
+    // workers added while others run are awaited too
+    for (let awaited = 0; awaited < running.length; awaited++) await running[awaited];
+  } finally {
+    clearInterval(pacer);
+  }
   return report;
+}
+
+/** Adds workers while the pass's pace says it would end after `fitWithinMs` (none without it). */
+function pace(
+  pass: { report: PowerSyncReport; total: number; addWorkers: (count: number) => void },
+  options: PowerSyncOptions,
+): NodeJS.Timeout | undefined {
+  const { report, total, addWorkers } = pass;
+  const { fitWithinMs, maxConcurrency } = options;
+  if (fitWithinMs === undefined || maxConcurrency === undefined || maxConcurrency <= report.workers) return;
+  const began = performance.now();
+  const timer = setInterval(() => {
+    const wanted = workersToFinish({
+      elapsedMs: performance.now() - began,
+      done: report.checked,
+      total,
+      workers: report.workers,
+      fitWithinMs,
+    });
+    const add = Math.min(wanted, maxConcurrency, total - report.checked) - report.workers;
+    if (add > 0) addWorkers(add);
+  }, options.paceCheckMs ?? 1000);
+  timer.unref();
+  return timer;
+}
+
+/**
+ * The workers a pass needs to end within `fitWithinMs` at the pace it has had so far (latency bound: time
+ * falls in proportion to workers); its current count when it is on time or has nothing to judge by. Pure.
+ */
+export function workersToFinish(pass: {
+  elapsedMs: number;
+  done: number;
+  total: number;
+  workers: number;
+  fitWithinMs: number;
+}): number {
+  const left = pass.total - pass.done;
+  const remainingMs = pass.fitWithinMs - pass.elapsedMs;
+  if (pass.done === 0 || left <= 0) return pass.workers;
+  const msPerNodePerWorker = (pass.elapsedMs * pass.workers) / pass.done;
+  // late already: finish the rest as soon as a tenth of the budget allows
+  const budget = Math.max(remainingMs, pass.fitWithinMs / 10);
+  return Math.max(pass.workers, Math.ceil((left * msPerNodePerWorker) / budget));
 }
 
 /**

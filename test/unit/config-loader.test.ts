@@ -48,6 +48,10 @@ describe("configuration sources", () => {
       env: {},
     });
     expect(config.powerSync).toMatchObject({ concurrency: 32, intervalS: 15 });
+    // the workers a pass may grow to, by a name in the same family
+    expect(loadConfig({ argv: [], env: {} }).config.powerSync.maxConcurrency).toBe(32);
+    const grown = loadConfig({ argv: ["--sync-power-state-max-workers", "64"], env: {} }).config;
+    expect(grown.powerSync.maxConcurrency).toBe(64);
   });
 
   it("Ironic's RAID step priorities come by their Ironic names, and stay unset by default", () => {

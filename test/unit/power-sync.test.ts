@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import type { PowerState } from "../../shared/states.ts";
-import { runPowerSyncPass, workersToFit } from "../../conductor/cluster/power-sync.ts";
+import { runPowerSyncPass, workersToFinish, workersToFit } from "../../conductor/cluster/power-sync.ts";
 import type { PowerSyncPort, SyncNode } from "../../conductor/cluster/power-sync.ts";
 
 interface Row {
@@ -146,5 +146,67 @@ describe("a pass longer than its interval", () => {
     expect(workersToFit({ seconds: 59.9, intervalS: 60, workers: 8 })).toBeNull();
     expect(workersToFit({ seconds: 120, intervalS: 0, workers: 8 })).toBeNull();
     expect(workersToFit({ seconds: 121, intervalS: 60, workers: 32 })).toBe(65);
+  });
+});
+
+describe("a pass that would not fit its interval", () => {
+  it("asks for the workers that finish the rest in the time left, never fewer than it has", () => {
+    // 1,000 of 10,000 nodes in 10 s with 8 workers: 9,000 left at 80 ms each per worker, 40 s left of 50
+    expect(
+      workersToFinish({ elapsedMs: 10_000, done: 1_000, total: 10_000, workers: 8, fitWithinMs: 50_000 }),
+    ).toBe(18);
+    // on time: keeps its workers
+    expect(
+      workersToFinish({ elapsedMs: 10_000, done: 5_000, total: 10_000, workers: 8, fitWithinMs: 50_000 }),
+    ).toBe(8);
+    // nothing done yet, or nothing left: nothing to judge by
+    expect(
+      workersToFinish({ elapsedMs: 10_000, done: 0, total: 10_000, workers: 8, fitWithinMs: 50_000 }),
+    ).toBe(8);
+    expect(workersToFinish({ elapsedMs: 10_000, done: 10, total: 10, workers: 8, fitWithinMs: 50_000 })).toBe(
+      8,
+    );
+    // already late: the rest within a tenth of the budget
+    expect(
+      workersToFinish({ elapsedMs: 60_000, done: 1_000, total: 2_000, workers: 4, fitWithinMs: 50_000 }),
+    ).toBe(48);
+  });
+
+  it("adds workers while its pace says it would end late, up to the maximum, and syncs every node once", async () => {
+    const port = new MemoryPort(); // 2 ms a BMC call: 300 nodes take 600 ms with one worker
+    for (let i = 0; i < 300; i++) port.add(`n${i}`, {});
+    const seen: string[] = [];
+    const getPower = port.getPower.bind(port);
+    port.getPower = async (node) => {
+      seen.push(node.uuid);
+      return getPower(node);
+    };
+    const report = await runPowerSyncPass(port, {
+      ...force,
+      concurrency: 1,
+      fitWithinMs: 60,
+      maxConcurrency: 6,
+      paceCheckMs: 10,
+    });
+    expect(report.checked).toBe(300);
+    expect(report.outcomes["in sync"]).toBe(300);
+    expect(new Set(seen).size).toBe(300);
+    expect(seen).toHaveLength(300);
+    expect(report.workers).toBe(6);
+    expect(port.maxInFlight).toBeGreaterThan(1);
+    expect(port.maxInFlight).toBeLessThanOrEqual(6);
+  });
+
+  it("keeps its workers without a time to fit in", async () => {
+    const port = new MemoryPort();
+    for (let i = 0; i < 100; i++) port.add(`n${i}`, {});
+    const report = await runPowerSyncPass(port, {
+      ...force,
+      concurrency: 2,
+      maxConcurrency: 6,
+      paceCheckMs: 5,
+    });
+    expect(report.workers).toBe(2);
+    expect(port.maxInFlight).toBeLessThanOrEqual(2);
   });
 });
