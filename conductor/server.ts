@@ -296,9 +296,12 @@ export function createConductor(
           { grace_s: config.stopGraceS },
           "work still running after the grace period: cancelling it",
         );
+      // agents' commands are not cancelled: the gateway closes first (its pending calls fail without a cancel
+      // frame) and the steps waiting on them hand their nodes to the agents' call-backs (Provisioner.stopping)
+      provisioner.stopping();
+      await gateway.close();
       provisioner.abortAll("conductor stopping");
       await provisioner.settle();
-      await gateway.close();
       await app.close();
       for (const listener of side) await listener.app.close();
       await membership

@@ -77,6 +77,7 @@ export class Provisioner {
   /** Nodes whose agent called back while our own work held the lock (an agent may dial in before its node
    * reaches the wait state): resumed once the lock is released. */
   private readonly resumeAfterRelease = new Set<string>();
+  private stopped = false;
 
   constructor(
     deps: Omit<TaskDeps, "sign">,
@@ -116,6 +117,16 @@ export class Provisioner {
   /** Cancels running work (shutdown); the nodes are failed or resumed by the next start's recovery. */
   abortAll(reason: string): void {
     this.tasks.abortAll(reason);
+  }
+
+  /**
+   * The conductor is stopping: from now on, a clean or deploy step whose agent command is cut off (the gateway
+   * closes without cancelling it on the agent) moves its node to the wait state instead of failing it. The
+   * agent finishes the work and calls back to whichever conductor owns the node next, which asks for the same
+   * command and gets its result: restarting a conductor does not fail the deploys its agents are running.
+   */
+  stopping(): void {
+    this.stopped = true;
   }
 
   private acquire(node: NodeRecord, purpose: string): Promise<NodeLock> {
@@ -165,6 +176,7 @@ export class Provisioner {
       try {
         outcome = phase === "resume" && flow.resume ? await flow.resume(task) : await flow.start(task);
       } catch (error) {
+        if (this.stopped && (await this.waitForAgentInstead(task))) return;
         await this.fail(task, errorMessage(error), flow);
         return;
       }
@@ -175,6 +187,24 @@ export class Provisioner {
       await task.fire(outcome.kind === "chain" ? outcome.event : "done");
       phase = "start";
     }
+  }
+
+  /** A step cut off while its agent command runs: to the wait state, for the agent's call-back. */
+  private async waitForAgentInstead(task: Task): Promise<boolean> {
+    const state = task.node.provision_state;
+    const kind = PLAN_OF_STATE[state];
+    if (!kind || !awaitsAgentAnswer(task.node, kind) || !nextState(state, "wait")) return false;
+    try {
+      await task.fire("wait");
+    } catch (error) {
+      task.log.error({ err: error }, "could not hand the step to the agent's call-back");
+      return false;
+    }
+    task.log.warn(
+      { state, waiting: task.node.provision_state },
+      "conductor stopping: the node waits for its agent's call-back to resume the step",
+    );
+    return true;
   }
 
   /**
