@@ -46,9 +46,18 @@ started=$(date +%s.%N)
 kernel_dir=$(bash "$root/images/kernel/fetch.sh")
 version=$(cat "$kernel_dir/version")
 mkdir -p "$cache/ramdisk" "$out"
-# Staging trees of builds that were killed (SIGKILL skips the trap).
-find "$cache/ramdisk" -maxdepth 1 -name 'stage.*' -mmin +60 -exec rm -rf {} +
-stage=$(mktemp -d "$cache/ramdisk/stage.XXXXXX")
+# Staging trees of builds that were killed (SIGKILL skips the trap): the process named in the tree's name is
+# gone. Not by age: a running build's tree is stamped with the reproducible epoch below, and a sweep by mtime
+# removed a concurrent build's tree under it.
+for old in "$cache/ramdisk"/stage.*; do
+  [ -d "$old" ] || continue
+  pid=${old##*/stage.}
+  pid=${pid%%.*}
+  # a name without a number is an older build's, from before builds named themselves
+  case "$pid" in '' | *[!0-9]*) ;; *) kill -0 "$pid" 2>/dev/null && continue ;; esac
+  rm -rf "$old" "$old.initramfs"
+done
+stage=$(mktemp -d "$cache/ramdisk/stage.$$.XXXXXX")
 trap 'rm -rf "$stage" "$stage.initramfs"' EXIT
 
 # Merged /usr, as on the Debian host the binaries come from, so their library paths resolve unchanged.
