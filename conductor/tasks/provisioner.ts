@@ -176,7 +176,9 @@ export class Provisioner {
       try {
         outcome = phase === "resume" && flow.resume ? await flow.resume(task) : await flow.start(task);
       } catch (error) {
-        if (this.stopped && (await this.waitForAgentInstead(task))) return;
+        const handed =
+          this.stopped && (await this.handToAgent(task, "conductor stopping").catch(() => false));
+        if (handed) return;
         await this.fail(task, errorMessage(error), flow);
         return;
       }
@@ -189,20 +191,19 @@ export class Provisioner {
     }
   }
 
-  /** A step cut off while its agent command runs: to the wait state, for the agent's call-back. */
-  private async waitForAgentInstead(task: Task): Promise<boolean> {
+  /**
+   * A clean or deploy step cut off while it waits for its agent's answer (the conductor stops, or died and
+   * this one takes over): the node goes to its wait state, and the agent's call-back runs the step again, which
+   * asks for the same command and gets its result. False when the node's step waits for no such answer.
+   */
+  private async handToAgent(task: Task, why: string): Promise<boolean> {
     const state = task.node.provision_state;
     const kind = PLAN_OF_STATE[state];
     if (!kind || !awaitsAgentAnswer(task.node, kind) || !nextState(state, "wait")) return false;
-    try {
-      await task.fire("wait");
-    } catch (error) {
-      task.log.error({ err: error }, "could not hand the step to the agent's call-back");
-      return false;
-    }
+    await task.fire("wait", { target_power_state: null });
     task.log.warn(
-      { state, waiting: task.node.provision_state },
-      "conductor stopping: the node waits for its agent's call-back to resume the step",
+      { why, state, waiting: task.node.provision_state },
+      "a step waiting on its agent: the agent's call-back resumes it",
     );
     return true;
   }
@@ -484,19 +485,11 @@ export class Provisioner {
     }
     let outcome = "unchanged" as "failed" | "waiting" | "unchanged";
     await lock.run(async (task) => {
-      const state = task.node.provision_state;
-      const kind = PLAN_OF_STATE[state];
-      if (inFlight && kind && awaitsAgentAnswer(task.node, kind) && nextState(state, "wait")) {
-        await task.update({ target_power_state: null });
-        await task.fire("wait");
-        task.log.warn(
-          { cause, state, waiting: task.node.provision_state },
-          "took over a step waiting for its agent: the agent's call-back resumes it",
-        );
+      if (inFlight && (await this.handToAgent(task, cause))) {
         outcome = "waiting";
         return;
       }
-      const message = `${cause} while the node was in "${state}"; the operation was abandoned.`;
+      const message = `${cause} while the node was in "${node.provision_state}"; the operation was abandoned.`;
       await task.update({ target_power_state: null, last_error: message });
       if (!inFlight) return;
       await this.fail(task, message);
