@@ -4,6 +4,7 @@ import { MAX_VERSION_STRING, MIN_VERSION_STRING } from "./microversion.ts";
 import { notFound } from "./errors.ts";
 import { authorize } from "../auth/policy.ts";
 import type { ConductorRecord } from "../../shared/resources.ts";
+import { OwnedCounts } from "../cluster/owned-counts.ts";
 
 /**
  * The resources the /v1 root links to, each with the microversion that introduced it: a client sees only
@@ -82,15 +83,9 @@ export function rootPlugin(deps: ApiDeps) {
       return [...latest.values()];
     };
     /** How many nodes the ring gives each live conductor (beyond Ironic: `owned_nodes`). */
-    const ownedCounts = async (): Promise<Map<string, number>> => {
-      const counts = new Map<string, number>();
-      for (const node of await deps.store.listNodeSummaries({}, {})) {
-        const owner = deps.membership.ownerOf(node)?.hostname;
-        if (owner !== undefined) counts.set(owner, (counts.get(owner) ?? 0) + 1);
-      }
-      return counts;
-    };
-    const view = (row: ConductorRecord, options: { base: string; owned: Map<string, number> }) => {
+    const owned = new OwnedCounts({ store: deps.store, membership: deps.membership });
+    const ownedCounts = () => owned.get();
+    const view = (row: ConductorRecord, options: { base: string; owned: ReadonlyMap<string, number> }) => {
       const alive = deps.membership.isAlive(row);
       return {
         hostname: row.hostname,
