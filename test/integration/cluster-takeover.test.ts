@@ -1,19 +1,13 @@
 import type { ChildProcess } from "node:child_process";
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { readFile, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { COMMANDS } from "../../agent/commands/registry.ts";
-import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backend.ts";
-import { AgentLink } from "../../agent/link/client.ts";
-import { agentEndpointOf } from "../../conductor/agents/endpoint.ts";
 import { HashRing } from "../../conductor/cluster/hash-ring.ts";
-import { recordingLogger, sampleInventory } from "../helpers/agent.ts";
 import { api, spawnConductor, waitForState } from "../helpers/conductor.ts";
-import { sha256 } from "../helpers/disk.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
+import { nodeCaughtMidWrite } from "../helpers/mid-write.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 
 type Node = {
@@ -152,71 +146,14 @@ describe("takeover between conductor processes on one PostgreSQL", () => {
     let uuid = randomUUID();
     while (ring.lookup(uuid, 1)[0] !== "step-a") uuid = randomUUID();
 
-    // an image whose transfer pauses half-way until the test lets it go on
     const images = await startHttpImageServer();
-    const imageFile = join(dir, "step-image.raw");
-    const image = randomBytes(8 * 1024 * 1024);
-    await writeFile(imageFile, image);
-    let resume = (): void => undefined;
-    images.serve("/step-image.raw", imageFile, {
-      pauseAfterBytes: 4 * 1024 * 1024,
-      resumeWhen: new Promise<void>((r) => (resume = r)),
-    });
-    const mac = "52:54:00:0e:3e:01";
-    const disk = join(dir, "step-node.disk");
-    await writeFile(disk, "");
-    await truncate(disk, 64 * 1024 * 1024);
-    const created = await api(`${b.url}/v1/nodes`, {
-      method: "POST",
-      body: {
-        uuid,
-        driver: "fake-hardware",
-        deploy_interface: "direct",
-        automated_clean: false,
-        instance_info: {
-          image_source: `${images.url}/step-image.raw`,
-          image_os_hash_algo: "sha256",
-          image_os_hash_value: sha256(image),
-        },
-      },
-    });
-    expect(created.status).toBe(201);
-    expect(
-      (await api(`${b.url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: mac } })).status,
-    ).toBe(201);
-    const provision = (target: string) =>
-      api(`${b.url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target } });
-    expect((await provision("manage")).status).toBe(202);
-    await waitForState(b.url, uuid, "manageable");
-    expect((await provision("provide")).status).toBe(202);
-    await waitForState(b.url, uuid, "available");
-    expect((await provision("active")).status).toBe(202);
-    await waitForState(b.url, uuid, "wait call-back");
-
-    // the node's agent, booted with the list its owner wrote (the owner first)
-    const agentLog = recordingLogger();
-    const link = new AgentLink({
-      url: agentEndpointOf(a.url),
-      otherUrls: [agentEndpointOf(b.url)],
-      backend: new SimulatedBackend({ inventory: sampleInventory({ macs: [mac], diskFile: disk }) }),
-      commands: COMMANDS,
-      logger: agentLog,
-      agentVersion: "test",
-      backoff: { initialMs: 100, maxMs: 500 },
-    });
-    link.start();
+    const node = await nodeCaughtMidWrite({ url: b.url, dir, images, mac: "52:54:00:0e:3e:01", uuid });
+    node.boot([a.url, b.url]); // the list its owner wrote: the owner first
     try {
-      const writing = await until("the agent to be writing the image", async () => {
-        const node = (await api(`${b.url}/v1/nodes/${uuid}`)).body as Node & {
-          deploy_step: { step?: string };
-          driver_internal_info: Record<string, { ids?: Record<string, string> }>;
-        };
-        const id = node.driver_internal_info.agent_commands_in_flight?.ids?.write_image;
-        return node.deploy_step.step === "write_image" && id && images.requests.length > 0 ? id : undefined;
-      });
+      const writing = await node.writing();
 
       a.child.kill("SIGKILL");
-      resume(); // the agent finishes while its conductor is dead, and keeps the result until someone acks it
+      node.resume(); // the agent finishes while its conductor is dead, and keeps the result until someone acks it
       const done = await until("the deploy to finish through step-b", async () => {
         const node = (await api(`${b.url}/v1/nodes/${uuid}`)).body as Node;
         return node.provision_state === "active" || node.provision_state === "deploy failed"
@@ -228,15 +165,9 @@ describe("takeover between conductor processes on one PostgreSQL", () => {
       expect(done.conductor).toBe("step-b");
       expect(done.reservation).toBeNull();
       // one transfer and one write: the new owner asked for the same command and got its result
-      expect(images.requests.filter((r) => r.path === "/step-image.raw")).toHaveLength(1);
-      const started = agentLog.lines.filter(
-        (l) => l.includes('"command started"') && l.includes('"write_image"'),
-      );
-      expect(started).toHaveLength(1);
-      expect(started[0]).toContain(writing);
-      expect(sha256((await readFile(disk)).subarray(0, image.length))).toBe(sha256(image));
+      await node.expectWrittenOnce(writing);
     } finally {
-      await link.stop();
+      await node.stop();
       await images.close();
     }
   });
