@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { UnclaimedResults } from "../../conductor/agents/unclaimed-results.ts";
 
@@ -30,5 +31,38 @@ describe("results no call waits for", () => {
     kept.keep("old", "e", ok(1));
     now = 1001;
     expect(kept.claim("old", "e")).toBeUndefined();
+  });
+
+  it("stay within every bound whatever agents send (property)", () => {
+    const limits = { perNode: 3, total: 10, totalBytes: 2_000, maxAgeMs: 1_000 };
+    const result = fc.record({
+      id: fc.string({ minLength: 1, maxLength: 128 }),
+      node: fc.constantFrom("n1", "n2", "n3", "n4", "n5"),
+      value: fc.oneof(fc.string({ maxLength: 3_000 }), fc.jsonValue({ maxDepth: 4 })),
+    });
+    fc.assert(
+      fc.property(fc.array(result, { maxLength: 60 }), (sent) => {
+        const kept = new UnclaimedResults(limits, () => 0);
+        const latest = new Map<string, { node: string; value: unknown }>();
+        for (const r of sent) {
+          kept.keep(r.id, r.node, ok(r.value));
+          latest.set(r.id, { node: r.node, value: r.value });
+          expect(kept.size).toBeLessThanOrEqual(limits.total);
+        }
+        const perNode = new Map<string, number>();
+        let bytes = 0;
+        for (const [id, { node, value }] of latest) {
+          const claimed = kept.claim(id, node);
+          if (claimed === undefined) continue;
+          expect(claimed).toEqual(ok(value)); // never another id's or another node's result
+          perNode.set(node, (perNode.get(node) ?? 0) + 1);
+          bytes += id.length + JSON.stringify(claimed).length;
+        }
+        for (const count of perNode.values()) expect(count).toBeLessThanOrEqual(limits.perNode);
+        expect(bytes).toBeLessThanOrEqual(limits.totalBytes);
+        expect(kept.size).toBe(0);
+      }),
+      { numRuns: 300 },
+    );
   });
 });
