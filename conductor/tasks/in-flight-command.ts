@@ -30,7 +30,10 @@ function inFlightOf(node: Pick<NodeRecord, "driver_internal_info">): InFlight | 
   return parsed.success ? parsed.data : null;
 }
 
-/** The record, if it belongs to the step at `marker`; else null (a stale one is dropped by the runner). */
+/**
+ * The record, if it belongs to the step at `marker`; else null (a stale one is dropped by the runner). Its
+ * `ids` not in `settled` are the commands the step still waits on.
+ */
 export function inFlightFor(node: Pick<NodeRecord, "driver_internal_info">, marker: string): InFlight | null {
   const record = inFlightOf(node);
   return record?.step === marker ? record : null;
@@ -78,10 +81,4 @@ export async function commandSettled(task: Task, name: string): Promise<void> {
       [IN_FLIGHT_KEY]: { ...record, settled: [...record.settled, name] },
     },
   });
-}
-
-/** Is a command the step at `marker` sent still unanswered (a takeover can wait for the agent's result)? */
-export function awaitsAgentCommand(node: Pick<NodeRecord, "driver_internal_info">, marker: string): boolean {
-  const record = inFlightFor(node, marker);
-  return record !== null && Object.keys(record.ids).some((name) => !record.settled.includes(name));
 }

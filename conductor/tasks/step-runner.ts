@@ -19,7 +19,7 @@ import {
   stepId,
   validateRequested,
 } from "./step-plan.ts";
-import { IN_FLIGHT_KEY, awaitsAgentCommand, inFlightFor, stepMarker } from "./in-flight-command.ts";
+import { IN_FLIGHT_KEY, inFlightFor, stepMarker } from "./in-flight-command.ts";
 import type { Task } from "./task.ts";
 
 /**
@@ -272,7 +272,9 @@ export function withoutBookkeeping(value: Record<string, unknown>, kind: StepKin
  */
 export function awaitsAgentAnswer(node: NodeRecord, kind: StepKind): boolean {
   const index = node.driver_internal_info[bookkeeping(kind).index];
-  return typeof index === "number" && awaitsAgentCommand(node, stepMarker(kind, index));
+  if (typeof index !== "number") return false;
+  const record = inFlightFor(node, stepMarker(kind, index));
+  return record !== null && Object.keys(record.ids).some((name) => !record.settled.includes(name));
 }
 
 /** The plan a node would run now (the running one, else what a new operation would plan): GET …/steps. */
