@@ -194,13 +194,16 @@ export function createConductor(
       await membership.join(null);
       // dead conductors' locks are freed and their in-flight work settled; then their waiting nodes adopted,
       // and agents of nodes now owned elsewhere sent to the owner
-      const freeOrphans = () =>
-        takeOverOrphans({
-          store,
-          membership,
-          logger,
-          takeOver: (uuid, holder, cause) => provisioner.takeOver(uuid, holder, cause),
-        });
+      const freeOrphans = (options: { everyHolder?: boolean } = {}) =>
+        takeOverOrphans(
+          {
+            store,
+            membership,
+            logger,
+            takeOver: (uuid, holder, cause) => provisioner.takeOver(uuid, holder, cause),
+          },
+          options,
+        );
       const adoption = new BootAdoption({
         store,
         membership,
@@ -219,7 +222,7 @@ export function createConductor(
           acceptsAgent: (node) => lookupAllowed(node, config.agent.fastTrack),
         });
       };
-      await freeOrphans();
+      await freeOrphans({ everyHolder: true });
       gateway.attach(app.server);
       const url = await app.listen({ host: config.host, port: config.port });
       listeningUrl = url;

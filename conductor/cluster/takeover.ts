@@ -1,6 +1,6 @@
 import type { Logger } from "../../shared/log.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
-import type { Store } from "../db/store.ts";
+import type { ReservedNode, Store } from "../db/store.ts";
 import { INSTANCE_PREPARED_BY } from "../flows/instance-boot.ts";
 import { RAMDISK_PREPARED_BY } from "../flows/ramdisk.ts";
 import { WAIT_STATES } from "../states/machine.ts";
@@ -17,17 +17,40 @@ export interface TakeoverDeps {
 /**
  * Finds nodes this conductor owns that are locked by a conductor that is no longer alive (crashed, or
  * restarted under a new identity) and takes them over. Returns the uuids whose lock was freed.
+ *
+ * `everyHolder` (at start) reads every lock, so that one held by an identity no conductor row names (data
+ * from before conductors registered) is freed too. Otherwise (each heartbeat) only the locks of registered
+ * identities that are not alive are read, by equality on the reservation index: a conductor registers before
+ * it locks anything, so no other holder can appear while this process runs.
  */
-export async function takeOverOrphans(deps: TakeoverDeps): Promise<string[]> {
-  // NOTE: nodes are read before members: a lock seen here was taken by a conductor that registered before
-  // the member list is read, so a newcomer's fresh lock is never mistaken for an orphan.
-  const reserved = await deps.store.listNodeSummaries({ reserved: true }, {});
-  await deps.membership.refresh();
+export async function takeOverOrphans(
+  deps: TakeoverDeps,
+  options: { everyHolder?: boolean } = {},
+): Promise<string[]> {
+  let reserved: ReservedNode[];
+  if (options.everyHolder) {
+    // NOTE: nodes are read before members: a lock seen here was taken by a conductor that registered before
+    // the member list is read, so a newcomer's fresh lock is never mistaken for an orphan.
+    const locked = await deps.store.listNodeSummaries({ reserved: true }, {}, [
+      "reservation",
+      "conductor_group",
+    ]);
+    await deps.membership.refresh();
+    reserved = locked.filter((n): n is ReservedNode => n.reservation !== null);
+  } else {
+    // only identities read as dead: a newcomer is alive (registered) and never asked about
+    await deps.membership.refresh();
+    const dead = deps.membership
+      .all()
+      .filter((r) => !deps.membership.isAlive(r))
+      .map((r) => r.identity);
+    reserved = await deps.store.listReservedBy(dead);
+  }
   const hostnames = new Map(deps.membership.all().map((r) => [r.identity, r.hostname]));
   const taken: string[] = [];
   for (const node of reserved) {
     const holder = node.reservation;
-    if (holder === null || deps.membership.isLiveIdentity(holder) || !deps.membership.owns(node)) continue;
+    if (deps.membership.isLiveIdentity(holder) || !deps.membership.owns(node)) continue;
     const previous = hostnames.get(holder);
     const cause =
       previous === deps.membership.hostname

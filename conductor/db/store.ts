@@ -39,6 +39,8 @@ export const NODE_SUMMARY_FIELDS = [
 ] as const;
 export type NodeSummaryField = (typeof NODE_SUMMARY_FIELDS)[number];
 export type NodeSummary = Pick<NodeRecord, NodeSummaryField>;
+/** A locked node as a takeover sees it: who holds it, and what places it on the ring. */
+export type ReservedNode = Pick<NodeRecord, "uuid" | "conductor_group"> & { reservation: string };
 
 /** The columns to read for `columns` (all when absent), uuid first, each once. */
 export function summaryColumns(columns: readonly NodeSummaryField[] | undefined): NodeSummaryField[] {
@@ -138,6 +140,12 @@ export interface Store {
   releaseNode(uuid: string, holder: string): Promise<void>;
   /** Clears every reservation a holder left (restart); returns the uuids. */
   releaseAllReservations(holder: string): Promise<string[]>;
+  /**
+   * The nodes locked by any of `holders`, by equality on the reservation index. A takeover pass asks this on
+   * every heartbeat: `reservation IS NOT NULL` read the whole fleet wherever the planner had no statistics
+   * (SQLite always; PostgreSQL until its first ANALYZE), 40–160 ms at 10^5 nodes.
+   */
+  listReservedBy(holders: readonly string[]): Promise<ReservedNode[]>;
 
   /** The digest of the one-time token issued to the node's agent for one boot (never the token). */
   getAgentToken(uuid: string): Promise<{ digest: string; bootId: string } | null>;

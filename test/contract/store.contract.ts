@@ -157,6 +157,23 @@ export function storeContract(
       ]);
     });
 
+    it("lists the nodes locked by the holders named, and no others", async () => {
+      const tag = randomUUID().slice(0, 8);
+      const [x, y, z] = await Promise.all([1, 2, 3].map(() => store.createNode(node())));
+      await store.reserveNode(x!.uuid, `gone-${tag}/1`);
+      await store.reserveNode(y!.uuid, `gone-${tag}/2`);
+      await store.reserveNode(z!.uuid, `alive-${tag}/3`);
+      const found = await store.listReservedBy([`gone-${tag}/1`, `gone-${tag}/2`, `never-${tag}/4`]);
+      expect(found.map((n) => `${n.uuid} ${n.reservation} ${n.conductor_group}`).sort()).toEqual(
+        [
+          `${x!.uuid} gone-${tag}/1 ${x!.conductor_group}`,
+          `${y!.uuid} gone-${tag}/2 ${y!.conductor_group}`,
+        ].sort(),
+      );
+      expect(await store.listReservedBy([])).toEqual([]);
+      expect(await store.listReservedBy([`never-${tag}/4`])).toEqual([]);
+    });
+
     it("lists with filters, keyset pages and sort keys; summaries and counts agree", async () => {
       const group = `g-${randomUUID().slice(0, 8)}`;
       const names = ["p-c", "p-a", "p-e", "p-b", "p-d"];

@@ -15,6 +15,7 @@ import {
   type NodeSummary,
   type NodeSummaryField,
   type Page,
+  type ReservedNode,
   type PortFilter,
   type Store,
 } from "../store.ts";
@@ -400,6 +401,15 @@ export class PgStore implements Store {
       [holder],
     );
     return result.rows.map((r) => r.uuid);
+  }
+
+  async listReservedBy(holders: readonly string[]): Promise<ReservedNode[]> {
+    if (holders.length === 0) return [];
+    const result = await this.query<ReservedNode>(
+      "SELECT uuid, reservation, conductor_group FROM nodes WHERE reservation = ANY($1::text[])",
+      [holders as unknown as SqlValue],
+    );
+    return result.rows;
   }
 
   async getAgentToken(uuid: string): Promise<{ digest: string; bootId: string } | null> {

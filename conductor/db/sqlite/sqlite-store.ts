@@ -13,6 +13,7 @@ import {
   type AllocationFilter,
   type NodeFilter,
   type Page,
+  type ReservedNode,
   type PortFilter,
   type Store,
 } from "../store.ts";
@@ -380,6 +381,13 @@ export class SqliteStore implements Store {
       for (const node of released) this.writeNode(node, false);
       return released.map((n) => n.uuid);
     })();
+  }
+
+  async listReservedBy(holders: readonly string[]): Promise<ReservedNode[]> {
+    if (holders.length === 0) return [];
+    return this.stmt(
+      "SELECT uuid, reservation, conductor_group FROM nodes WHERE reservation IN (SELECT value FROM json_each(?))",
+    ).all(JSON.stringify(holders)) as ReservedNode[];
   }
 
   async getAgentToken(uuid: string): Promise<{ digest: string; bootId: string } | null> {
