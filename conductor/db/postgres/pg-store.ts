@@ -100,7 +100,10 @@ export class PgStore implements Store {
   private readonly ready: Promise<void>;
 
   constructor(url: string, options: { maxConnections?: number } = {}) {
-    this.pool = new pg.Pool({ connectionString: url, max: options.maxConnections ?? 10 });
+    const max = options.maxConnections ?? 10;
+    // Connections stay open once made, up to 5 (SQLAlchemy's pool_size, which Ironic keeps): the pool's
+    // default closed every one idle for 10 s, and the next burst of requests waited on new backends.
+    this.pool = new pg.Pool({ connectionString: url, max, min: Math.min(5, max) });
     // an idle client's error (server restart) must not crash the process; the next query reports it
     this.pool.on("error", () => undefined);
     this.ready = this.migrate();
