@@ -148,6 +148,8 @@ async function measure(
       await page("/v1/nodes?limit=1000")(i);
       await page("/v1/nodes/detail?limit=1000")(i);
     }
+    // and at the clients' concurrency: a database pool opens the connections the timed pages will use
+    await load(CONCURRENCY * 4, page("/v1/nodes?limit=1000"));
     const list = await load(PAGES, page("/v1/nodes?limit=1000"));
     const detail = await load(PAGES, page("/v1/nodes/detail?limit=1000"));
     let allActive = true;

@@ -132,8 +132,15 @@ async function round(
       if (response.statusCode !== 200 || body.nodes?.length !== 1000 || !body.next)
         throw new Error("bad page");
     };
-    // untimed: a process's first pages compile its code paths and statements
+    // untimed: a process's first pages compile its code paths and statements; then the clients' concurrency,
+    // so each conductor's database pool has the connections the timed pages use (opening one cost the first
+    // timed pages 50–120 ms, which a 400-page p99 reported as the list's latency)
     for (let i = 0; i < 20 * conductors.length; i++) await page();
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        for (let i = 0; i < 10; i++) await page();
+      }),
+    );
     const times: number[] = [];
     let next = 0;
     served.on = true;
