@@ -33,8 +33,10 @@ const GOALS = { allocPerS: 500, allocP99Ms: 50, raceLoserMs: 50, listP99Ms: 50, 
 const NODES = Number(process.env.BENCH_NODES ?? 100_000);
 const API_CREATES = Number(process.env.BENCH_API_CREATES ?? 2_000);
 const ALLOCATIONS = Number(process.env.BENCH_ALLOCATIONS ?? 1_000);
-// 200 pages, so that p99 is a percentile (the 2nd slowest) rather than the one slowest request
+// 200 detail pages, so that p99 is a percentile (the 2nd slowest) rather than the one slowest request; list
+// pages are cheap enough for 1,000 (p99 the 10th slowest: one disturbed moment no longer decides the goal)
 const PAGES = Number(process.env.BENCH_PAGES ?? 200);
+const LIST_PAGES = Number(process.env.BENCH_LIST_PAGES ?? 1_000);
 const CONCURRENCY = 8;
 const HEADERS = { "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": "1.78" };
 
@@ -150,7 +152,7 @@ async function measure(
     }
     // and at the clients' concurrency: a database pool opens the connections the timed pages will use
     await load(CONCURRENCY * 4, page("/v1/nodes?limit=1000"));
-    const list = await load(PAGES, page("/v1/nodes?limit=1000"));
+    const list = await load(LIST_PAGES, page("/v1/nodes?limit=1000"));
     const detail = await load(PAGES, page("/v1/nodes/detail?limit=1000"));
     let allActive = true;
     const allocate = (body: Record<string, unknown>) => async (i: number) => {
@@ -224,7 +226,7 @@ function report(r: Result): void {
     `node create (API):     ${fmt(r.createPerS)}/s   Ironic ${IRONIC.createPerS}/s  → ×${fmt(r.createPerS / IRONIC.createPerS, 1)}`,
   );
   console.log(
-    `list (1,000/page, ${PAGES} pages): p50 ${fmt(r.list.p50, 1)} ms, p99 ${fmt(r.list.p99, 1)} ms, ${fmt(r.list.perS)} pages/s  Ironic ${IRONIC.listMs} ms (median, at 10^4)  goal p99 < ${GOALS.listP99Ms} ms`,
+    `list (1,000/page, ${LIST_PAGES} pages): p50 ${fmt(r.list.p50, 1)} ms, p99 ${fmt(r.list.p99, 1)} ms, ${fmt(r.list.perS)} pages/s  Ironic ${IRONIC.listMs} ms (median, at 10^4)  goal p99 < ${GOALS.listP99Ms} ms`,
   );
   console.log(
     `detail (1,000/page):   p50 ${fmt(r.detail.p50, 1)} ms, p99 ${fmt(r.detail.p99, 1)} ms, ${fmt(r.detail.perS)} pages/s  Ironic ${IRONIC.detailMs} ms (median, at 10^4)`,
