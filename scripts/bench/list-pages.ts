@@ -57,6 +57,8 @@ const clientCpuMs = (): number => {
 };
 
 interface Round {
+  /** every page's latency, sorted (the rounds pooled give the p99 of all pages) */
+  times: number[];
   p50: number;
   p99: number;
   perS: number;
@@ -168,6 +170,7 @@ async function round(
     const ms = served.ms.sort((a, b) => a - b);
     return {
       p50: times[Math.floor(PAGES * 0.5)]!,
+      times,
       p99: times[Math.ceil(PAGES * 0.99) - 1]!,
       perS: PAGES / seconds,
       cpuPerPage,
@@ -217,7 +220,14 @@ async function main(): Promise<void> {
       [...rounds].sort((a, b) => a.p99 - b.p99)[Math.floor(rounds.length / 2)]!;
     const where = `${CONDUCTORS} conductor(s) on ${POSTGRES ? "PostgreSQL" : "SQLite"}`;
     console.log(`\n${NODES} nodes, ${where}, ${CONCURRENCY} clients, 1,000 nodes a page; goal p99 < 50 ms`);
-    for (const [name, rounds] of results) console.log(`${name} (median round): ${show(median(rounds))}`);
+    for (const [name, rounds] of results) {
+      console.log(`${name} (median round): ${show(median(rounds))}`);
+      const all = rounds.flatMap((r) => r.times).sort((a, b) => a - b);
+      const at = (q: number) => all[Math.ceil(all.length * q) - 1]!.toFixed(1);
+      console.log(
+        `  all ${all.length} pages of the ${rounds.length} rounds: p50 ${at(0.5)} ms, p99 ${at(0.99)} ms`,
+      );
+    }
     if (BASELINE_REV) {
       const [before, after] = [...results.values()].map(median) as [Round, Round];
       console.log(
