@@ -23,6 +23,7 @@ async function cluster() {
   const b = member("c-b");
   const c = member("c-c");
   for (const m of [a, b, c]) await m.join(null);
+  for (const m of [a, b, c]) await m.refresh(); // the earlier joiners' rings have not seen c yet
   const nodes = await Promise.all(
     Array.from({ length: 24 }, () => store.createNode(fakeNode({ driver: "fake-hardware" }))),
   );
