@@ -87,6 +87,10 @@ export class Membership {
       },
       { staleBefore: now - this.options.deadAfterS * 1000, retire: crashed },
     );
+    // every start adds an identity: dead ones that hold no lock go (each name keeps its latest row)
+    const pruned = await this.store.pruneConductors(now - this.options.deadAfterS * 1000);
+    if (pruned.length > 0)
+      this.options.logger.info({ identities: pruned.length }, "removed dead conductors' registrations");
     await this.refresh();
   }
 

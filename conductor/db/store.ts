@@ -187,6 +187,12 @@ export interface Store {
   retireConductor(identity: string): Promise<void>;
   /** Every row, online or not, oldest first. */
   listConductors(): Promise<ConductorRecord[]>;
+  /**
+   * Deletes the rows of dead conductors (offline, or no heartbeat since `deadBefore`) that hold no node's lock
+   * and are not their hostname's latest row; returns their identities. Each start registers a new identity, so
+   * without this the rows (read on every heartbeat) grow with every restart.
+   */
+  pruneConductors(deadBefore: number): Promise<string[]>;
 
   /** Appends to a node's history (deleted with the node). */
   addNodeHistory(entry: NodeHistoryRecord): Promise<void>;

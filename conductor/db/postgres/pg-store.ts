@@ -686,6 +686,19 @@ export class PgStore implements Store {
     });
   }
 
+  async pruneConductors(deadBefore: number): Promise<string[]> {
+    const result = await this.query<{ identity: string }>(
+      `DELETE FROM conductors c
+        WHERE NOT (c.online AND c.heartbeat_at >= $1)
+          AND EXISTS (SELECT 1 FROM conductors newer WHERE newer.hostname = c.hostname
+                        AND (newer.created_at, newer.identity) > (c.created_at, c.identity))
+          AND NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.reservation = c.identity)
+        RETURNING c.identity`,
+      [deadBefore],
+    );
+    return result.rows.map((r) => r.identity);
+  }
+
   async touchConductor(identity: string, at: number, url?: string): Promise<boolean> {
     const result = await this.query(
       "UPDATE conductors SET heartbeat_at = $1, url = COALESCE($3, url) WHERE identity = $2 AND online",

@@ -690,6 +690,18 @@ export class SqliteStore implements Store {
       .immediate();
   }
 
+  async pruneConductors(deadBefore: number): Promise<string[]> {
+    const rows = this.stmt(
+      `DELETE FROM conductors AS c
+        WHERE NOT (c.online = 1 AND c.heartbeat_at >= ?)
+          AND EXISTS (SELECT 1 FROM conductors newer WHERE newer.hostname = c.hostname
+                        AND (newer.created_at, newer.identity) > (c.created_at, c.identity))
+          AND NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.reservation = c.identity)
+        RETURNING identity`,
+    ).all(deadBefore) as { identity: string }[];
+    return rows.map((r) => r.identity);
+  }
+
   async touchConductor(identity: string, at: number, url?: string): Promise<boolean> {
     return (
       this.stmt(
