@@ -87,11 +87,13 @@ export class Membership {
       },
       { staleBefore: now - this.options.deadAfterS * 1000, retire: crashed },
     );
-    // every start adds an identity: dead ones that hold no lock go (each name keeps its latest row)
-    const pruned = await this.store.pruneConductors(now - this.options.deadAfterS * 1000);
-    if (pruned.length > 0)
-      this.options.logger.info({ identities: pruned.length }, "removed dead conductors' registrations");
     await this.refresh();
+    // every start adds an identity: dead ones that hold no lock go (each name keeps its latest row)
+    const pruned = await this.store.pruneConductors(this.deadIdentities());
+    if (pruned.length > 0) {
+      this.options.logger.info({ identities: pruned.length }, "removed dead conductors' registrations");
+      await this.refresh();
+    }
   }
 
   /** Heartbeat (with the URL other conductors forward to, once listening), then a fresh view of the members. */
@@ -150,6 +152,11 @@ export class Membership {
   /** Every registered conductor as last read (online or not). */
   all(): readonly ConductorRecord[] {
     return this.rows;
+  }
+
+  /** The registered identities that are not alive (as last read): the only holders a lock can be orphaned by. */
+  deadIdentities(): string[] {
+    return this.rows.filter((r) => !this.isAlive(r)).map((r) => r.identity);
   }
 
   alive(): ConductorRecord[] {

@@ -40,11 +40,7 @@ export async function takeOverOrphans(
   } else {
     // only identities read as dead: a newcomer is alive (registered) and never asked about
     await deps.membership.refresh();
-    const dead = deps.membership
-      .all()
-      .filter((r) => !deps.membership.isAlive(r))
-      .map((r) => r.identity);
-    reserved = await deps.store.listReservedBy(dead);
+    reserved = await deps.store.listReservedBy(deps.membership.deadIdentities());
   }
   const hostnames = new Map(deps.membership.all().map((r) => [r.identity, r.hostname]));
   const taken: string[] = [];

@@ -188,11 +188,11 @@ export interface Store {
   /** Every row, online or not, oldest first. */
   listConductors(): Promise<ConductorRecord[]>;
   /**
-   * Deletes the rows of dead conductors (offline, or no heartbeat since `deadBefore`) that hold no node's lock
-   * and are not their hostname's latest row; returns their identities. Each start registers a new identity, so
-   * without this the rows (read on every heartbeat) grow with every restart.
+   * Deletes the rows of `identities` (dead conductors, as Membership judges them) that hold no node's lock and
+   * are not their hostname's latest row; returns the identities deleted. Each start registers a new identity,
+   * so without this the rows (read on every heartbeat) grow with every restart.
    */
-  pruneConductors(deadBefore: number): Promise<string[]>;
+  pruneConductors(identities: readonly string[]): Promise<string[]>;
 
   /** Appends to a node's history (deleted with the node). */
   addNodeHistory(entry: NodeHistoryRecord): Promise<void>;

@@ -714,42 +714,41 @@ export function storeContract(
       expect((await store.listConductors()).filter((r) => r.online && r.hostname === "c-1")).toEqual([]);
     });
 
-    it("conductors: dead registrations without locks are pruned; each name keeps its latest, lock holders stay", async () => {
+    it("conductors: the named dead registrations without locks are pruned; each name keeps its latest, lock holders stay", async () => {
       const tag = randomUUID().slice(0, 8);
-      const [a, b] = [`prune-a-${tag}`, `prune-b-${tag}`];
-      const register = async (hostname: string, fields: Partial<ConductorRecord>) => {
-        const row = conductor(hostname, fields);
+      const [a, b, c] = [`prune-a-${tag}`, `prune-b-${tag}`, `prune-c-${tag}`];
+      const register = async (hostname: string) => {
+        const row = conductor(hostname);
         await store.registerConductor(row, { staleBefore: 0, retire: [] });
         return row;
       };
-      const retired = await register(a, {});
-      await store.retireConductor(retired.identity); // a clean stop: offline
-      const stale = await register(a, { heartbeat_at: 1_000 }); // crashed, then found dead
-      await store.retireConductor(stale.identity);
-      const holder = await register(a, { heartbeat_at: 1_000 }); // crashed holding a lock
+      const retired = await register(a);
+      await store.retireConductor(retired.identity); // a clean stop
+      const crashed = await register(a);
+      await store.retireConductor(crashed.identity); // found dead
+      const holder = await register(a); // died holding a lock
       const locked = await store.createNode(node());
       await store.reserveNode(locked.uuid, holder.identity);
       await store.retireConductor(holder.identity);
-      const latest = await register(a, { heartbeat_at: 5_000 }); // alive
-      const onlyOne = await register(b, { heartbeat_at: 1_000 }); // dead, but its name's latest row
-      const oldButAlive = await register(`prune-c-${tag}`, { heartbeat_at: 5_000 });
+      const latest = await register(a);
+      const onlyOne = await register(b); // dead, but its name's latest row
+      const unnamed = await register(c); // an older row nobody called dead
+      await store.retireConductor(unnamed.identity);
+      const newer = await register(c);
+      const dead = [retired, crashed, holder, onlyOne].map((r) => r.identity);
 
-      const pruned = await store.pruneConductors(4_000);
-      expect(pruned.filter((id) => id.includes(tag)).sort()).toEqual(
-        [retired.identity, stale.identity].sort(),
-      );
+      expect((await store.pruneConductors(dead)).sort()).toEqual([retired.identity, crashed.identity].sort());
       const left = (await store.listConductors())
         .filter((r) => r.hostname.includes(tag))
         .map((r) => r.identity);
       expect(left.sort()).toEqual(
-        [holder.identity, latest.identity, onlyOne.identity, oldButAlive.identity].sort(),
+        [holder.identity, latest.identity, onlyOne.identity, unnamed.identity, newer.identity].sort(),
       );
       // once its lock is released, the holder goes too
       await store.releaseNode(locked.uuid, holder.identity);
-      expect((await store.pruneConductors(4_000)).filter((id) => id.includes(tag))).toEqual([
-        holder.identity,
-      ]);
-      expect((await store.pruneConductors(4_000)).filter((id) => id.includes(tag))).toEqual([]);
+      expect(await store.pruneConductors(dead)).toEqual([holder.identity]);
+      expect(await store.pruneConductors(dead)).toEqual([]);
+      expect(await store.pruneConductors([])).toEqual([]);
     });
   });
 }

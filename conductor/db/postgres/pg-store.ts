@@ -686,15 +686,16 @@ export class PgStore implements Store {
     });
   }
 
-  async pruneConductors(deadBefore: number): Promise<string[]> {
+  async pruneConductors(identities: readonly string[]): Promise<string[]> {
+    if (identities.length === 0) return [];
     const result = await this.query<{ identity: string }>(
       `DELETE FROM conductors c
-        WHERE NOT (c.online AND c.heartbeat_at >= $1)
+        WHERE c.identity = ANY($1::text[])
           AND EXISTS (SELECT 1 FROM conductors newer WHERE newer.hostname = c.hostname
                         AND (newer.created_at, newer.identity) > (c.created_at, c.identity))
           AND NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.reservation = c.identity)
         RETURNING c.identity`,
-      [deadBefore],
+      [identities as unknown as SqlValue],
     );
     return result.rows.map((r) => r.identity);
   }

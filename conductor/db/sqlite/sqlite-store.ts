@@ -690,15 +690,16 @@ export class SqliteStore implements Store {
       .immediate();
   }
 
-  async pruneConductors(deadBefore: number): Promise<string[]> {
+  async pruneConductors(identities: readonly string[]): Promise<string[]> {
+    if (identities.length === 0) return [];
     const rows = this.stmt(
       `DELETE FROM conductors AS c
-        WHERE NOT (c.online = 1 AND c.heartbeat_at >= ?)
+        WHERE c.identity IN (SELECT value FROM json_each(?))
           AND EXISTS (SELECT 1 FROM conductors newer WHERE newer.hostname = c.hostname
                         AND (newer.created_at, newer.identity) > (c.created_at, c.identity))
           AND NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.reservation = c.identity)
         RETURNING identity`,
-    ).all(deadBefore) as { identity: string }[];
+    ).all(JSON.stringify(identities)) as { identity: string }[];
     return rows.map((r) => r.identity);
   }
 
