@@ -1,23 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { Membership } from "../../conductor/cluster/membership.ts";
 import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
-import { silentLogger } from "../../shared/log.ts";
 import { fakeNode } from "../../scripts/bench/fleet.ts";
+import { testMembership } from "../helpers/membership.ts";
 
 describe("Membership.join", () => {
   it("restarts do not pile up registrations: a name keeps its latest row, and dead ones that hold a lock", async () => {
     const store = new SqliteStore(":memory:");
     let now = 1_000_000;
     const start = async () => {
-      const m = new Membership(store, {
-        hostname: "c-a",
-        group: "",
-        drivers: ["fake-hardware"],
-        heartbeatIntervalS: 10,
-        deadAfterS: 60,
-        logger: silentLogger,
-        now: () => now,
-      });
+      const m = testMembership(store, "c-a", () => now);
       await m.join(null);
       return m;
     };

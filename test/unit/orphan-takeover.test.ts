@@ -1,24 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { Membership } from "../../conductor/cluster/membership.ts";
 import { takeOverOrphans } from "../../conductor/cluster/takeover.ts";
 import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { fakeNode } from "../../scripts/bench/fleet.ts";
+import { testMembership } from "../helpers/membership.ts";
 
 /** Three conductors on one store with a clock the test moves; `a` stops heartbeating. */
 async function cluster() {
   const store = new SqliteStore(":memory:");
   let now = 1_000_000;
-  const member = (hostname: string) =>
-    new Membership(store, {
-      hostname,
-      group: "",
-      drivers: ["fake-hardware"],
-      heartbeatIntervalS: 10,
-      deadAfterS: 60,
-      logger: silentLogger,
-      now: () => now,
-    });
+  const member = (hostname: string) => testMembership(store, hostname, () => now);
   const a = member("c-a");
   const b = member("c-b");
   const c = member("c-c");
