@@ -4,6 +4,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/e2e/**/*.e2e.test.ts"],
+    globalSetup: ["test/e2e/free-space.setup.ts"],
     testTimeout: 30 * 60_000,
     hookTimeout: 5 * 60_000,
     // A TCG guest keeps a core busy: one file, one lab, one VM at a time.

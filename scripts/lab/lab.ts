@@ -295,7 +295,10 @@ export async function labUp(options: LabUpOptions): Promise<LabState> {
   return state;
 }
 
-/** Powers off every VM and stops every process the lab started, by pid. Keeps the logs. */
+/**
+ * Powers off every VM and stops every process the lab started, by pid. Keeps the logs; deletes the VMs'
+ * disk images, which labUp makes anew and which grow to gigabytes once a node is deployed and erased.
+ */
 export async function labDown(dirOption: string): Promise<LabState | null> {
   const dir = resolve(dirOption);
   const state = await readLabState(dir);
@@ -307,6 +310,7 @@ export async function labDown(dirOption: string): Promise<LabState | null> {
       const pid = Number(await readFile(join(node.dir, "vm", file), "utf8").catch(() => "0"));
       await stopPid(pid, 3000);
     }
+    for (const disk of node.disks) await rm(disk.file, { force: true });
   }
   return state;
 }

@@ -55,7 +55,14 @@ export function labVmArgs(options: LabVmOptions): string[] {
   options.disks.forEach((disk, index) => {
     // discard=unmap: a guest's discard (blkdiscard, NVMe deallocate) punches holes in the qcow2, so an erase
     // by discard frees the host's space and reads back zeros, as on a thin-provisioned disk.
-    args.push("-drive", `if=none,id=d${index},file=${disk.file},format=qcow2,discard=unmap`);
+    // detect-zeroes=unmap: a pass of zeros is stored as holes too, as a thin-provisioned array does, so the
+    // overwrite erase of two 5 GiB RAID members costs the host no 10 GiB (it did, and a CI disk ran out).
+    // werror=report: a host out of space fails the guest's write (the agent reports it, the step fails)
+    // instead of QEMU's default of pausing the VM, which left a test waiting 20 minutes for nothing.
+    args.push(
+      "-drive",
+      `if=none,id=d${index},file=${disk.file},format=qcow2,discard=unmap,detect-zeroes=unmap,werror=report`,
+    );
     const device = disk.bus === "nvme" ? "nvme" : "virtio-blk-pci";
     args.push("-device", `${device},drive=d${index},serial=${disk.serial}`);
   });

@@ -22,8 +22,8 @@ describe("a lab VM's argv without one disk", () => {
     expect(left.join(" ")).not.toContain("a.qcow2");
     expect(left.join(" ")).not.toContain("drive=d0,");
     expect(left.filter((arg) => arg.startsWith("if=none"))).toEqual([
-      "if=none,id=d1,file=/lab/vm/b.qcow2,format=qcow2,discard=unmap",
-      "if=none,id=d2,file=/lab/vm/n.qcow2,format=qcow2,discard=unmap",
+      "if=none,id=d1,file=/lab/vm/b.qcow2,format=qcow2,discard=unmap,detect-zeroes=unmap,werror=report",
+      "if=none,id=d2,file=/lab/vm/n.qcow2,format=qcow2,discard=unmap,detect-zeroes=unmap,werror=report",
     ]);
     expect(left.filter((arg) => arg.includes("serial="))).toEqual([
       "virtio-blk-pci,drive=d1,serial=B",
