@@ -16,6 +16,7 @@ import { TokenService } from "../../conductor/auth/tokens.ts";
 import { UserStore } from "../../conductor/auth/user-store.ts";
 import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
 import { silentLogger } from "../../shared/log.ts";
+import { percentile } from "./percentile.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 1000);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 4000);
@@ -66,9 +67,6 @@ function client(https: boolean, ca: string) {
     });
   return { call, close: () => agent.destroy() };
 }
-
-const percentile = (sorted: number[], p: number): number =>
-  sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 
 /** `total` calls of `fn` from CONCURRENCY workers: latency percentiles and throughput. */
 async function load(

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, request } from "node:http";
 import { startBenchConductor } from "./conductor-process.ts";
+import { percentile } from "./percentile.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 10_000);
 const CONCURRENCY = 8;
@@ -38,10 +39,6 @@ function rssMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
   return kb / 1024;
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 }
 
 async function timed(

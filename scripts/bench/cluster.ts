@@ -12,6 +12,7 @@ import { createInterface } from "node:readline";
 import { openStore } from "../../conductor/db/open-store.ts";
 import { type Dispatcher, request } from "undici";
 import { fakeNode, seedFleet } from "./fleet.ts";
+import { percentile } from "./percentile.ts";
 
 /**
  * Real Ironic 21.4.4 (Debian bookworm, 2 API workers + 1 conductor, SQLite, fake-hardware) on this machine
@@ -52,10 +53,6 @@ async function call(
   });
   const text = await response.body.text();
   return { status: response.statusCode, body: text ? (JSON.parse(text) as unknown) : null };
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 }
 
 /** Runs `count` jobs, `concurrency` at a time; returns each job's latency (ms, sorted) and the rate. */

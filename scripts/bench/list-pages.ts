@@ -13,6 +13,7 @@ import { createInterface } from "node:readline";
 import { Pool, request } from "undici";
 import { seedFleet } from "./fleet.ts";
 import { throwawayPostgres } from "./throwaway-postgres.ts";
+import { percentile } from "./percentile.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 100_000);
 const PAGES = Number(process.env.BENCH_PAGES ?? 400);
@@ -169,15 +170,15 @@ async function round(
     times.sort((a, b) => a - b);
     const ms = served.ms.sort((a, b) => a - b);
     return {
-      p50: times[Math.floor(PAGES * 0.5)]!,
+      p50: percentile(times, 50),
       times,
-      p99: times[Math.ceil(PAGES * 0.99) - 1]!,
+      p99: percentile(times, 99),
       perS: PAGES / seconds,
       cpuPerPage,
       clientCpuPerPage,
       serverCpuPerPage,
-      servedP50: ms[Math.floor(ms.length * 0.5)] ?? NaN,
-      servedP99: ms[Math.ceil(ms.length * 0.99) - 1] ?? NaN,
+      servedP50: percentile(ms, 50),
+      servedP99: percentile(ms, 99),
     };
   } finally {
     for (const c of conductors) c.child.kill("SIGINT");
@@ -223,9 +224,9 @@ async function main(): Promise<void> {
     for (const [name, rounds] of results) {
       console.log(`${name} (median round): ${show(median(rounds))}`);
       const all = rounds.flatMap((r) => r.times).sort((a, b) => a - b);
-      const at = (q: number) => all[Math.ceil(all.length * q) - 1]!.toFixed(1);
+      const at = (p: number) => percentile(all, p).toFixed(1);
       console.log(
-        `  all ${all.length} pages of the ${rounds.length} rounds: p50 ${at(0.5)} ms, p99 ${at(0.99)} ms`,
+        `  all ${all.length} pages of the ${rounds.length} rounds: p50 ${at(50)} ms, p99 ${at(99)} ms`,
       );
     }
     if (BASELINE_REV) {

@@ -25,6 +25,7 @@ import { join } from "node:path";
 import pg from "pg";
 import { Agent, request } from "undici";
 import { startBenchConductor } from "./conductor-process.ts";
+import { percentile } from "./percentile.ts";
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 2_000);
 const BASELINE_REV = process.env.BENCH_BASELINE_REV;
@@ -49,10 +50,6 @@ async function call(
     dispatcher: client,
   });
   return { status: response.statusCode, text: await response.body.text() };
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 }
 
 interface Figures {

@@ -22,6 +22,7 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { WebSocket } from "ws";
 import { encodeFrame, parseFrame } from "../../shared/protocol.ts";
+import { percentile } from "./percentile.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const { values } = parseArgs({
@@ -196,11 +197,6 @@ function listQuery(i: number): string {
   if (i % 7 === 0) params.set("driver", "fake-hardware");
   if (i % 11 === 0) params.set("fields", "uuid,name,provision_state");
   return `/v1/nodes?${params.toString()}`;
-}
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
 }
 
 async function main(): Promise<void> {
