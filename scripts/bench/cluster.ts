@@ -1,7 +1,9 @@
-// Cluster benchmark: a large fleet (BENCH_NODES, default 100,000) on PostgreSQL behind three conductors and on
-// SQLite behind one, concurrency 8: node create rate, list/detail p99, allocations (resource class, traits,
-// exact spec) per second with POST→active p50/p99, how fast a race loser is told, conductor RSS. Printed beside
-// real Ironic 21.4's figures. Run it under `flock /tmp/anvil-heavy.lock`.
+// Cluster benchmark: a large fleet (BENCH_NODES, default 100,000) on PostgreSQL behind three conductors, then
+// behind one (BENCH_PG_CONDUCTORS, default "3,1", each on a fresh server), and on SQLite behind one, concurrency
+// 8: node create rate, list/detail p99, allocations (resource class, traits, exact spec) per second with
+// POST→active p50/p99, how fast a race loser is told, conductor RSS. Printed beside real Ironic 21.4's figures.
+// On one 2-core machine the three conductors share the cores with the server and the client, which the
+// one-conductor row shows the cost of (docs/cluster.md). Run it under `flock /tmp/anvil-heavy.lock`.
 import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -248,18 +250,23 @@ function report(r: Result): void {
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-cluster-bench-"));
-  // its own temp dir: the server runs as another user, who cannot enter the bench's private one
-  const postgres = throwawayPostgres("anvil-cluster-bench-pg-");
   const only = process.env.BENCH_STORES?.split(",") ?? ["postgresql", "sqlite"];
+  const pgConductors = (process.env.BENCH_PG_CONDUCTORS ?? "3,1").split(",").map(Number);
   try {
-    if (only.includes("postgresql")) {
-      const url = postgres.start();
-      report(await measure("PostgreSQL", { database: url, conductors: 3, dir }));
+    for (const conductors of only.includes("postgresql") ? pgConductors : []) {
+      // a fresh server for each row (the seed fills its database); its own temp dir, because the server runs
+      // as another user, who cannot enter the bench's private one
+      const postgres = throwawayPostgres("anvil-cluster-bench-pg-");
+      try {
+        const url = postgres.start();
+        report(await measure("PostgreSQL", { database: url, conductors, dir }));
+      } finally {
+        postgres.stop();
+      }
     }
     if (only.includes("sqlite"))
       report(await measure("SQLite", { database: join(dir, "bench.sqlite"), conductors: 1, dir }));
   } finally {
-    postgres.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }
