@@ -249,9 +249,11 @@ function report(r: Result): void {
 }
 
 async function main(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), "anvil-cluster-bench-"));
   const only = process.env.BENCH_STORES?.split(",") ?? ["postgresql", "sqlite"];
   const pgConductors = (process.env.BENCH_PG_CONDUCTORS ?? "3,1").split(",").map(Number);
+  if (!pgConductors.every((n) => Number.isInteger(n) && n > 0))
+    throw new Error(`BENCH_PG_CONDUCTORS: conductor counts separated by commas, such as "3,1"`);
+  const dir = mkdtempSync(join(tmpdir(), "anvil-cluster-bench-"));
   try {
     for (const conductors of only.includes("postgresql") ? pgConductors : []) {
       // a fresh server for each row (the seed fills its database); its own temp dir, because the server runs
