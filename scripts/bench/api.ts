@@ -1,11 +1,12 @@
 // API benchmark: 10,000 nodes created through the API (concurrency 8), then list/detail/show latencies and the
 // conductor's RSS, printed beside real Ironic 21.4 measured on this machine kind (shared/reference/ironic-bench.md).
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, request } from "node:http";
 import { startBenchConductor } from "./conductor-process.ts";
 import { percentile } from "./percentile.ts";
+import { rssMiB } from "./rss.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 10_000);
 const CONCURRENCY = 8;
@@ -33,12 +34,6 @@ function call(url: string, method: string, body?: unknown): Promise<{ status: nu
     req.on("error", reject);
     req.end(payload);
   });
-}
-
-function rssMiB(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  return kb / 1024;
 }
 
 async function timed(

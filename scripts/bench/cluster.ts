@@ -7,7 +7,7 @@
 import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -15,6 +15,7 @@ import { openStore } from "../../conductor/db/open-store.ts";
 import { type Dispatcher, request } from "undici";
 import { fakeNode, seedFleet } from "./fleet.ts";
 import { percentile } from "./percentile.ts";
+import { rssMiB } from "./rss.ts";
 
 /**
  * Real Ironic 21.4.4 (Debian bookworm, 2 API workers + 1 conductor, SQLite, fake-hardware) on this machine
@@ -78,11 +79,6 @@ async function load(
   const seconds = (performance.now() - started) / 1000;
   times.sort((a, b) => a - b);
   return { perS: count / seconds, p50: percentile(times, 50), p99: percentile(times, 99) };
-}
-
-function rssMiB(pid: number): number {
-  const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
-  return kb / 1024;
 }
 
 async function spawnConductor(args: string[]): Promise<{ child: ChildProcess; url: string }> {

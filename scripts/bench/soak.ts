@@ -23,6 +23,7 @@ import { parseArgs } from "node:util";
 import { WebSocket } from "ws";
 import { encodeFrame, parseFrame } from "../../shared/protocol.ts";
 import { percentile } from "./percentile.ts";
+import { rssMiB, statusMiB } from "./rss.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const { values } = parseArgs({
@@ -71,11 +72,6 @@ function call(
 function macOf(index: number): string {
   const hex = (index + 1).toString(16).padStart(6, "0");
   return `52:54:01:${hex.slice(0, 2)}:${hex.slice(2, 4)}:${hex.slice(4, 6)}`;
-}
-
-function rssMiB(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
 }
 
 function openFilesLimit(): number {
@@ -279,8 +275,7 @@ async function main(): Promise<void> {
 
     const finalProbe = await call(`${url}/v1`).catch(() => ({ status: 0, text: "" }));
     const sorted = [...latencies].sort((a, b) => a - b);
-    const status = readFileSync(`/proc/${pid}/status`, "utf8");
-    const hwm = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+    const hwm = statusMiB(pid, "VmHWM");
     const serverErrors = errors.filter((e) => /\b5\d\d\b/.test(e)).length;
     const report = {
       agents: AGENTS,
