@@ -117,7 +117,9 @@ async function measure(
   store: string,
   setup: { database: string; conductors: number; dir: string },
 ): Promise<Result> {
-  const { database, conductors, dir } = setup;
+  const { database, conductors } = setup;
+  // each row's conductors get data directories of their own, not those of the row before
+  const dir = mkdtempSync(join(setup.dir, `${store}-${conductors}-`));
   const seedPerS = await seedFleet(database, NODES);
   const children: ChildProcess[] = [];
   try {
