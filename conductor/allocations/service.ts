@@ -33,8 +33,28 @@ export class AllocationService {
     if (!body.resource_class && !body.node) {
       throw new Invalid("Either resource_class or node must be set when creating an allocation.");
     }
-    const allocation = await this.store.createAllocation(newAllocationRecord(body));
+    const candidates = await this.candidateUuids(body.candidate_nodes ?? []);
+    const record = newAllocationRecord(body);
+    if (body.candidate_nodes) record.candidate_nodes = candidates;
+    const allocation = await this.store.createAllocation(record);
     return this.process(allocation);
+  }
+
+  /**
+   * The candidate nodes as UUIDs, in the order given, as Ironic stores them; any that name no node make the
+   * request a 400 with Ironic's text (`check_node_list`), before an allocation exists. @throws Invalid
+   */
+  private async candidateUuids(idents: readonly string[]): Promise<string[]> {
+    const unique = [...new Set(idents)];
+    const found = new Map<string, string>();
+    const missing: string[] = [];
+    for (const ident of unique) {
+      const node = await this.store.getNode(ident);
+      if (node) found.set(ident, node.uuid);
+      else missing.push(ident);
+    }
+    if (missing.length > 0) throw new Invalid(`Nodes cannot be found: ${missing.join(", ")}`);
+    return idents.map((ident) => found.get(ident) ?? ident);
   }
 
   private async process(allocation: AllocationRecord): Promise<AllocationRecord> {

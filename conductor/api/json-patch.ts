@@ -76,7 +76,10 @@ function copyField(value: unknown, field: string): Record<string, unknown> {
 /** A top-level operation: replace or reset a whole field. */
 function applyRoot(doc: Record<string, unknown>, field: string, operation: JsonPatch[number]): void {
   if (operation.op === "remove") {
-    if (doc[field] === undefined || doc[field] === null) {
+    // NOTE: Ironic patches the resource's full dict, where an unset field is a key holding None, so removing
+    // a null field (Nova and openstacksdk remove /instance_uuid after undeploy) succeeds; only a key the
+    // resource does not have at all is refused.
+    if (!Object.prototype.hasOwnProperty.call(doc, field) || doc[field] === undefined) {
       throw badRequest(`Can't remove non-existent object '${field}'`);
     }
     // removing a top-level field resets it; the caller maps null to the field's default

@@ -4,6 +4,9 @@
 set -euo pipefail
 packages=(
   python3-ironicclient python3-openstackclient
+  # Real OpenStack clients as a test harness: Nova's Ironic virt driver (Zed) and the clients' functional
+  # suites (ironicclient's needs tempest.lib and ddt; both run under Debian's pytest).
+  python3-nova python3-openstacksdk python3-tempest python3-ddt python3-pytest
   ipmitool openipmi
   # strace: a test checks which files ipmitool opens (it must skip the system's enterprise number registry).
   strace

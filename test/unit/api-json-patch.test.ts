@@ -66,6 +66,35 @@ describe("JSON Patch with Ironic's rules", () => {
     expect(refusal([{ op: "replace", path: "/extra/nothing", value: 1 }])).toMatch(/non-existent/);
   });
 
+  it("removes a top-level field holding null, as Ironic's patch of the full dict does; refuses an absent one", () => {
+    const source = { ...doc(), name: null };
+    const { doc: out, touched } = applyJsonPatch(source, [{ op: "remove", path: "/name" }], RULES);
+    expect(out.name).toBeNull();
+    expect(touched).toEqual(new Set(["name"]));
+    const { name: _absent, ...without } = doc();
+    expect(refusal([{ op: "remove", path: "/name" }], without)).toBe(
+      "Can't remove non-existent object 'name'",
+    );
+  });
+
+  it("removing a writable top-level field leaves null whatever it held (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...RULES.writable),
+        fc.option(fc.jsonValue({ maxDepth: 2 })),
+        (field, held) => {
+          const { doc: out, touched } = applyJsonPatch(
+            { ...doc(), [field]: held },
+            [{ op: "remove", path: `/${field}` }],
+            RULES,
+          );
+          expect(out[field]).toBeNull();
+          expect(touched.has(field)).toBe(true);
+        },
+      ),
+    );
+  });
+
   it("is all or nothing: a failing operation leaves no earlier one applied", () => {
     const source = doc();
     refusal(
