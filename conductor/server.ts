@@ -26,8 +26,8 @@ import { buildMetricsListener } from "./metrics/listener.ts";
 import { buildBootFilesListener } from "./drivers/boot/http-listener.ts";
 import { parseListenAddress } from "./listen-address.ts";
 import { uiPlugin } from "./ui/ui-plugin.ts";
-import type { UrlSigner } from "./flows/image-request.ts";
-import { Provisioner } from "./tasks/provisioner.ts";
+import type { UrlSigner } from "./images/image-request.ts";
+import { Provisioner } from "./operations/provisioner.ts";
 import { createUrlSigner } from "./images/url-signer.ts";
 import { localImagesPlugin } from "./images/local-images-plugin.ts";
 

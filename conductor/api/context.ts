@@ -2,7 +2,7 @@ import type { FastifyRequest } from "fastify";
 import type { Logger } from "../../shared/log.ts";
 import type { Store } from "../db/store.ts";
 import type { DriverRegistry } from "../drivers/hardware-type.ts";
-import type { Provisioner } from "../tasks/provisioner.ts";
+import type { Provisioner } from "../operations/provisioner.ts";
 import type { ConductorConfig } from "../config.ts";
 import type { EventHub } from "../events/hub.ts";
 import type { AllocationService } from "../allocations/service.ts";

@@ -1,38 +1,16 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import { driverNodeOf } from "../drivers/driver-node.ts";
 import type { Logger } from "../../shared/log.ts";
-import type { Store } from "../db/store.ts";
 import { nodeInterfaces, type HardwareType, type NodeInterfaces } from "../drivers/hardware-type.ts";
-import type { UrlSigner } from "../flows/image-request.ts";
 import type { DriverNode } from "../drivers/interfaces.ts";
+import type { DriverTask, TaskDeps } from "../drivers/task-context.ts";
 import type { ProvisionEvent } from "../states/machine.ts";
-import type { AgentControl } from "../agents/control.ts";
-import type { ConductorConfig } from "../config.ts";
 import { transitionPatch } from "./transition.ts";
 
-/** Everything a flow may use while it holds a node's lock. */
-export interface TaskDeps {
-  store: Store;
-  holder: string;
-  logger: Logger;
-  agents: AgentControl;
-  config: ConductorConfig;
-  /** SHA-256 the deploy ramdisk pins the conductor's certificate chain to (TLS on). */
-  caFingerprint?: string;
-  /** PEM CA(s) agents trust for https:// images unless instance_info.image_ca_cert names its own (tls.imageCa). */
-  imageCa?: string;
-  /** The URL nodes reach this conductor at (see publicUrlOf). */
-  publicUrl(): string;
-  /** The public URLs of the other live conductors of this one's group (a cluster); none when alone. */
-  peerUrls?(): string[];
-  /** Publishes a change for the event stream (GET /v1/events). */
-  publish(event: { type: string; node: string; [key: string]: unknown }): void;
-  /** Turns swift://, s3:// and file:// image references into temporary HTTP(S) URLs. */
-  sign: UrlSigner;
-}
+export type { TaskDeps };
 
 /** A node held under its lock: writes only succeed while this conductor still holds the reservation. */
-export class Task {
+export class Task implements DriverTask {
   private controller = new AbortController();
   /** The plan step running now (`<kind>:<index>`), set by the step runner: agent commands sent from it are
    * recorded so the next owner can ask for them again (in-flight-command.ts). */

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { agentCommand } from "../../conductor/drivers/agent-command.ts";
 import { NoArgs, defineStep, type Step } from "../../conductor/drivers/step.ts";
-import { IN_FLIGHT_KEY } from "../../conductor/tasks/in-flight-command.ts";
+import { IN_FLIGHT_KEY } from "../../conductor/drivers/in-flight-command.ts";
 import type { StepInterface, StepKind } from "../../shared/steps.ts";
 import { stepHarness } from "../helpers/step-harness.ts";
 

@@ -13,16 +13,16 @@ import {
 } from "../drivers/hardware-type.ts";
 import { Invalid, NotFound } from "../errors.ts";
 import type { Flow } from "../flows/flow.ts";
-import type { UrlSigner } from "../flows/image-request.ts";
-import { prepareInstanceBoot } from "../flows/instance-boot.ts";
+import type { UrlSigner } from "../images/image-request.ts";
+import { prepareInstanceBoot } from "../drivers/boot/instance-boot.ts";
 import { retireAgentToken, rewriteRamdiskBoot } from "../flows/ramdisk.ts";
 import { flowFor } from "../flows/select.ts";
 import { TRANSIENT_STATES, WAIT_STATES, nextState, verbEvent } from "../states/machine.ts";
-import { TaskManager, type NodeLock } from "./lock.ts";
-import { awaitsAgentAnswer, bookkeeping, needsAgent, previewSteps } from "./step-runner.ts";
-import { declaredSteps, stepId, validateRequested } from "./step-plan.ts";
-import type { Task, TaskDeps } from "./task.ts";
-import { InvalidTransition } from "./transition.ts";
+import { TaskManager, type NodeLock } from "../tasks/lock.ts";
+import { awaitsAgentAnswer, bookkeeping, needsAgent, previewSteps } from "../flows/step-runner.ts";
+import { declaredSteps, stepId, validateRequested } from "../tasks/step-plan.ts";
+import type { Task, TaskDeps } from "../tasks/task.ts";
+import { InvalidTransition } from "../tasks/transition.ts";
 
 const WAIT_TIMEOUT_KEY: Record<string, keyof TaskDeps["config"]["timeouts"]> = {
   "inspect wait": "inspectWaitS",
