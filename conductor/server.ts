@@ -252,7 +252,7 @@ export function createConductor(
         async () => {
           const began = performance.now();
           const { intervalS, concurrency } = config.powerSync;
-          const report = await runPowerSyncPass(storePowerSyncPort(store, drivers, mine), {
+          const report = await runPowerSyncPass(storePowerSyncPort(provisioner, mine), {
             concurrency,
             // a pass that would overrun its interval (the next one is skipped) gets more workers in time
             fitWithinMs: intervalS * 1000 * POWER_SYNC_FIT,

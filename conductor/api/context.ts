@@ -10,6 +10,7 @@ import type { ConductorMetrics } from "../metrics/metrics.ts";
 import type { ConductorAuth } from "../auth/strategy.ts";
 import type { HistoryRecorder } from "../history/recorder.ts";
 import type { Membership } from "../cluster/membership.ts";
+import type { OperationSpec } from "../operations/operation.ts";
 import { MIN_VERSION } from "./microversion.ts";
 import type { ViewContext } from "./views.ts";
 
@@ -39,6 +40,10 @@ export interface ApiDeps {
 declare module "fastify" {
   interface FastifyRequest {
     apiMinor: number;
+  }
+  interface FastifyContextConfig {
+    /** The operation a route calls: the forwarding reads whether it runs on the node's owner. */
+    operation?: OperationSpec;
   }
 }
 

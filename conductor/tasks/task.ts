@@ -3,7 +3,8 @@ import { driverNodeOf } from "../drivers/driver-node.ts";
 import type { Logger } from "../../shared/log.ts";
 import { nodeInterfaces, type HardwareType, type NodeInterfaces } from "../drivers/hardware-type.ts";
 import type { DriverNode } from "../drivers/interfaces.ts";
-import type { DriverTask, TaskDeps } from "../drivers/task-context.ts";
+import type { DriverTask, TaskDeps, TaskPowerTarget } from "../drivers/task-context.ts";
+import { applyPower } from "./power.ts";
 import type { ProvisionEvent } from "../states/machine.ts";
 import { transitionPatch } from "./transition.ts";
 
@@ -16,11 +17,30 @@ export class Task implements DriverTask {
    * recorded so the next owner can ask for them again (in-flight-command.ts). */
   runningStep: string | undefined;
 
+  private holding = true;
+
   constructor(
     public node: NodeRecord,
     readonly hw: HardwareType,
     readonly deps: TaskDeps,
   ) {}
+
+  /** A task under a shared lock (Ironic's shared=True): reads only; no writes, no power. */
+  static shared(node: NodeRecord, hw: HardwareType, deps: TaskDeps): Task {
+    const task = new Task(node, hw, deps);
+    task.holding = false;
+    return task;
+  }
+
+  /** True while this task holds the node's exclusive lock (false for a shared task, and once released). */
+  get held(): boolean {
+    return this.holding;
+  }
+
+  /** @internal the TaskManager's: the reservation was given back. */
+  released(): void {
+    this.holding = false;
+  }
 
   get signal(): AbortSignal {
     return this.controller.signal;
@@ -39,7 +59,9 @@ export class Task implements DriverTask {
     return this.deps.logger.child({ node: this.node.uuid });
   }
 
+  /** @throws NodeLocked when the reservation is lost, Error for a shared task (reads only) */
   async update(patch: Partial<NodeRecord>): Promise<NodeRecord> {
+    if (!this.held) throw new Error(`node ${this.node.uuid}: writing needs the exclusive lock`);
     this.node = await this.deps.store.updateNode(this.node.uuid, patch, { ifReservedBy: this.deps.holder });
     return this.node;
   }
@@ -65,14 +87,8 @@ export class Task implements DriverTask {
     return driverNodeOf(this.deps.store, this.node);
   }
 
-  /** Powers the node and records the state it reached. */
-  async setPower(target: "power on" | "power off" | "reboot"): Promise<void> {
-    const dn = await this.driverNode();
-    if (target === "reboot") await this.hw.power.reboot(dn, { signal: this.signal });
-    else await this.hw.power.setPowerState(dn, target, { signal: this.signal });
-    await this.update({
-      power_state: target === "power off" ? "power off" : "power on",
-      target_power_state: null,
-    });
+  /** Powers the node through the one power path and records the state it reached. @throws DriverError */
+  async setPower(target: TaskPowerTarget): Promise<void> {
+    await applyPower(this, target);
   }
 }

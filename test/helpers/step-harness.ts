@@ -1,4 +1,4 @@
-import { newNode } from "../../conductor/api/nodes.ts";
+import { newNode } from "../../conductor/operations/node-record.ts";
 import type { AgentControl } from "../../conductor/drivers/agent-control.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { newNode } from "../../conductor/api/nodes.ts";
+import { newNode } from "../../conductor/operations/node-record.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { NodeLocked } from "../../conductor/db/store.ts";
 import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
