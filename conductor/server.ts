@@ -26,8 +26,8 @@ import { buildMetricsListener } from "./metrics/listener.ts";
 import { buildBootFilesListener } from "./drivers/boot/http-listener.ts";
 import { parseListenAddress } from "./listen-address.ts";
 import { uiPlugin } from "./ui/ui-plugin.ts";
-import type { UrlSigner } from "./flows/image-request.ts";
-import { Provisioner } from "./tasks/provisioner.ts";
+import type { UrlSigner } from "./images/image-request.ts";
+import { Provisioner } from "./operations/provisioner.ts";
 import { createUrlSigner } from "./images/url-signer.ts";
 import { localImagesPlugin } from "./images/local-images-plugin.ts";
 
@@ -252,7 +252,7 @@ export function createConductor(
         async () => {
           const began = performance.now();
           const { intervalS, concurrency } = config.powerSync;
-          const report = await runPowerSyncPass(storePowerSyncPort(store, drivers, mine), {
+          const report = await runPowerSyncPass(storePowerSyncPort(provisioner, mine), {
             concurrency,
             // a pass that would overrun its interval (the next one is skipped) gets more workers in time
             fitWithinMs: intervalS * 1000 * POWER_SYNC_FIT,

@@ -2,7 +2,7 @@ import type { FastifyRequest } from "fastify";
 import type { Logger } from "../../shared/log.ts";
 import type { Store } from "../db/store.ts";
 import type { DriverRegistry } from "../drivers/hardware-type.ts";
-import type { Provisioner } from "../tasks/provisioner.ts";
+import type { Provisioner } from "../operations/provisioner.ts";
 import type { ConductorConfig } from "../config.ts";
 import type { EventHub } from "../events/hub.ts";
 import type { AllocationService } from "../allocations/service.ts";
@@ -10,6 +10,7 @@ import type { ConductorMetrics } from "../metrics/metrics.ts";
 import type { ConductorAuth } from "../auth/strategy.ts";
 import type { HistoryRecorder } from "../history/recorder.ts";
 import type { Membership } from "../cluster/membership.ts";
+import type { OperationSpec } from "../operations/operation.ts";
 import { MIN_VERSION } from "./microversion.ts";
 import type { ViewContext } from "./views.ts";
 
@@ -39,6 +40,10 @@ export interface ApiDeps {
 declare module "fastify" {
   interface FastifyRequest {
     apiMinor: number;
+  }
+  interface FastifyContextConfig {
+    /** The operation a route calls: the forwarding reads whether it runs on the node's owner. */
+    operation?: OperationSpec;
   }
 }
 

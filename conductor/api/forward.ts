@@ -7,9 +7,15 @@ import type { ApiDeps } from "./context.ts";
 /** Set on a forwarded request: the receiver serves it itself (one hop, even if two rings disagree briefly). */
 export const FORWARDED_BY = "x-anvil-forwarded-by";
 
-/** Node calls that drive hardware or start work: they run on the node's owner. */
-const OWNER_ROUTES =
-  /^\/v1\/nodes\/([^/?]+)\/(?:states\/(?:provision|power)|management\/boot_device(?:\/supported)?|validate)(?:\?|$)/;
+/**
+ * The node a request names, when its route calls an operation that runs on the node's owner (the route
+ * declares the operation; the operation declares `onOwner`).
+ */
+function ownerBoundNode(request: FastifyRequest): string | undefined {
+  if (request.routeOptions.config.operation?.onOwner !== true) return undefined;
+  const params = request.params as { ident?: unknown } | undefined;
+  return typeof params?.ident === "string" ? params.ident : undefined;
+}
 
 /**
  * Headers that describe the hop, not the request. `expect: 100-continue` (curl sends it with bodies over 1 KiB)
@@ -80,9 +86,9 @@ export function forwardToOwner(app: FastifyInstance, deps: ApiDeps): void {
   app.addHook("onClose", async () => owners.close());
   app.addHook("preHandler", async (request: FastifyRequest, reply: FastifyReply) => {
     if (request.headers[FORWARDED_BY] !== undefined) return undefined;
-    const match = OWNER_ROUTES.exec(request.url);
-    if (!match?.[1]) return undefined;
-    const node = await deps.store.getNode(decodeURIComponent(match[1]));
+    const ident = ownerBoundNode(request);
+    if (ident === undefined) return undefined;
+    const node = await deps.store.getNode(ident);
     if (!node) return undefined; // the route itself answers 404
     const owner = deps.membership.ownerOf(node);
     if (!owner?.url || owner.identity === deps.membership.identity) return undefined;

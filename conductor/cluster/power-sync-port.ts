@@ -1,19 +1,23 @@
-import type { Store } from "../db/store.ts";
 import { driverNodeOf } from "../drivers/driver-node.ts";
-import type { DriverRegistry } from "../drivers/hardware-type.ts";
 import type { DriverNode } from "../drivers/interfaces.ts";
+import type { OperationContext } from "../operations/operation.ts";
+import { syncPower } from "../operations/power.ts";
 import type { PortRecord } from "../../shared/resources.ts";
 import { STABLE_STATES } from "../states/machine.ts";
 import type { PowerSyncPort } from "./power-sync.ts";
 
 const FAILURES_KEY = "power_sync_failures";
 
-/** The power sync over the database and the nodes' own power interfaces. */
+/**
+ * The power sync over the database and the nodes' own power interfaces. Reads take no lock (a node reserved
+ * when listed is not listed); a correction is the power operation's, under the node's lock (`ops`).
+ */
 export function storePowerSyncPort(
-  store: Store,
-  drivers: DriverRegistry,
+  ops: OperationContext,
   isMine: (node: { uuid: string; conductor_group: string }) => boolean = () => true,
 ): PowerSyncPort {
+  const { drivers } = ops;
+  const { store } = ops.deps;
   const load = async (uuid: string) => {
     const node = await store.getNode(uuid);
     const hw = node ? drivers.get(node.driver) : undefined;
@@ -22,7 +26,8 @@ export function storePowerSyncPort(
   };
   // The pass's snapshot: reading the BMC needs only what the listing already returned, so a node in sync costs
   // no query at all (two per node before: at 10^5 nodes they were most of a pass's database work). Writes
-  // still go through the store's checks, so a node reserved since the listing is never overwritten.
+  // still go through the store's checks, so a node reserved since the listing is never overwritten, and a
+  // power correction takes the node's lock first.
   const listed = new Map<string, DriverNode & { driver: string }>();
   return {
     async listNodes() {
@@ -56,9 +61,9 @@ export function storePowerSyncPort(
       const fresh = await load(node.uuid);
       return fresh.hw.power.getPowerState(fresh.driverNode, options);
     },
-    async setPower(node, state, options) {
-      const { hw, driverNode } = await load(node.uuid);
-      await hw.power.setPowerState(driverNode, state, options);
+    async setPower(node, state) {
+      // the lock's task carries its own signal; a pass stopping waits for the one correction in flight
+      return (await syncPower(ops, node.uuid, state)) === "skipped" ? "skipped" : undefined;
     },
     async recordPowerState(uuid, state) {
       await store.updateNode(uuid, { power_state: state }, { ifReservedBy: null });

@@ -1,6 +1,7 @@
 import type { PowerState } from "../../shared/states.ts";
 import { silentLogger } from "../../shared/log.ts";
 import type { Logger } from "../../shared/log.ts";
+import { Conflict } from "../errors.ts";
 
 /** What the sync needs of one node, as the database has it. */
 export interface SyncNode {
@@ -17,8 +18,11 @@ export interface PowerSyncPort {
   listNodes(): Promise<SyncNode[]>;
   /** The BMC's answer. @throws on any failure to get one */
   getPower(node: SyncNode, options: { signal?: AbortSignal }): Promise<PowerState>;
-  /** Switches the node and resolves once the BMC reports the state. @throws on failure */
-  setPower(node: SyncNode, state: PowerState, options: { signal?: AbortSignal }): Promise<void>;
+  /**
+   * Switches the node under its lock and resolves once the BMC reports the state; resolves "skipped" when the
+   * node could not be written this pass (reserved by someone, or changed since it was listed). @throws on failure
+   */
+  setPower(node: SyncNode, state: PowerState, options: { signal?: AbortSignal }): Promise<"skipped" | void>;
   recordPowerState(uuid: string, state: PowerState): Promise<void>;
   /** Stores the consecutive failure count (0 resets it). */
   recordFailure(uuid: string, count: number): Promise<void>;
@@ -50,7 +54,7 @@ export interface PowerSyncOptions {
 }
 
 export type NodeSyncOutcome =
-  "in sync" | "initialised" | "recorded" | "restored" | "failed" | "maintenance" | "error";
+  "in sync" | "initialised" | "recorded" | "restored" | "skipped" | "failed" | "maintenance" | "error";
 
 export interface PowerSyncReport {
   checked: number;
@@ -110,7 +114,9 @@ async function syncNode(
     return fail(`${mismatch} after ${node.syncFailures} forced corrections`);
   }
   try {
-    await port.setPower(node, node.powerState, { signal: options.signal });
+    // a node someone reserved since the listing (a reboot, a deploy) is theirs: left alone this pass (Ironic)
+    if ((await port.setPower(node, node.powerState, { signal: options.signal })) === "skipped")
+      return "skipped";
   } catch (error) {
     return fail(`${mismatch}, and restoring it failed: ${messageOf(error)}`);
   }
@@ -131,7 +137,16 @@ export async function runPowerSyncPass(
   const report: PowerSyncReport = {
     checked: 0,
     workers: 0,
-    outcomes: { "in sync": 0, initialised: 0, recorded: 0, restored: 0, failed: 0, maintenance: 0, error: 0 },
+    outcomes: {
+      "in sync": 0,
+      initialised: 0,
+      recorded: 0,
+      restored: 0,
+      skipped: 0,
+      failed: 0,
+      maintenance: 0,
+      error: 0,
+    },
     maintenance: [],
   };
   let next = 0;
@@ -142,9 +157,14 @@ export async function runPowerSyncPass(
       try {
         outcome = await syncNode(port, node, options);
       } catch (error) {
-        // The port itself failed (database down, ...): report and go on with the others.
-        logger.error({ node: node.uuid, err: messageOf(error) }, "power sync: node not synced");
-        outcome = "error";
+        if (error instanceof Conflict) {
+          // a record write found the node reserved since the listing: its holder owns it now
+          outcome = "skipped";
+        } else {
+          // The port itself failed (database down, ...): report and go on with the others.
+          logger.error({ node: node.uuid, err: messageOf(error) }, "power sync: node not synced");
+          outcome = "error";
+        }
       }
       report.checked++;
       report.outcomes[outcome]++;

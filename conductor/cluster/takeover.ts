@@ -1,7 +1,7 @@
 import type { Logger } from "../../shared/log.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { ReservedNode, Store } from "../db/store.ts";
-import { INSTANCE_PREPARED_BY } from "../flows/instance-boot.ts";
+import { INSTANCE_PREPARED_BY } from "../drivers/boot/instance-boot.ts";
 import { RAMDISK_PREPARED_BY } from "../flows/ramdisk.ts";
 import { WAIT_STATES } from "../states/machine.ts";
 import type { Membership } from "./membership.ts";

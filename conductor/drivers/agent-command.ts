@@ -1,6 +1,6 @@
 import type { CommandArgs, CommandName } from "../../shared/protocol.ts";
-import { commandIdFor, commandSettled } from "../tasks/in-flight-command.ts";
-import type { Task } from "../tasks/task.ts";
+import { commandIdFor, commandSettled } from "./in-flight-command.ts";
+import type { DriverTask as Task } from "./task-context.ts";
 
 /**
  * Runs one agent command for a step: cancelled with the task, bounded by the conductor's command timeout,

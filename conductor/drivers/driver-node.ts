@@ -1,6 +1,6 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { Store } from "../db/store.ts";
-import type { DriverNode } from "./interfaces.ts";
+import type { DriverNode } from "./out-of-band.ts";
 
 /** A node snapshot for driver calls, with its ports. */
 export async function driverNodeOf(store: Store, node: NodeRecord): Promise<DriverNode> {

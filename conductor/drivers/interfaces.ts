@@ -1,64 +1,14 @@
 import type { RaidConfig } from "../../shared/raid.ts";
-import type { BootDevice, PowerState } from "../../shared/states.ts";
 import type { Step } from "./step.ts";
 
-/** What a driver may read of a node: a snapshot, never a live row. */
-export interface DriverNode {
-  uuid: string;
-  name: string | null;
-  driver_info: Record<string, unknown>;
-  properties: Record<string, unknown>;
-  instance_info: Record<string, unknown>;
-  driver_internal_info: Record<string, unknown>;
-  ports: { address: string; pxe_enabled: boolean }[];
-}
-
-export interface CallOptions {
-  signal?: AbortSignal;
-}
-
-/** Switches a node on and off through its BMC. */
-export interface PowerInterface {
-  /** @throws InvalidDriverInfo when driver_info lacks or mangles what this interface needs. */
-  validate(node: DriverNode): void;
-  getPowerState(node: DriverNode, options?: CallOptions): Promise<PowerState>;
-  /** Resolves once the BMC reports the target state. @throws DriverError */
-  setPowerState(
-    node: DriverNode,
-    target: PowerState,
-    options?: CallOptions & { soft?: boolean },
-  ): Promise<void>;
-  reboot(node: DriverNode, options?: CallOptions & { soft?: boolean }): Promise<void>;
-}
-
-/** Boot device and other out-of-band management. */
-export interface ManagementInterface {
-  validate(node: DriverNode): void;
-  supportedBootDevices(): readonly BootDevice[];
-  setBootDevice(
-    node: DriverNode,
-    request: { device: BootDevice; persistent: boolean },
-    options?: CallOptions,
-  ): Promise<void>;
-  getBootDevice(
-    node: DriverNode,
-    options?: CallOptions,
-  ): Promise<{ boot_device: BootDevice | null; persistent: boolean | null }>;
-}
-
-/** Makes the node boot the deploy ramdisk, or its own disk afterwards. */
-export interface BootInterface {
-  /** Called once when the conductor starts: files every node needs (the iPXE entry script). */
-  start?(): Promise<void>;
-  validate(node: DriverNode): void;
-  /** Writes the node's network-boot configuration; agentParams become kernel arguments. */
-  prepareRamdisk(node: DriverNode, options: { agentParams: Record<string, string> }): Promise<void>;
-  /** Removes every boot file written for the node (idempotent). */
-  cleanUpRamdisk(node: DriverNode): Promise<void>;
-  /** Makes the next boot come from the local disk. */
-  prepareInstance(node: DriverNode): Promise<void>;
-  cleanUpInstance(node: DriverNode): Promise<void>;
-}
+// the out-of-band interfaces live below the step-running ones: a task (which the steps take) may name them
+export type {
+  BootInterface,
+  CallOptions,
+  DriverNode,
+  ManagementInterface,
+  PowerInterface,
+} from "./out-of-band.ts";
 
 /**
  * Deploys (and cleans) a node: the steps it declares, and whether they run in the deploy ramdisk. Ironic's

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { StepDescriptor, StepInterface, StepKind } from "../../shared/steps.ts";
 import { Invalid } from "../errors.ts";
-import type { Task } from "../tasks/task.ts";
+import type { DriverTask as Task } from "./task-context.ts";
 
 /** Step arguments as they travel (API body, driver_internal_info). */
 export type StepArgs = Record<string, unknown>;

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Task } from "../tasks/task.ts";
-import { beginSteps, needsAgent, resumeSteps, withoutBookkeeping } from "../tasks/step-runner.ts";
+import { beginSteps, needsAgent, resumeSteps, withoutBookkeeping } from "./step-runner.ts";
 import { DONE, type Flow, type FlowOutcome } from "./flow.ts";
 import { leaveRamdisk, powerOffQuietly } from "./ramdisk.ts";
 

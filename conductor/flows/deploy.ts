@@ -1,7 +1,7 @@
 import type { Task } from "../tasks/task.ts";
-import { beginSteps, resumeSteps, withoutBookkeeping } from "../tasks/step-runner.ts";
+import { beginSteps, resumeSteps, withoutBookkeeping } from "./step-runner.ts";
 import type { Flow } from "./flow.ts";
-import { writeRequestFromInstanceInfo } from "./image-request.ts";
+import { writeRequestFromInstanceInfo } from "../images/image-request.ts";
 import { powerOffQuietly } from "./ramdisk.ts";
 
 /**

@@ -1,4 +1,5 @@
 import { agentEndpointOf } from "../agents/endpoint.ts";
+import { applyPower } from "../tasks/power.ts";
 import type { Task } from "../tasks/task.ts";
 
 /** driver_internal_info key: the identity of the conductor whose boot configuration the ramdisk boots from. */
@@ -80,10 +81,9 @@ export async function leaveRamdisk(task: Task): Promise<void> {
 /** Best effort for failure paths: never leave a node running a half-done job unseen. */
 export async function powerOffQuietly(task: Task): Promise<void> {
   try {
-    const node = await task.driverNode();
-    await task.hw.power.setPowerState(node, "power off");
-    await task.update({ power_state: "power off" });
-    await task.hw.boot.cleanUpRamdisk(node);
+    // NOTE: not cancellable: the task may have been aborted, and that is when the node must go off
+    await applyPower(task, "power off", { cancellable: false });
+    await task.hw.boot.cleanUpRamdisk(await task.driverNode());
   } catch (error) {
     task.log.warn({ err: error }, "could not power off after a failure");
   }

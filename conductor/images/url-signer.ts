@@ -2,7 +2,7 @@ import { relative, resolve, sep } from "node:path";
 import { publicUrlOf } from "../config.ts";
 import type { ConductorConfig } from "../config.ts";
 import { Invalid } from "../errors.ts";
-import type { UrlSigner } from "../flows/image-request.ts";
+import type { UrlSigner } from "./image-request.ts";
 import { s3PresignedUrl } from "./s3-presign.ts";
 import { swiftTempUrl } from "./swift-tempurl.ts";
 

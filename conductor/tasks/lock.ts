@@ -33,6 +33,15 @@ export class TaskManager {
     return new NodeLock(new Task(reserved, hw, this.deps), purpose, this);
   }
 
+  /**
+   * A shared (read) handle, Ironic's `acquire(shared=True)`: reserves nothing, so a holder of the exclusive lock
+   * is not waited for, but its task refuses writes and power (both need the exclusive lock). For reads that
+   * touch hardware (the boot device, validation). @throws Invalid (unknown driver)
+   */
+  acquireShared(node: NodeRecord, purpose: string): NodeLock {
+    return new NodeLock(Task.shared(node, this.hardwareOf(node), this.deps), purpose, this);
+  }
+
   /** The background work holding a node's lock here, if any. */
   runningTask(uuid: string): Task | undefined {
     return this.running.get(uuid)?.task;
@@ -54,6 +63,8 @@ export class TaskManager {
 
   /** @internal NodeLock's: gives the reservation back; never throws. */
   async release(task: Task): Promise<void> {
+    if (!task.held) return; // shared: nothing was reserved
+    task.released();
     await this.deps.store
       .releaseNode(task.node.uuid, this.deps.holder)
       .catch((error: unknown) => task.log.error({ err: error }, "release failed"));
@@ -92,6 +103,7 @@ export class NodeLock {
 
   /** Hands the lock to `work`, started once the body of `run` returns; the work releases it when it settles. */
   spawnAfter(work: TaskWork): void {
+    if (!this.task.held) throw new Error("a shared node lock cannot hand work to the background");
     this.spawned = work;
   }
 

@@ -1,48 +1,46 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import { driverNodeOf } from "../drivers/driver-node.ts";
 import type { Logger } from "../../shared/log.ts";
-import type { Store } from "../db/store.ts";
 import { nodeInterfaces, type HardwareType, type NodeInterfaces } from "../drivers/hardware-type.ts";
-import type { UrlSigner } from "../flows/image-request.ts";
 import type { DriverNode } from "../drivers/interfaces.ts";
+import type { DriverTask, TaskDeps, TaskPowerTarget } from "../drivers/task-context.ts";
+import { applyPower } from "./power.ts";
 import type { ProvisionEvent } from "../states/machine.ts";
-import type { AgentControl } from "../agents/control.ts";
-import type { ConductorConfig } from "../config.ts";
 import { transitionPatch } from "./transition.ts";
 
-/** Everything a flow may use while it holds a node's lock. */
-export interface TaskDeps {
-  store: Store;
-  holder: string;
-  logger: Logger;
-  agents: AgentControl;
-  config: ConductorConfig;
-  /** SHA-256 the deploy ramdisk pins the conductor's certificate chain to (TLS on). */
-  caFingerprint?: string;
-  /** PEM CA(s) agents trust for https:// images unless instance_info.image_ca_cert names its own (tls.imageCa). */
-  imageCa?: string;
-  /** The URL nodes reach this conductor at (see publicUrlOf). */
-  publicUrl(): string;
-  /** The public URLs of the other live conductors of this one's group (a cluster); none when alone. */
-  peerUrls?(): string[];
-  /** Publishes a change for the event stream (GET /v1/events). */
-  publish(event: { type: string; node: string; [key: string]: unknown }): void;
-  /** Turns swift://, s3:// and file:// image references into temporary HTTP(S) URLs. */
-  sign: UrlSigner;
-}
+export type { TaskDeps };
 
 /** A node held under its lock: writes only succeed while this conductor still holds the reservation. */
-export class Task {
+export class Task implements DriverTask {
   private controller = new AbortController();
   /** The plan step running now (`<kind>:<index>`), set by the step runner: agent commands sent from it are
    * recorded so the next owner can ask for them again (in-flight-command.ts). */
   runningStep: string | undefined;
+
+  private holding = true;
 
   constructor(
     public node: NodeRecord,
     readonly hw: HardwareType,
     readonly deps: TaskDeps,
   ) {}
+
+  /** A task under a shared lock (Ironic's shared=True): reads only; no writes, no power. */
+  static shared(node: NodeRecord, hw: HardwareType, deps: TaskDeps): Task {
+    const task = new Task(node, hw, deps);
+    task.holding = false;
+    return task;
+  }
+
+  /** True while this task holds the node's exclusive lock (false for a shared task, and once released). */
+  get held(): boolean {
+    return this.holding;
+  }
+
+  /** @internal the TaskManager's: the reservation was given back. */
+  released(): void {
+    this.holding = false;
+  }
 
   get signal(): AbortSignal {
     return this.controller.signal;
@@ -61,7 +59,9 @@ export class Task {
     return this.deps.logger.child({ node: this.node.uuid });
   }
 
+  /** @throws NodeLocked when the reservation is lost, Error for a shared task (reads only) */
   async update(patch: Partial<NodeRecord>): Promise<NodeRecord> {
+    if (!this.held) throw new Error(`node ${this.node.uuid}: writing needs the exclusive lock`);
     this.node = await this.deps.store.updateNode(this.node.uuid, patch, { ifReservedBy: this.deps.holder });
     return this.node;
   }
@@ -87,14 +87,8 @@ export class Task {
     return driverNodeOf(this.deps.store, this.node);
   }
 
-  /** Powers the node and records the state it reached. */
-  async setPower(target: "power on" | "power off" | "reboot"): Promise<void> {
-    const dn = await this.driverNode();
-    if (target === "reboot") await this.hw.power.reboot(dn, { signal: this.signal });
-    else await this.hw.power.setPowerState(dn, target, { signal: this.signal });
-    await this.update({
-      power_state: target === "power off" ? "power off" : "power on",
-      target_power_state: null,
-    });
+  /** Powers the node through the one power path and records the state it reached. @throws DriverError */
+  async setPower(target: TaskPowerTarget): Promise<void> {
+    await applyPower(this, target);
   }
 }

@@ -1,5 +1,5 @@
 // The benches' fake fleet: nodes written straight through the Store (the API path is measured on its own).
-import { newNode } from "../../conductor/api/nodes.ts";
+import { newNode } from "../../conductor/operations/node-record.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { openStore } from "../../conductor/db/open-store.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";

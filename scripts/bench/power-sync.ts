@@ -17,6 +17,7 @@ import { openStore } from "../../conductor/db/open-store.ts";
 import { parseIpmiDriverInfo } from "../../conductor/drivers/ipmi/driver-info.ts";
 import { Ipmitool } from "../../conductor/drivers/ipmi/ipmitool.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";
+import { standaloneOperations } from "../../conductor/operations/standalone.ts";
 import { startIpmiSim } from "../../test/helpers/ipmi-sim.ts";
 import { seedFleet } from "./fleet.ts";
 
@@ -90,7 +91,10 @@ async function syncPass(
     const reports = await Promise.all(
       names.map((name, i) =>
         runPowerSyncPass(
-          storePowerSyncPort(stores[i]!, drivers, (node) => ring.ownerOf(node.uuid) === name),
+          storePowerSyncPort(
+            standaloneOperations({ store: stores[i]!, drivers, holder: name, config: defaultConfig() }),
+            (node) => ring.ownerOf(node.uuid) === name,
+          ),
           { ...workers, forcePowerStateDuringSync: true, maxFailures: 3 },
         ),
       ),

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { newNode } from "../../conductor/api/nodes.ts";
+import { newNode } from "../../conductor/operations/node-record.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";
 import {

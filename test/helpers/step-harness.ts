@@ -1,5 +1,5 @@
-import { newNode } from "../../conductor/api/nodes.ts";
-import type { AgentControl } from "../../conductor/agents/control.ts";
+import { newNode } from "../../conductor/operations/node-record.ts";
+import type { AgentControl } from "../../conductor/drivers/agent-control.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
 import { driverRegistry, type HardwareType } from "../../conductor/drivers/hardware-type.ts";
@@ -7,7 +7,7 @@ import type { DeployInterface } from "../../conductor/drivers/interfaces.ts";
 import { fakeRaid } from "../../conductor/drivers/raid/fake.ts";
 import { fakeHardware } from "../../conductor/drivers/registry.ts";
 import type { Step } from "../../conductor/drivers/step.ts";
-import { Provisioner } from "../../conductor/tasks/provisioner.ts";
+import { Provisioner } from "../../conductor/operations/provisioner.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import { silentLogger } from "../../shared/log.ts";
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { newNode } from "../../conductor/api/nodes.ts";
+import { newNode } from "../../conductor/operations/node-record.ts";
 import { api, startConductor } from "../helpers/conductor.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { newNode } from "../../conductor/api/nodes.ts";
+import { newNode } from "../../conductor/operations/node-record.ts";
 import { agentEndpointOf } from "../../conductor/agents/endpoint.ts";
 import { HashRing } from "../../conductor/cluster/hash-ring.ts";
 import { openStore } from "../../conductor/db/open-store.ts";

@@ -3,7 +3,7 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { newNode } from "../../conductor/api/nodes.ts";
+import { newNode } from "../../conductor/operations/node-record.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { candidateQuery } from "../../conductor/db/candidates.ts";
 import { claimSelect, TRAIT_BATCH } from "../../conductor/db/postgres/claim-select.ts";

@@ -28,7 +28,7 @@ describe("power sync over the store", () => {
     const uuid = (created.body as { uuid: string }).uuid;
     await api(`${ctx.url}/v1/nodes/ps/states/provision`, { method: "PUT", body: { target: "manage" } });
     await waitForState(ctx.url, "ps", "manageable");
-    return { ctx, uuid, port: storePowerSyncPort(ctx.conductor.store, drivers) };
+    return { ctx, uuid, port: storePowerSyncPort(ctx.conductor.provisioner) };
   }
 
   it("restores the recorded state with force on, records the BMC's with force off", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { AgentControl } from "../../conductor/agents/control.ts";
+import type { AgentControl } from "../../conductor/drivers/agent-control.ts";
 import { createAgentGateway } from "../../conductor/agents/gateway.ts";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
 import { silentLogger } from "../../shared/log.ts";

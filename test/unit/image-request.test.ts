@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { Invalid } from "../../conductor/errors.ts";
-import { writeRequestFromInstanceInfo } from "../../conductor/flows/image-request.ts";
+import { writeRequestFromInstanceInfo } from "../../conductor/images/image-request.ts";
 
 const sign = (source: URL): string =>
   `https://objects.example/${source.protocol.replace(":", "")}${source.pathname}?sig=1`;

@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { newNode } from "../../conductor/api/nodes.ts";
+import { newNode } from "../../conductor/operations/node-record.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { NodeLocked } from "../../conductor/db/store.ts";
 import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
 import { fakeHardware } from "../../conductor/drivers/registry.ts";
 import { TaskManager } from "../../conductor/tasks/lock.ts";
+import { PowerWithoutLock, applyPower } from "../../conductor/tasks/power.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { FakeAgents } from "../helpers/step-harness.ts";
 
@@ -97,5 +98,33 @@ describe("the node lock handle", () => {
     const lock = await manager.acquire(await create(), "test");
     await lock.run(async () => undefined);
     await expect(lock.run(async () => undefined)).rejects.toThrow("runs once");
+  });
+
+  it("a shared handle reserves nothing, passes an exclusive holder, and refuses writes and power", async () => {
+    const { manager, create, reservation } = setup();
+    const node = await create();
+    const exclusive = await manager.acquire(node, "deploy");
+    const shared = manager.acquireShared(node, "validate");
+    await shared.run(async (task) => {
+      expect(task.held).toBe(false);
+      await expect(task.update({ description: "x" })).rejects.toThrow(/exclusive lock/);
+      await expect(applyPower(task, "power on")).rejects.toBeInstanceOf(PowerWithoutLock);
+      expect(() => shared.spawnAfter(async () => undefined)).toThrow(/shared/);
+    });
+    expect(await reservation(node.uuid)).toBe("c1"); // the exclusive holder still has it
+    await exclusive.run(async () => undefined);
+    expect(await reservation(node.uuid)).toBeNull();
+  });
+
+  it("powers only while the lock is held: a task kept past its release is refused", async () => {
+    const { manager, create } = setup();
+    const node = await create();
+    const lock = await manager.acquire(node, "power");
+    const kept = await lock.run(async (task) => {
+      expect(await applyPower(task, "power on")).toBe("power on");
+      return task;
+    });
+    expect(kept.node.power_state).toBe("power on");
+    await expect(applyPower(kept, "power off")).rejects.toBeInstanceOf(PowerWithoutLock);
   });
 });

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STATEMENT_CACHE_SIZE, SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
 import { NODE_SORT_KEYS } from "../../conductor/db/store.ts";
-import { newNode } from "../../conductor/api/nodes.ts";
+import { newNode } from "../../conductor/operations/node-record.ts";
 import { fakeHardware } from "../../conductor/drivers/registry.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { PROVISION_STATES } from "../../shared/states.ts";

@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { agentCommand } from "../../conductor/drivers/agent-command.ts";
 import { NoArgs, defineStep, type Step } from "../../conductor/drivers/step.ts";
-import { IN_FLIGHT_KEY } from "../../conductor/tasks/in-flight-command.ts";
+import { IN_FLIGHT_KEY } from "../../conductor/drivers/in-flight-command.ts";
+import { setTargetRaidConfig } from "../../conductor/operations/raid.ts";
 import type { StepInterface, StepKind } from "../../shared/steps.ts";
 import { stepHarness } from "../helpers/step-harness.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -397,7 +398,7 @@ describe("the step runner", () => {
     const h = stepHarness({ steps: [] });
     const node = await h.createNode();
     const config = { logical_disks: [{ size_gb: 10, raid_level: "1" as const, is_root_volume: true }] };
-    await h.provisioner.setTargetRaidConfig(node, config);
+    await setTargetRaidConfig(h.provisioner, node, config);
     await h.provisioner.provision(await h.node(node.uuid), {
       target: "clean",
       clean_steps: [{ interface: "raid", step: "create_configuration" }],

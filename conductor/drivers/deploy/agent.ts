@@ -1,9 +1,9 @@
 import { z } from "zod";
 import type { COMMAND_ARGS } from "../../../shared/protocol.ts";
 import { EraseOptionsSchema, eraseDevicesArgs, eraseMetadataArgs } from "../../../shared/erase.ts";
-import { writeRequestFromInstanceInfo } from "../../flows/image-request.ts";
-import { prepareInstanceBoot } from "../../flows/instance-boot.ts";
-import type { Task } from "../../tasks/task.ts";
+import { writeRequestFromInstanceInfo } from "../../images/image-request.ts";
+import { prepareInstanceBoot } from "../boot/instance-boot.ts";
+import type { DriverTask as Task } from "../task-context.ts";
 import { agentCommand } from "../agent-command.ts";
 import type { DeployInterface } from "../interfaces.ts";
 import { NoArgs, defineStep } from "../step.ts";

@@ -1,6 +1,6 @@
 import { SOFTWARE_RAID_LEVELS, type LogicalDisk, type RaidConfig } from "../../../shared/raid.ts";
 import { Invalid } from "../../errors.ts";
-import type { Task } from "../../tasks/task.ts";
+import type { DriverTask as Task } from "../task-context.ts";
 import { agentCommand } from "../agent-command.ts";
 import type { RaidInterface } from "../interfaces.ts";
 import { NoArgs, defineStep, type Step } from "../step.ts";

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { RaidConfigSchema, type LogicalDisk, type RaidConfig } from "../../../shared/raid.ts";
 import { Invalid } from "../../errors.ts";
-import type { Task } from "../../tasks/task.ts";
+import type { DriverTask as Task } from "../task-context.ts";
 
 /** Ironic's create_configuration arguments. */
 export const CreateConfigurationArgs = z.object({

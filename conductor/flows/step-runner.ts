@@ -7,8 +7,8 @@ import {
   type StepKind,
 } from "../../shared/steps.ts";
 import type { Step } from "../drivers/step.ts";
-import { DONE, HOLD, WAIT, type FlowOutcome } from "../flows/flow.ts";
-import { bootIntoRamdisk, canFastTrack } from "../flows/ramdisk.ts";
+import { DONE, HOLD, WAIT, type FlowOutcome } from "./flow.ts";
+import { bootIntoRamdisk, canFastTrack } from "./ramdisk.ts";
 import {
   automatedPlan,
   declaredSteps,
@@ -18,9 +18,9 @@ import {
   parseReportedSteps,
   stepId,
   validateRequested,
-} from "./step-plan.ts";
-import { IN_FLIGHT_KEY, inFlightFor, stepMarker } from "./in-flight-command.ts";
-import type { Task } from "./task.ts";
+} from "../tasks/step-plan.ts";
+import { IN_FLIGHT_KEY, inFlightFor, stepMarker } from "../drivers/in-flight-command.ts";
+import type { Task } from "../tasks/task.ts";
 
 /**
  * The one step runner (Ironic's do_next_clean_step / do_next_deploy_step): runs a node's clean or deploy

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import type { NodeRecord } from "../../shared/resources.ts";
-import type { Task } from "./task.ts";
+import type { DriverTask as Task } from "./task-context.ts";
 
 /**
  * The agent commands the running step sent, kept in driver_internal_info before each is sent: when the

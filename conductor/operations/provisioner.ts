@@ -1,7 +1,6 @@
 import type { ConfigDriveContent, ProvisionBody } from "../../shared/api.ts";
-import type { RaidConfig } from "../../shared/raid.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
-import type { PowerTarget, ProvisionState } from "../../shared/states.ts";
+import type { ProvisionState } from "../../shared/states.ts";
 import type { PlannedStep, StepKind } from "../../shared/steps.ts";
 import { buildConfigDrive } from "../images/configdrive.ts";
 import { NodeLocked, NodeNotFound } from "../db/store.ts";
@@ -11,18 +10,22 @@ import {
   type HardwareType,
   type NodeInterfaces,
 } from "../drivers/hardware-type.ts";
-import { Invalid, NotFound } from "../errors.ts";
+import { Invalid } from "../errors.ts";
 import type { Flow } from "../flows/flow.ts";
-import type { UrlSigner } from "../flows/image-request.ts";
-import { prepareInstanceBoot } from "../flows/instance-boot.ts";
-import { retireAgentToken, rewriteRamdiskBoot } from "../flows/ramdisk.ts";
+import type { UrlSigner } from "../images/image-request.ts";
+import { prepareInstanceBoot } from "../drivers/boot/instance-boot.ts";
+import { rewriteRamdiskBoot } from "../flows/ramdisk.ts";
 import { flowFor } from "../flows/select.ts";
 import { TRANSIENT_STATES, WAIT_STATES, nextState, verbEvent } from "../states/machine.ts";
-import { TaskManager, type NodeLock } from "./lock.ts";
-import { awaitsAgentAnswer, bookkeeping, needsAgent, previewSteps } from "./step-runner.ts";
-import { declaredSteps, stepId, validateRequested } from "./step-plan.ts";
-import type { Task, TaskDeps } from "./task.ts";
-import { InvalidTransition } from "./transition.ts";
+import { TaskManager, type NodeLock } from "../tasks/lock.ts";
+import { awaitsAgentAnswer, bookkeeping, needsAgent, previewSteps } from "../flows/step-runner.ts";
+import { declaredSteps, stepId, validateRequested } from "../tasks/step-plan.ts";
+import type { Task, TaskDeps } from "../tasks/task.ts";
+import { InvalidTransition } from "../tasks/transition.ts";
+import { defineOperation, type OperationContext } from "./operation.ts";
+
+/** PUT /v1/nodes/{id}/states/provision (Ironic's do_node_deploy, do_node_clean, do_provisioning_action...). */
+export const PROVISION = defineOperation({ purpose: "provision", shared: false, onOwner: true });
 
 const WAIT_TIMEOUT_KEY: Record<string, keyof TaskDeps["config"]["timeouts"]> = {
   "inspect wait": "inspectWaitS",
@@ -68,12 +71,13 @@ function errorMessage(error: unknown): string {
 }
 
 /**
- * The one path every provision and power change takes: lock the node (the TaskManager's handle), transition
- * (pure), persist, run the work in the background, release the lock when the work settles.
+ * The one path every provision change takes: lock the node (the TaskManager's handle), transition (pure),
+ * persist, run the work in the background, release the lock when the work settles. It is also the context the
+ * other operations (power, boot device, ...) lock nodes through: one TaskManager per conductor.
  */
-export class Provisioner {
-  private readonly tasks: TaskManager;
-  private readonly deps: TaskDeps;
+export class Provisioner implements OperationContext {
+  readonly tasks: TaskManager;
+  readonly deps: TaskDeps;
   /** Nodes whose agent called back while our own work held the lock (an agent may dial in before its node
    * reaches the wait state): resumed once the lock is released. */
   private readonly resumeAfterRelease = new Set<string>();
@@ -81,7 +85,7 @@ export class Provisioner {
 
   constructor(
     deps: Omit<TaskDeps, "sign">,
-    private readonly drivers: DriverRegistry,
+    readonly drivers: DriverRegistry,
     sign: UrlSigner,
   ) {
     this.deps = { ...deps, sign };
@@ -360,52 +364,6 @@ export class Provisioner {
         setTimeout(() => void this.agentConnected(uuid, { attempt }).catch(() => undefined), 1000).unref();
       }
     }
-  }
-
-  /** PUT /v1/nodes/{id}/states/power: 202 now, the BMC in the background. */
-  async power(node: NodeRecord, target: PowerTarget): Promise<void> {
-    const desired = target === "power off" || target === "soft power off" ? "power off" : "power on";
-    const lock = await this.acquire(node, "power");
-    await lock.run(async (task) => {
-      await task.update({ target_power_state: target, last_error: null });
-      lock.spawnAfter(async (t) => {
-        try {
-          // As Ironic's power action: an operator's power off or reboot ends the ramdisk's boot, so the
-          // agent that comes up next may be issued a new token.
-          if (target !== "power on") await retireAgentToken(t);
-          const dn = await t.driverNode();
-          const soft = target.startsWith("soft");
-          if (target === "rebooting" || target === "soft rebooting")
-            await t.hw.power.reboot(dn, { soft, signal: t.signal });
-          else await t.hw.power.setPowerState(dn, desired, { soft, signal: t.signal });
-          await t.update({ power_state: desired, target_power_state: null });
-          this.deps.publish({ type: "power", node: t.node.uuid, power_state: desired });
-        } catch (error) {
-          const message = `Failed to change power state to '${target}': ${errorMessage(error)}`;
-          await t.update({ target_power_state: null, last_error: message });
-          this.deps.publish({
-            type: "power",
-            node: t.node.uuid,
-            power_state: t.node.power_state,
-            error: message,
-          });
-        }
-      });
-    });
-  }
-
-  /**
-   * PUT /v1/nodes/{id}/states/raid: records target_raid_config (already checked against Ironic's schema)
-   * after the node's raid interface accepted it; null clears it. @throws NotFound (no raid interface), Invalid, NodeLocked
-   */
-  async setTargetRaidConfig(node: NodeRecord, config: RaidConfig | null): Promise<void> {
-    const raid = this.interfacesOf(node).raid;
-    if (!raid.supported) {
-      throw new NotFound(`Driver ${node.driver} does not support raid (disabled or not implemented).`);
-    }
-    if (config) raid.validateRaidConfig(config);
-    const lock = await this.acquire(node, "raid");
-    await lock.run((task) => task.update({ target_raid_config: config ?? {} }));
   }
 
   /** The steps a node runs next (Anvil's GET /v1/nodes/{id}/steps): its current plan, else a new one's. */

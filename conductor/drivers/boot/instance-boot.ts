@@ -1,4 +1,4 @@
-import type { Task } from "../tasks/task.ts";
+import type { DriverTask as Task } from "../task-context.ts";
 
 /** driver_internal_info key: the identity of the conductor that wrote the deployed instance's boot files. */
 export const INSTANCE_PREPARED_BY = "instance_prepared_by";

@@ -1,0 +1,131 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { BootDeviceBody, PowerBody, ProvisionBody, StepsQuery } from "../../shared/api.ts";
+import { RaidConfigSchema } from "../../shared/raid.ts";
+import { NotAcceptable } from "../errors.ts";
+import { getBootDevice, setBootDevice, supportedBootDevices } from "../operations/boot-device.ts";
+import { hardwareOf } from "../operations/operation.ts";
+import { changePower } from "../operations/power.ts";
+import { setTargetRaidConfig } from "../operations/raid.ts";
+import { validateNode } from "../operations/validate.ts";
+import { type ApiDeps, baseUrl } from "./context.ts";
+import { badRequest } from "./errors.ts";
+import { type IdentParams, nodeFor } from "./node-request.ts";
+import { parseQuery } from "./query.ts";
+
+type Request = FastifyRequest<IdentParams>;
+
+/** Provision fields newer than the requested microversion are refused (Ironic answers 406). */
+function checkProvisionVersion(body: ProvisionBody, minor: number): void {
+  const needs: [boolean, number, string][] = [
+    [body.target === "clean", 15, 'the "clean" target'],
+    [body.clean_steps !== undefined, 15, "clean_steps"],
+    [body.deploy_steps !== undefined, 69, "deploy_steps"],
+    [body.disable_ramdisk !== undefined, 70, "disable_ramdisk"],
+  ];
+  for (const [used, since, what] of needs) {
+    if (used && minor < since) throw new NotAcceptable(`${what} requires API version 1.${since} or later.`);
+  }
+}
+
+function isEmptyObject(value: unknown): boolean {
+  return (
+    typeof value === "object" && value !== null && !Array.isArray(value) && Object.keys(value).length === 0
+  );
+}
+
+/** 202 with the node's states as the place to watch. */
+async function accepted(request: Request, reply: FastifyReply, uuid: string): Promise<void> {
+  await reply
+    .code(202)
+    .header("Location", `${baseUrl(request)}/v1/nodes/${uuid}/states`)
+    .send();
+}
+
+/** GET /v1/nodes/{id}/states */
+export async function getStates(deps: ApiDeps, request: Request): Promise<Record<string, unknown>> {
+  const node = await nodeFor(deps, request, "baremetal:node:get_states");
+  const states: Record<string, unknown> = {
+    console_enabled: node.console_enabled,
+    last_error: node.last_error,
+    power_state: node.power_state,
+    provision_state: node.provision_state,
+    provision_updated_at: node.provision_updated_at,
+    target_power_state: node.target_power_state,
+    target_provision_state: node.target_provision_state,
+  };
+  if (request.apiMinor >= 12)
+    Object.assign(states, { raid_config: node.raid_config, target_raid_config: node.target_raid_config });
+  if (request.apiMinor >= 75)
+    Object.assign(states, { boot_mode: node.boot_mode, secure_boot: node.secure_boot });
+  return states;
+}
+
+/** PUT /v1/nodes/{id}/states/provision */
+export async function provision(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
+  const body = ProvisionBody.parse(request.body);
+  checkProvisionVersion(body, request.apiMinor);
+  const node = await nodeFor(deps, request, "baremetal:node:set_provision_state");
+  await deps.provisioner.provision(node, body);
+  await accepted(request, reply, node.uuid);
+}
+
+/** PUT /v1/nodes/{id}/states/raid */
+export async function setRaid(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
+  if (request.apiMinor < 12) throw new NotAcceptable("Request not acceptable.");
+  const node = await nodeFor(deps, request, "baremetal:node:set_raid_state");
+  const empty = isEmptyObject(request.body);
+  const config = empty ? null : RaidConfigSchema.safeParse(request.body);
+  if (config && !config.success) {
+    const issue = config.error.issues[0];
+    const where = issue?.path.length ? `${issue.path.join(".")}: ` : "";
+    throw badRequest(`RAID config validation error: ${where}${issue?.message ?? "invalid"}`);
+  }
+  await setTargetRaidConfig(deps.provisioner, node, config ? config.data : null);
+  await reply.code(204).send();
+}
+
+/** GET /v1/nodes/{id}/steps (Anvil's): the clean or deploy steps the node would run (or runs), in order. */
+export async function getSteps(deps: ApiDeps, request: Request): Promise<Record<string, unknown>> {
+  const { kind } = parseQuery(StepsQuery, request.query);
+  const node = await nodeFor(deps, request, "baremetal:node:get");
+  hardwareOf(deps.drivers, node.driver);
+  const { steps, index } = deps.provisioner.stepsOf(node, kind);
+  return { kind, steps, current_index: index };
+}
+
+/** PUT /v1/nodes/{id}/states/power */
+export async function setPower(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
+  const body = PowerBody.parse(request.body);
+  const node = await nodeFor(deps, request, "baremetal:node:set_power_state");
+  await changePower(deps.provisioner, node, body.target);
+  await accepted(request, reply, node.uuid);
+}
+
+/** GET /v1/nodes/{id}/validate */
+export async function validate(deps: ApiDeps, request: Request): Promise<Record<string, unknown>> {
+  const node = await nodeFor(deps, request, "baremetal:node:validate");
+  return validateNode(deps.provisioner, node);
+}
+
+/** GET /v1/nodes/{id}/management/boot_device */
+export async function bootDevice(deps: ApiDeps, request: Request): Promise<unknown> {
+  const node = await nodeFor(deps, request, "baremetal:node:get_boot_device");
+  return getBootDevice(deps.provisioner, node);
+}
+
+/** GET /v1/nodes/{id}/management/boot_device/supported */
+export async function supportedDevices(deps: ApiDeps, request: Request): Promise<unknown> {
+  const node = await nodeFor(deps, request, "baremetal:node:get_boot_device");
+  return { supported_boot_devices: supportedBootDevices(deps.provisioner, node) };
+}
+
+/** PUT /v1/nodes/{id}/management/boot_device */
+export async function putBootDevice(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
+  const body = BootDeviceBody.parse(request.body);
+  const node = await nodeFor(deps, request, "baremetal:node:set_boot_device");
+  await setBootDevice(deps.provisioner, node, {
+    device: body.boot_device,
+    persistent: body.persistent ?? false,
+  });
+  await reply.code(204).send();
+}

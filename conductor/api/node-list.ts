@@ -1,0 +1,81 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { listScope, redactNodeView } from "../auth/node-access.ts";
+import { NODE_SORT_KEYS } from "../db/store.ts";
+import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
+import { badRequest } from "./errors.ts";
+import { checkFields } from "./node-request.ts";
+import { NodeListQuery, collection, effectiveLimit, nextLink, parseQuery } from "./query.ts";
+import { renderJson } from "./render.ts";
+import { nodeView, shortListInSql, summaryColumnsFor, summaryIsEnough } from "./views.ts";
+
+const NODES_OPEN = Buffer.from('{"nodes":');
+
+/** GET /v1/nodes (`detail` false) and /v1/nodes/detail: a page of the nodes the caller may see. */
+export function listNodes(deps: ApiDeps, detail: boolean) {
+  return (request: FastifyRequest, reply: FastifyReply): Promise<void> =>
+    listPage(deps, { request, reply, detail });
+}
+
+async function listPage(
+  deps: ApiDeps,
+  { request, reply, detail }: { request: FastifyRequest; reply: FastifyReply; detail: boolean },
+): Promise<void> {
+  const query = parseQuery(NodeListQuery, request.query);
+  checkFields(query.fields);
+  if (detail && query.fields)
+    throw badRequest("Can not specify ?detail=True and fields in the same request.");
+  if (query.sort_key && !(NODE_SORT_KEYS as readonly string[]).includes(query.sort_key)) {
+    throw badRequest(`The sort_key value "${query.sort_key}" is an invalid field for sorting`);
+  }
+  const limit = effectiveLimit(query.limit);
+  const showDetail = detail || query.detail === true;
+  const scope = listScope("node", request.identity, query.owner);
+  const filter = {
+    ...scope,
+    provision_state: query.provision_state,
+    maintenance: query.maintenance,
+    associated: query.associated,
+    resource_class: query.resource_class,
+    driver: query.driver,
+    conductor_group: query.conductor_group,
+    instance_uuid: query.instance_uuid,
+    fault: query.fault,
+    owner: query.owner,
+    lessee: query.lessee,
+    retired: query.retired,
+  };
+  const page = { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir };
+  const ctx = viewContext(request, deps);
+  const url = `${baseUrl(request)}/v1/${detail ? "nodes/detail" : "nodes"}`;
+  if (!showDetail && query.fields === undefined && shortListInSql(ctx.minor)) {
+    // the stock CLI's `node list`: the database writes the page's JSON (no field of it is ever redacted)
+    const built = await deps.store.listNodeSummaryJson(filter, page, ctx.baseUrl);
+    const next = nextLink({
+      count: built.count,
+      last: built.lastUuid,
+      limit,
+      url,
+      query: request.query as Record<string, unknown>,
+    });
+    const tail = next === null ? "}" : `,"next":${JSON.stringify(next)}}`;
+    await reply
+      .type("application/json; charset=utf-8")
+      .send(Buffer.concat([NODES_OPEN, built.json, Buffer.from(tail)]));
+    return;
+  }
+  const nodes =
+    !showDetail && summaryIsEnough(query.fields)
+      ? await deps.store.listNodeSummaries(filter, page, summaryColumnsFor(query.fields))
+      : await deps.store.listNodes(filter, page);
+  const body = collection({
+    key: "nodes",
+    items: nodes,
+    views: nodes.map((n) =>
+      redactNodeView(nodeView(n, ctx, { fields: query.fields, detail: showDetail }), request.identity, n),
+    ),
+    limit,
+    url,
+    query: request.query as Record<string, unknown>,
+  });
+  await reply.type("application/json; charset=utf-8").send(renderJson(body, "nodes"));
+}

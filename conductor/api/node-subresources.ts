@@ -1,0 +1,100 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { z } from "zod";
+import { MaintenanceBody, Trait, TraitsBody } from "../../shared/api.ts";
+import type { PolicyName } from "../auth/policy.ts";
+import { setMaintenance, setTraits } from "../operations/update-node.ts";
+import { type ApiDeps, viewContext } from "./context.ts";
+import { notFound } from "./errors.ts";
+import { type IdentParams, nodeFor } from "./node-request.ts";
+import { FieldsQuery, parseQuery } from "./query.ts";
+import { portView } from "./views.ts";
+
+type Request = FastifyRequest<IdentParams>;
+type TraitRequest = FastifyRequest<{ Params: { ident: string; trait: string } }>;
+
+/** GET /v1/nodes/{id}/traits */
+export async function listTraits(deps: ApiDeps, request: Request): Promise<{ traits: string[] }> {
+  const node = await nodeFor(deps, request, "baremetal:node:traits:list");
+  return { traits: node.traits };
+}
+
+async function changeTraits(
+  deps: ApiDeps,
+  request: Request,
+  change: { rule: PolicyName; traits: (traits: string[]) => string[] },
+): Promise<void> {
+  const node = await nodeFor(deps, request, change.rule);
+  await setTraits(deps.provisioner, node, change.traits);
+}
+
+/** PUT /v1/nodes/{id}/traits */
+export async function replaceTraits(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
+  const body = TraitsBody.parse(request.body);
+  await changeTraits(deps, request, {
+    rule: "baremetal:node:traits:set",
+    traits: () => [...new Set(body.traits)],
+  });
+  await reply.code(204).send();
+}
+
+/** PUT /v1/nodes/{id}/traits/{trait} */
+export async function addTrait(deps: ApiDeps, request: TraitRequest, reply: FastifyReply): Promise<void> {
+  const trait = Trait.parse(request.params.trait);
+  await changeTraits(deps, request, {
+    rule: "baremetal:node:traits:set",
+    traits: (traits) => (traits.includes(trait) ? traits : [...traits, trait]),
+  });
+  await reply.code(204).send();
+}
+
+/** DELETE /v1/nodes/{id}/traits */
+export async function removeTraits(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
+  await changeTraits(deps, request, { rule: "baremetal:node:traits:delete", traits: () => [] });
+  await reply.code(204).send();
+}
+
+/** DELETE /v1/nodes/{id}/traits/{trait} */
+export async function removeTrait(deps: ApiDeps, request: TraitRequest, reply: FastifyReply): Promise<void> {
+  const node = await nodeFor(deps, request, "baremetal:node:traits:delete");
+  const { trait } = request.params;
+  if (!node.traits.includes(trait)) throw notFound(`Node ${node.uuid} doesn't have a trait ${trait}`);
+  await changeTraits(deps, request, {
+    rule: "baremetal:node:traits:delete",
+    traits: (traits) => traits.filter((t) => t !== trait),
+  });
+  await reply.code(204).send();
+}
+
+/** PUT /v1/nodes/{id}/maintenance */
+export async function maintenanceOn(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
+  const body = MaintenanceBody.parse(request.body ?? null);
+  const node = await nodeFor(deps, request, "baremetal:node:set_maintenance");
+  await setMaintenance(deps.provisioner, node, { on: true, reason: body?.reason ?? null });
+  await reply.code(202).send();
+}
+
+/** DELETE /v1/nodes/{id}/maintenance */
+export async function maintenanceOff(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
+  const node = await nodeFor(deps, request, "baremetal:node:clear_maintenance");
+  await setMaintenance(deps.provisioner, node, { on: false, reason: null });
+  await reply.code(202).send();
+}
+
+/** GET /v1/nodes/{id}/inventory */
+export async function getInventory(deps: ApiDeps, request: Request): Promise<unknown> {
+  const node = await nodeFor(deps, request, "baremetal:node:inventory:get");
+  const inventory = await deps.store.getInventory(node.uuid);
+  if (inventory === null) throw notFound(`Inventory for node ${node.uuid} could not be found.`);
+  return inventory;
+}
+
+/** GET /v1/nodes/{id}/ports (`detail` false) and /v1/nodes/{id}/ports/detail */
+export function nodePorts(deps: ApiDeps, detail: boolean) {
+  return async (request: Request): Promise<unknown> => {
+    const { fields } = parseQuery(z.object({ fields: FieldsQuery.shape.fields }).loose(), request.query);
+    const node = await nodeFor(deps, request, "baremetal:port:get");
+    const ports = await deps.store.listPorts({ node_uuid: node.uuid }, {});
+    const ctx = viewContext(request, deps);
+    return { ports: ports.map((p) => portView(p, ctx, { fields, detail })) };
+  };
+}

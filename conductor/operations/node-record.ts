@@ -1,0 +1,78 @@
+import { randomUUID } from "node:crypto";
+import type { NodeCreateBody } from "../../shared/api.ts";
+import type { NodeRecord } from "../../shared/resources.ts";
+import { isUuid } from "../../shared/uuid.ts";
+import type { HardwareType } from "../drivers/hardware-type.ts";
+import { Invalid } from "../errors.ts";
+
+/** A node's name must not look like a uuid (Ironic: names and uuids share one lookup). @throws Invalid */
+export function checkName(name: string | null | undefined): void {
+  if (name && isUuid(name)) throw new Invalid(`Expected a logical name but received ${name}.`);
+}
+
+/**
+ * A new node record in `enroll`, as POST /v1/nodes creates it: the hardware type's default interfaces unless
+ * the body picks one of its alternatives. @throws Invalid naming an interface the type does not offer
+ */
+export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
+  const interfaces = { ...hw.interfaces };
+  for (const key of Object.keys(interfaces) as (keyof typeof interfaces)[]) {
+    const requested = body[key];
+    if (requested === undefined || requested === interfaces[key]) continue;
+    if (!hw.alternatives[key]?.includes(requested)) {
+      const valid = [interfaces[key], ...(hw.alternatives[key] ?? [])].join(", ");
+      throw new Invalid(
+        `Interface ${key} "${requested}" is not valid for hardware type ${hw.name}; valid: ${valid}`,
+      );
+    }
+    interfaces[key] = requested;
+  }
+  return {
+    uuid: body.uuid ?? randomUUID(),
+    name: body.name ?? null,
+    driver: body.driver,
+    driver_info: body.driver_info ?? {},
+    driver_internal_info: {},
+    properties: body.properties ?? {},
+    instance_info: body.instance_info ?? {},
+    instance_uuid: null,
+    allocation_uuid: null,
+    extra: body.extra ?? {},
+    provision_state: "enroll",
+    target_provision_state: null,
+    provision_updated_at: null,
+    power_state: null,
+    target_power_state: null,
+    maintenance: false,
+    maintenance_reason: null,
+    fault: null,
+    last_error: null,
+    reservation: null,
+    conductor_group: body.conductor_group ?? "",
+    resource_class: body.resource_class ?? null,
+    traits: [],
+    description: body.description ?? null,
+    owner: body.owner ?? null,
+    lessee: body.lessee ?? null,
+    automated_clean: body.automated_clean ?? null,
+    protected: body.protected ?? false,
+    protected_reason: body.protected_reason ?? null,
+    retired: body.retired ?? false,
+    retired_reason: body.retired_reason ?? null,
+    console_enabled: false,
+    clean_step: {},
+    deploy_step: {},
+    raid_config: {},
+    target_raid_config: {},
+    network_data: body.network_data ?? {},
+    boot_mode: body.boot_mode ?? null,
+    secure_boot: null,
+    chassis_uuid: body.chassis_uuid ?? null,
+    shard: body.shard ?? null,
+    inspection_started_at: null,
+    inspection_finished_at: null,
+    ...interfaces,
+    created_at: new Date().toISOString(),
+    updated_at: null,
+  };
+}

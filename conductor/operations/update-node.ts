@@ -1,0 +1,115 @@
+import type { NodeRecord } from "../../shared/resources.ts";
+import { Conflict } from "../errors.ts";
+import { defineOperation, hardwareOf, underRecordLock, type OperationContext } from "./operation.ts";
+
+/** PATCH /v1/nodes/{id} and the traits routes (Ironic's update_node). */
+export const UPDATE_NODE = defineOperation({ purpose: "node update", shared: false, onOwner: false });
+
+/** PUT/DELETE /v1/nodes/{id}/maintenance (Ironic's update_node through the maintenance endpoint). */
+export const SET_MAINTENANCE = defineOperation({ purpose: "maintenance", shared: false, onOwner: false });
+
+/** Fields an operator may change with PATCH; the rest belong to the conductor. */
+export const WRITABLE_FIELDS: ReadonlySet<string> = new Set([
+  "name",
+  "driver",
+  "driver_info",
+  "properties",
+  "instance_info",
+  "instance_uuid",
+  "extra",
+  "resource_class",
+  "conductor_group",
+  "chassis_uuid",
+  "description",
+  "owner",
+  "lessee",
+  "automated_clean",
+  "protected",
+  "protected_reason",
+  "retired",
+  "retired_reason",
+  "network_data",
+  "maintenance",
+  "maintenance_reason",
+  "shard",
+  "boot_mode",
+  "bios_interface",
+  "boot_interface",
+  "console_interface",
+  "deploy_interface",
+  "inspect_interface",
+  "management_interface",
+  "network_interface",
+  "power_interface",
+  "raid_interface",
+  "rescue_interface",
+  "storage_interface",
+  "vendor_interface",
+]);
+
+/** Object fields a top-level `remove` resets to {} rather than null; the only ones with patchable sub-keys. */
+export const OBJECT_FIELDS = ["driver_info", "properties", "instance_info", "extra", "network_data"] as const;
+
+/**
+ * Changes a node's record under its exclusive lock. `changesOf` computes the fields to write from the locked
+ * node (a JSON Patch applied by the API); a new driver brings its default interfaces; an instance is never
+ * swapped for another. Returns the node as written. @throws NodeLocked (409), Conflict, Invalid, what
+ * `changesOf` throws
+ */
+export async function updateNode(
+  ctx: OperationContext,
+  node: NodeRecord,
+  changesOf: (current: NodeRecord) => Partial<NodeRecord>,
+): Promise<{ node: NodeRecord; fields: string[] }> {
+  const result = await underRecordLock(ctx, node, {
+    spec: UPDATE_NODE,
+    body: async (task) => {
+      const changes = changesOf(task.node);
+      if (changes.driver !== undefined) {
+        Object.assign(changes, hardwareOf(ctx.drivers, changes.driver, task.node.conductor_group).interfaces);
+      }
+      if (
+        changes.instance_uuid !== undefined &&
+        task.node.instance_uuid !== null &&
+        changes.instance_uuid !== null
+      ) {
+        throw new Conflict(`Node ${task.node.uuid} is associated with instance ${task.node.instance_uuid}.`);
+      }
+      const fields = Object.keys(changes);
+      return { node: fields.length ? await task.update(changes) : task.node, fields };
+    },
+  });
+  ctx.deps.publish({ type: "updated", node: node.uuid, fields: result.fields });
+  return result;
+}
+
+/** Sets or clears maintenance (a clear also clears the fault). @throws NodeLocked (409) */
+export async function setMaintenance(
+  ctx: OperationContext,
+  node: NodeRecord,
+  change: { on: boolean; reason: string | null },
+): Promise<void> {
+  const { on, reason } = change;
+  await underRecordLock(ctx, node, {
+    spec: SET_MAINTENANCE,
+    body: (task) =>
+      task.update({
+        maintenance: on,
+        maintenance_reason: on ? reason : null,
+        fault: on ? task.node.fault : null,
+      }),
+  });
+  ctx.deps.publish({ type: "maintenance", node: node.uuid, maintenance: on });
+}
+
+/** Replaces a node's traits with what `change` makes of them. @throws NodeLocked (409) */
+export async function setTraits(
+  ctx: OperationContext,
+  node: NodeRecord,
+  change: (traits: string[]) => string[],
+): Promise<void> {
+  await underRecordLock(ctx, node, {
+    spec: UPDATE_NODE,
+    body: (task) => task.update({ traits: change(task.node.traits) }),
+  });
+}
