@@ -45,6 +45,7 @@ export interface AgentCommandDeclaration {
 const NoArgs = z.object({}).strict();
 const BootModeArg = z.enum(["uefi", "bios"]);
 const WithRootDevice = z.object({ root_device: RootDeviceHintsSchema.nullable().optional() });
+const DiskList = z.array(z.string().min(1).max(4096)).max(256);
 
 /** Ironic's create_configuration arguments. */
 export const CreateConfigurationArgs = z
@@ -224,6 +225,24 @@ export const AGENT_COMMANDS = {
   reboot: { args: NoArgs, readOnly: false, example: {}, steps: [] },
   power_off: { args: NoArgs, readOnly: false, example: {}, steps: [] },
   collect_logs: { args: NoArgs, readOnly: true, example: {}, steps: [] },
+  check_smart_health: {
+    args: z
+      .object({ devices: DiskList.optional().describe("Only these disks (paths); default: every disk") })
+      .strict(),
+    readOnly: true,
+    example: { devices: ["/dev/sda"] },
+    // A burn-in style check (as MAAS's smartctl-validate): only when asked for, so priority 0.
+    steps: [
+      {
+        kind: "clean",
+        interface: "deploy",
+        step: "check_smart_health",
+        priority: 0,
+        abortable: true,
+        example: { devices: ["/dev/sda", "/dev/nvme0n1"] },
+      },
+    ],
+  },
 } as const satisfies Record<string, AgentCommandDeclaration>;
 
 export type CommandName = keyof typeof AGENT_COMMANDS;

@@ -1,6 +1,7 @@
 import { agentStepDescriptors } from "../../shared/agent-steps.ts";
 import type { CommandName } from "../../shared/protocol.ts";
 import type { StepDescriptor, StepKind } from "../../shared/steps.ts";
+import { checkSmartHealth } from "./check-smart-health.ts";
 import { collectLogs } from "./collect-logs.ts";
 import type { CommandTable } from "./command.ts";
 import { createRaid } from "./create-raid.ts";
@@ -30,6 +31,7 @@ const HANDLERS: CommandTable = {
   reboot,
   power_off: powerOff,
   collect_logs: collectLogs,
+  check_smart_health: checkSmartHealth,
 };
 
 const implemented = (name: CommandName): boolean => Object.hasOwn(COMMANDS, name);

@@ -166,6 +166,7 @@ describe("the agent's step lists", () => {
       "deploy.erase_devices_express": 0,
       "raid.create_configuration": 0,
       "raid.delete_configuration": 0,
+      "deploy.check_smart_health": 0,
     });
     // install_bootloader at 60: the slot of Ironic's deploy.prepare_instance_boot, which installs it
     expect(priorities(DEPLOY_STEPS)).toEqual({
