@@ -1,10 +1,8 @@
 import { z } from "zod";
 import { ERROR_CODES } from "./errors.ts";
 import type { ErrorCode } from "./errors.ts";
-import { EraseMetadataOptionsSchema, EraseOptionsSchema } from "./erase.ts";
-import { WriteImageRequestSchema } from "./image.ts";
-import { LogicalDiskSchema } from "./raid.ts";
-import { RootDeviceHintsSchema } from "./root-device.ts";
+import { AGENT_COMMANDS, COMMAND_NAMES } from "./agent-steps.ts";
+import type { CommandArgs, CommandName } from "./agent-steps.ts";
 
 /**
  * The agent ⇄ conductor wire: one WebSocket per node, JSON text frames, each a member of `FrameSchema`.
@@ -13,33 +11,14 @@ import { RootDeviceHintsSchema } from "./root-device.ts";
 export const PROTOCOL_VERSION = 1;
 const v = z.literal(PROTOCOL_VERSION);
 
-export const COMMAND_NAMES = [
-  "get_inventory",
-  "get_clean_steps",
-  "get_deploy_steps",
-  "erase_devices",
-  "erase_devices_metadata",
-  "create_raid",
-  "delete_raid",
-  "write_image",
-  "install_bootloader",
-  "write_configdrive",
-  "set_boot",
-  "sync",
-  "reboot",
-  "power_off",
-  "collect_logs",
-] as const;
-export type CommandName = (typeof COMMAND_NAMES)[number];
+export { COMMAND_NAMES } from "./agent-steps.ts";
+export type { CommandArgs, CommandName } from "./agent-steps.ts";
 export const CommandNameSchema = z.enum(COMMAND_NAMES);
 
 /** Commands that only read; they may run while a mutating command is in flight. */
-export const READ_ONLY_COMMANDS: ReadonlySet<CommandName> = new Set([
-  "get_inventory",
-  "get_clean_steps",
-  "get_deploy_steps",
-  "collect_logs",
-]);
+export const READ_ONLY_COMMANDS: ReadonlySet<CommandName> = new Set(
+  COMMAND_NAMES.filter((name) => AGENT_COMMANDS[name].readOnly),
+);
 
 const MacSchema = z
   .string()
@@ -195,44 +174,11 @@ const FRAME_TYPES: ReadonlySet<string> = new Set([
 
 // ---- per-command arguments ----
 
-const NoArgs = z.object({}).strict();
-const BootModeArg = z.enum(["uefi", "bios"]);
-const WithRootDevice = z.object({ root_device: RootDeviceHintsSchema.nullable().optional() });
-
-/** The image pipeline's write request plus the hints that pick the target disk. */
-const WriteImageArgs = WriteImageRequestSchema.extend({
-  root_device: RootDeviceHintsSchema.nullable().optional(),
-}).strict();
-
-export const COMMAND_ARGS = {
-  get_inventory: NoArgs,
-  get_clean_steps: NoArgs,
-  get_deploy_steps: NoArgs,
-  erase_devices: EraseOptionsSchema,
-  erase_devices_metadata: EraseMetadataOptionsSchema,
-  create_raid: z
-    .object({
-      logical_disks: z.array(LogicalDiskSchema).min(1).max(64),
-      /** Which boot partition every holder gets; default: the mode the ramdisk booted in. */
-      boot_mode: BootModeArg.optional(),
-    })
-    .strict(),
-  delete_raid: NoArgs,
-  write_image: WriteImageArgs,
-  install_bootloader: WithRootDevice.extend({
-    /** Default: the mode the ramdisk booted in. */
-    boot_mode: BootModeArg.optional(),
-    /** The root filesystem's UUID or PARTUUID (Ironic's root_uuid); default: the first Linux filesystem found. */
-    root_uuid: z.string().min(1).max(64).optional(),
-  }).strict(),
-  write_configdrive: WithRootDevice.extend({ configdrive: z.string().min(1) }).strict(),
-  set_boot: z.object({ device: z.enum(["disk", "pxe"]), persistent: z.boolean().optional() }).strict(),
-  sync: NoArgs,
-  reboot: NoArgs,
-  power_off: NoArgs,
-  collect_logs: NoArgs,
-} as const satisfies Record<CommandName, z.ZodType>;
-export type CommandArgs<N extends CommandName> = z.infer<(typeof COMMAND_ARGS)[N]>;
+/** Each command's argument schema, from the catalogue. */
+export const COMMAND_ARGS: { readonly [N in CommandName]: (typeof AGENT_COMMANDS)[N]["args"] } =
+  Object.fromEntries(COMMAND_NAMES.map((name) => [name, AGENT_COMMANDS[name].args])) as {
+    [N in CommandName]: (typeof AGENT_COMMANDS)[N]["args"];
+  };
 
 // ---- parsing ----
 

@@ -1,11 +1,13 @@
+import { agentStepDescriptors } from "../../shared/agent-steps.ts";
+import type { CommandName } from "../../shared/protocol.ts";
+import type { StepDescriptor, StepKind } from "../../shared/steps.ts";
+import { checkSmartHealth } from "./check-smart-health.ts";
 import { collectLogs } from "./collect-logs.ts";
 import type { CommandTable } from "./command.ts";
 import { createRaid } from "./create-raid.ts";
 import { deleteRaid } from "./delete-raid.ts";
 import { eraseDevices } from "./erase-devices.ts";
 import { eraseDevicesMetadata } from "./erase-devices-metadata.ts";
-import { getCleanSteps } from "./get-clean-steps.ts";
-import { getDeploySteps } from "./get-deploy-steps.ts";
 import { getInventory } from "./get-inventory.ts";
 import { installBootloader } from "./install-bootloader.ts";
 import { powerOff } from "./power-off.ts";
@@ -13,11 +15,12 @@ import { reboot } from "./reboot.ts";
 import { syncDisks } from "./sync.ts";
 import { writeImage } from "./write-image.ts";
 
-/** Every command this agent implements; a name missing here answers NOT_SUPPORTED. */
-export const COMMANDS: CommandTable = {
+/**
+ * The handler bound to each catalogue command this agent implements (arguments arrive parsed by the
+ * catalogue's schema); a name missing here answers NOT_SUPPORTED, and its steps are not offered.
+ */
+const HANDLERS: CommandTable = {
   get_inventory: getInventory,
-  get_clean_steps: getCleanSteps,
-  get_deploy_steps: getDeploySteps,
   erase_devices: eraseDevices,
   erase_devices_metadata: eraseDevicesMetadata,
   create_raid: createRaid,
@@ -28,4 +31,22 @@ export const COMMANDS: CommandTable = {
   reboot,
   power_off: powerOff,
   collect_logs: collectLogs,
+  check_smart_health: checkSmartHealth,
+};
+
+const implemented = (name: CommandName): boolean => Object.hasOwn(COMMANDS, name);
+
+/**
+ * The steps this agent offers (IPA's get_clean_steps / get_deploy_steps): the catalogue's, for the commands
+ * it has a handler for, so the conductor's view before and after the call-back is the same.
+ */
+export function offeredSteps(kind: Extract<StepKind, "clean" | "deploy">): StepDescriptor[] {
+  return agentStepDescriptors(kind, implemented);
+}
+
+/** Every command this agent implements. */
+export const COMMANDS: CommandTable = {
+  ...HANDLERS,
+  get_clean_steps: async () => ({ clean_steps: offeredSteps("clean") }),
+  get_deploy_steps: async () => ({ deploy_steps: offeredSteps("deploy") }),
 };

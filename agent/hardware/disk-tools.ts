@@ -64,4 +64,6 @@ export interface DiskTools {
   nvme(args: readonly string[], options: ToolCall): Promise<ExecResult>;
   /** Runs hdparm with these arguments. @throws Error when there is no hdparm here. */
   hdparm(args: readonly string[], options: ToolCall): Promise<ExecResult>;
+  /** Runs smartctl (smartmontools) with these arguments. @throws Error when there is no smartctl here. */
+  smartctl(args: readonly string[], options: ToolCall): Promise<ExecResult>;
 }

@@ -1,6 +1,10 @@
 import { z } from "zod";
+import { argsinfoOf } from "../../shared/agent-steps.ts";
+import type { AgentStep, ArgsSchema } from "../../shared/agent-steps.ts";
+import type { CommandArgs } from "../../shared/protocol.ts";
 import type { StepDescriptor, StepInterface, StepKind } from "../../shared/steps.ts";
 import { Invalid } from "../errors.ts";
+import { agentCommand } from "./agent-command.ts";
 import type { DriverTask as Task } from "./task-context.ts";
 
 /** Step arguments as they travel (API body, driver_internal_info). */
@@ -27,8 +31,6 @@ export interface Step {
   run(task: Task, args: StepArgs): Promise<void>;
 }
 
-type ArgsSchema = z.ZodObject<z.ZodRawShape>;
-
 /** Describes a step once: argsinfo is derived from the zod schema (descriptions, optional or required). */
 export function defineStep<S extends ArgsSchema>(definition: {
   kind: StepKind;
@@ -43,11 +45,6 @@ export function defineStep<S extends ArgsSchema>(definition: {
   args: S;
   run(task: Task, args: z.infer<S>): Promise<void>;
 }): Step {
-  const argsinfo: NonNullable<StepDescriptor["argsinfo"]> = {};
-  for (const [name, field] of Object.entries(definition.args.shape)) {
-    const type = field as z.ZodType;
-    argsinfo[name] = { description: type.description ?? name, required: !type.safeParse(undefined).success };
-  }
   const id = `${definition.interface}.${definition.step}`;
   const parseArgs = (args: StepArgs): z.infer<S> => {
     const unexpected = Object.keys(args).filter((key) => !Object.hasOwn(definition.args.shape, key));
@@ -69,7 +66,7 @@ export function defineStep<S extends ArgsSchema>(definition: {
       interface: definition.interface,
       step: definition.step,
       priority: definition.priority,
-      argsinfo: Object.keys(argsinfo).length ? argsinfo : null,
+      argsinfo: argsinfoOf(definition.args),
       abortable: definition.abortable ?? false,
       reboot_requested: false,
       requires_ramdisk: definition.requiresRamdisk ?? definition.inBand ?? false,
@@ -83,3 +80,42 @@ export function defineStep<S extends ArgsSchema>(definition: {
 }
 
 export const NoArgs = z.object({});
+
+/** What the conductor does for an agent step; absent, the default sends the step's command. */
+export type AgentStepRun = (task: Task, args: StepArgs) => Promise<void>;
+
+/**
+ * A step of the agent catalogue, as a driver interface declares it: kind, name, priority, abortable and
+ * argument schema come from the catalogue, so the conductor's descriptor is the one the agent reports.
+ * `run` is the conductor's side of the step; by default the step's arguments go to its command as they are
+ * and the command's result is kept in driver_internal_info as `<step>_result`.
+ * `priority` is the conductor's configured one (Ironic's [deploy] *_priority), which wins over the agent's.
+ */
+export function agentStep(
+  declared: AgentStep,
+  options: { run?: AgentStepRun; priority?: number | undefined; inBand?: boolean } = {},
+): Step {
+  return defineStep({
+    kind: declared.kind,
+    interface: declared.interface,
+    step: declared.step,
+    priority: options.priority ?? declared.priority,
+    ...(options.priority === undefined ? {} : { conductorPriority: true }),
+    abortable: declared.abortable ?? false,
+    inBand: options.inBand ?? true,
+    args: declared.args,
+    run: options.run ?? ((task, args) => sendCommand(task, declared, args)),
+  });
+}
+
+async function sendCommand(task: Task, declared: AgentStep, args: StepArgs): Promise<void> {
+  // NOTE: a step without args of its own takes its command's (the catalogue resolves them so), already parsed
+  // by that schema when the step was requested; the agent checks them once more, as every command's.
+  const result = await agentCommand(task, {
+    name: declared.command,
+    args: args as CommandArgs<typeof declared.command>,
+  });
+  await task.update({
+    driver_internal_info: { ...task.node.driver_internal_info, [`${declared.step}_result`]: result },
+  });
+}

@@ -1,4 +1,4 @@
-import { truncate, writeFile } from "node:fs/promises";
+import { readFile, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { api } from "./conductor.ts";
 import { sampleInventory, startAgentProcess, writeSimulatedMachine, type AgentProcess } from "./agent.ts";
@@ -15,12 +15,18 @@ export async function enrollSimulatedNode(options: {
   executable: string;
   /** extra node fields (interfaces, automated_clean, ...) */
   body?: Record<string, unknown>;
+  /** The disk's SMART health check reports failing. */
+  smartFailing?: boolean;
 }): Promise<{ uuid: string; disk: string; boot(): AgentProcess }> {
   const { url, dir, name, mac } = options;
   const disk = join(dir, `${name}.disk`);
   await writeFile(disk, "");
   await truncate(disk, 20 * 1024 ** 3);
   const machine = await writeSimulatedMachine(dir, sampleInventory({ macs: [mac], diskFile: disk }));
+  if (options.smartFailing) {
+    const content = JSON.parse(await readFile(machine, "utf8")) as Record<string, unknown>;
+    await writeFile(machine, JSON.stringify({ ...content, smart_failing: [disk] }));
+  }
   const created = await api(`${url}/v1/nodes`, {
     method: "POST",
     body: { name, driver: "fake-hardware", deploy_interface: "direct", ...options.body },

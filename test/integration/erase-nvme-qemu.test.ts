@@ -35,6 +35,7 @@ async function argvFor(caps: DiskCapabilities): Promise<string[]> {
     capabilities: async () => caps,
     discard: async () => undefined,
     hdparm: async () => ok,
+    smartctl: async () => ok,
     nvme: async (args) => (calls.push([...args]), ok),
   };
   await nvmeErase(DEVICE, method as Parameters<typeof nvmeErase>[1], {

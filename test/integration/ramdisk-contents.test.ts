@@ -62,6 +62,7 @@ describe("the deploy ramdisk's contents (unpacked on the host)", () => {
     ["sgdisk", "--version"],
     ["nvme", "version"],
     ["hdparm", "-V"],
+    ["smartctl", "--version"],
     ["dmidecode", "--version"],
     ["grub-install", "--version"],
     ["mkfs.fat", "--help"],

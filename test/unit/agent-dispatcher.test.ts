@@ -201,3 +201,46 @@ describe("CommandDispatcher", () => {
     ]);
   });
 });
+
+describe("CommandDispatcher argument checking", () => {
+  it("checks arguments once, from the catalogue: hostile ones get BAD_ARGS naming the field, the handler never runs", async () => {
+    const seen: unknown[] = [];
+    const sent: Sent[] = [];
+    const dispatcher = new CommandDispatcher({
+      backend: new SimulatedBackend({ inventory: IPA_INVENTORY }),
+      commands: { check_smart_health: async (args) => (seen.push(args), { devices: [] }) },
+      logger: silentLogger,
+      send: (frame) => (sent.push(frame as Sent), true),
+    });
+    const hostile: unknown[] = [
+      { devices: "/dev/sda" },
+      { devices: ["/dev/sda"], extra: true },
+      { devices: [""] },
+      { devices: Array.from({ length: 300 }, (_, i) => `/dev/sd${i}`) },
+      JSON.parse('{"__proto__": {"polluted": true}, "devices": []}'),
+      "rm -rf /",
+      42,
+    ];
+    for (const [index, args] of hostile.entries()) {
+      dispatcher.handleCommand(command(`h${index}`, "check_smart_health", args));
+    }
+    dispatcher.handleCommand(command("ok", "check_smart_health", { devices: ["/dev/sda"] }));
+    await tick();
+    const answers = results(sent);
+    expect(answers.slice(0, hostile.length)).toEqual(
+      hostile.map(() =>
+        expect.objectContaining({
+          ok: false,
+          error: expect.objectContaining({
+            code: "BAD_ARGS",
+            message: expect.stringMatching(/^check_smart_health: /) as unknown,
+          }),
+        }),
+      ),
+    );
+    expect(answers.at(-1)).toMatchObject({ id: "ok", ok: true });
+    // the handler saw only the valid arguments, already parsed
+    expect(seen).toEqual([{ devices: ["/dev/sda"] }]);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+});

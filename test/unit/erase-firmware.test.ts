@@ -83,6 +83,10 @@ class FakeTools implements DiskTools {
     return ok();
   }
 
+  async smartctl(): Promise<ExecResult> {
+    throw new Error("erasing never reads SMART");
+  }
+
   async hdparm(args: readonly string[], call: ToolCall): Promise<ExecResult> {
     this.calls.push(["hdparm", ...args]);
     const drive = this.ata;

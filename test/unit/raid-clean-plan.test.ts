@@ -10,7 +10,9 @@ import {
   parseReportedSteps,
   stepId,
 } from "../../conductor/tasks/step-plan.ts";
-import { CLEAN_STEPS } from "../../agent/commands/get-clean-steps.ts";
+import { offeredSteps } from "../../agent/commands/registry.ts";
+
+const CLEAN_STEPS = offeredSteps("clean");
 
 /** The automated clean plan of a node with the direct deploy and agent RAID, after the agent reported its steps. */
 function automatedClean(priorities: RaidStepPriorities): string[] {

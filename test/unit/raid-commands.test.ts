@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { GIB, blankDisk } from "../../shared/inventory.ts";
 import { LogicalDiskSchema } from "../../shared/raid.ts";
-import { StepDescriptorSchema } from "../../shared/steps.ts";
+import { StepDescriptorSchema, type StepDescriptor } from "../../shared/steps.ts";
 import { COMMAND_ARGS, parseCommandArgs } from "../../shared/protocol.ts";
 import { mdadmCreateArgs, sfdiskScript } from "../../agent/disk/raid/commands.ts";
 import { planSoftwareRaid } from "../../agent/disk/raid/plan.ts";
@@ -10,8 +10,7 @@ import {
   minimalGrubConfig,
   withBiosBootPartition,
 } from "../../agent/disk/bootloader/grub-commands.ts";
-import { CLEAN_STEPS } from "../../agent/commands/get-clean-steps.ts";
-import { DEPLOY_STEPS } from "../../agent/commands/get-deploy-steps.ts";
+import { offeredSteps } from "../../agent/commands/registry.ts";
 
 const disks = ["/dev/vda", "/dev/vdb", "/dev/vdc", "/dev/nvme0n1"].map((name) => blankDisk(name, 2 * GIB));
 
@@ -156,9 +155,10 @@ describe("GRUB command lines", () => {
 
 describe("the agent's step lists", () => {
   it("are StepDescriptors with Ironic's priorities", () => {
+    const [CLEAN_STEPS, DEPLOY_STEPS] = [offeredSteps("clean"), offeredSteps("deploy")];
     for (const step of [...CLEAN_STEPS, ...DEPLOY_STEPS])
       expect(StepDescriptorSchema.parse(step)).toEqual(step);
-    const priorities = (steps: typeof CLEAN_STEPS) =>
+    const priorities = (steps: StepDescriptor[]) =>
       Object.fromEntries(steps.map((s) => [`${s.interface}.${s.step}`, s.priority]));
     expect(priorities(CLEAN_STEPS)).toEqual({
       "deploy.erase_devices": 0,
@@ -166,8 +166,14 @@ describe("the agent's step lists", () => {
       "deploy.erase_devices_express": 0,
       "raid.create_configuration": 0,
       "raid.delete_configuration": 0,
+      "deploy.check_smart_health": 0,
     });
-    expect(priorities(DEPLOY_STEPS)).toEqual({ "deploy.write_image": 80, "deploy.install_bootloader": 60 });
+    // install_bootloader at 60: the slot of Ironic's deploy.prepare_instance_boot, which installs it
+    expect(priorities(DEPLOY_STEPS)).toEqual({
+      "deploy.write_image": 80,
+      "deploy.install_bootloader": 60,
+      "raid.apply_configuration": 0,
+    });
   });
 
   it("get_deploy_steps takes no arguments; create_raid and install_bootloader take a boot mode", () => {

@@ -68,6 +68,13 @@ export class LinuxDiskTools implements DiskTools {
     return exec("hdparm", args, { signal: options.signal, timeoutMs: options.timeoutMs ?? PROBE_TIMEOUT_MS });
   }
 
+  smartctl(args: readonly string[], options: ToolCall): Promise<ExecResult> {
+    return exec("smartctl", args, {
+      signal: options.signal,
+      timeoutMs: options.timeoutMs ?? PROBE_TIMEOUT_MS,
+    });
+  }
+
   /** null when nvme-cli is missing or the controller does not answer: then only software methods apply. */
   private async probeNvme(device: string, signal?: AbortSignal): Promise<NvmeCapabilities | null> {
     try {

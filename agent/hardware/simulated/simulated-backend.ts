@@ -8,8 +8,13 @@ import { SimulatedDiskTools } from "./disk-tools.ts";
 
 /** A simulated machine file: a bare inventory, or an inventory with a fixed boot id. */
 export const SimulatedMachineSchema = z.union([
-  z.object({ inventory: InventorySchema, boot_id: z.string().optional() }),
-  InventorySchema.transform((inventory) => ({ inventory, boot_id: undefined })),
+  z.object({
+    inventory: InventorySchema,
+    boot_id: z.string().optional(),
+    /** Disks (names from the inventory) whose SMART health check reports failing. */
+    smart_failing: z.array(z.string()).optional(),
+  }),
+  InventorySchema.transform((inventory) => ({ inventory, boot_id: undefined, smart_failing: undefined })),
 ]);
 
 export type PowerEvent = "sync" | "reboot" | "power_off";
@@ -18,6 +23,8 @@ export interface SimulatedBackendOptions {
   inventory: Inventory;
   /** Defaults to a fresh UUID: one simulated boot per agent process. */
   bootId?: string;
+  /** Disks whose SMART health check reports failing. */
+  smartFailing?: readonly string[] | undefined;
   /** Power events are appended here as JSON lines, so a test in another process can see them. */
   eventsFile?: string;
 }
@@ -28,12 +35,13 @@ export interface SimulatedBackendOptions {
  */
 export class SimulatedBackend implements HardwareBackend {
   readonly name = "simulated";
-  readonly diskTools = new SimulatedDiskTools();
+  readonly diskTools: SimulatedDiskTools;
   readonly events: PowerEvent[] = [];
   private readonly id: string;
 
   constructor(private readonly options: SimulatedBackendOptions) {
     this.id = options.bootId ?? randomUUID();
+    this.diskTools = new SimulatedDiskTools(new Set(options.smartFailing ?? []));
   }
 
   /** @throws Error when the file is unreadable or does not hold a valid inventory. */
@@ -45,6 +53,7 @@ export class SimulatedBackend implements HardwareBackend {
     return new SimulatedBackend({
       inventory: parsed.data.inventory,
       bootId: parsed.data.boot_id,
+      smartFailing: parsed.data.smart_failing,
       eventsFile: options.eventsFile,
     });
   }

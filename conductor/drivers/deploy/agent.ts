@@ -1,12 +1,13 @@
-import { z } from "zod";
-import type { COMMAND_ARGS } from "../../../shared/protocol.ts";
+import type { z } from "zod";
+import { AGENT_STEPS, type InstallBootloaderStepArgs } from "../../../shared/agent-steps.ts";
+import type { CommandArgs } from "../../../shared/protocol.ts";
 import { EraseOptionsSchema, eraseDevicesArgs, eraseMetadataArgs } from "../../../shared/erase.ts";
 import { writeRequestFromInstanceInfo } from "../../images/image-request.ts";
 import { prepareInstanceBoot } from "../boot/instance-boot.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 import { agentCommand } from "../agent-command.ts";
 import type { DeployInterface } from "../interfaces.ts";
-import { NoArgs, defineStep } from "../step.ts";
+import { NoArgs, agentStep, defineStep, type AgentStepRun, type StepArgs } from "../step.ts";
 
 /** How often deploy progress is written to the node (the event stream gets every frame). */
 const PROGRESS_WRITE_MS = 1000;
@@ -33,41 +34,6 @@ async function eraseMetadataAndRecord(task: Task): Promise<void> {
   });
 }
 
-const eraseDevices = defineStep({
-  kind: "clean",
-  interface: "deploy",
-  step: "erase_devices",
-  priority: 0,
-  abortable: true,
-  inBand: true,
-  args: NoArgs,
-  // the conductor's erase settings (Ironic's [deploy] options) and the node's skip_block_devices
-  run: (task) => eraseAndRecord(task, eraseDevicesArgs(task.deps.config.erase, task.node)),
-});
-
-const eraseDevicesMetadata = defineStep({
-  kind: "clean",
-  interface: "deploy",
-  step: "erase_devices_metadata",
-  priority: 99,
-  abortable: true,
-  inBand: true,
-  args: NoArgs,
-  run: eraseMetadataAndRecord,
-});
-
-const eraseDevicesExpress = defineStep({
-  kind: "clean",
-  interface: "deploy",
-  step: "erase_devices_express",
-  priority: 0,
-  abortable: true,
-  inBand: true,
-  args: NoArgs,
-  /** IPA's express erase: the agent uses the fast, hardware-assisted methods only (discard, secure erase). */
-  run: (task) => eraseAndRecord(task, eraseDevicesArgs(task.deps.config.erase, task.node, { express: true })),
-});
-
 async function writeImage(task: Task): Promise<void> {
   const request = writeRequestFromInstanceInfo(task.node.instance_info, {
     sign: task.deps.sign,
@@ -92,47 +58,43 @@ async function writeImage(task: Task): Promise<void> {
   });
 }
 
-const writeImageStep = defineStep({
-  kind: "deploy",
-  interface: "deploy",
-  step: "write_image",
-  priority: 80,
-  inBand: true,
-  args: NoArgs,
-  run: writeImage,
-});
+async function installBootloader(task: Task, args: StepArgs): Promise<void> {
+  // parsed by the catalogue's schema when the step was requested
+  const { boot_mode: asked, force } = args as z.infer<typeof InstallBootloaderStepArgs>;
+  // As Ironic: a whole-disk image brings its own bootloader, so GRUB is installed only for a partition
+  // image or onto software RAID (where every member needs one), unless the step is forced.
+  if (!force && !needsBootloader(task.node)) return;
+  const hints = task.node.properties.root_device;
+  const bootMode =
+    asked ??
+    (task.node.boot_mode === "bios" || task.node.boot_mode === "uefi" ? task.node.boot_mode : undefined);
+  // Ironic's instance_info image_rootfs_uuid names the root filesystem of a whole-disk image on software
+  // RAID; without it the agent takes the first Linux filesystem (Ironic's "first partition" fallback).
+  const rootUuid = task.node.instance_info.image_rootfs_uuid;
+  await agentCommand(task, {
+    name: "install_bootloader",
+    args: {
+      ...(hints && typeof hints === "object" ? { root_device: hints } : {}),
+      ...(bootMode ? { boot_mode: bootMode } : {}),
+      ...(typeof rootUuid === "string" && rootUuid !== "" ? { root_uuid: rootUuid } : {}),
+    } as CommandArgs<"install_bootloader">,
+  });
+}
 
-const installBootloader = defineStep({
-  kind: "deploy",
-  interface: "deploy",
-  step: "install_bootloader",
-  priority: 0,
-  inBand: true,
-  args: z.object({
-    boot_mode: z.enum(["uefi", "bios"]).optional().describe("uefi or bios; default: the node's boot mode"),
-    force: z.boolean().optional().describe("install even onto a whole-disk image without software RAID"),
-  }),
-  async run(task, args) {
-    // As Ironic: a whole-disk image brings its own bootloader, so GRUB is installed only for a partition
-    // image or onto software RAID (where every member needs one), unless the step was asked for by name.
-    if (!args.force && !needsBootloader(task.node)) return;
-    const hints = task.node.properties.root_device;
-    const bootMode =
-      args.boot_mode ??
-      (task.node.boot_mode === "bios" || task.node.boot_mode === "uefi" ? task.node.boot_mode : undefined);
-    // Ironic's instance_info image_rootfs_uuid names the root filesystem of a whole-disk image on software
-    // RAID; without it the agent takes the first Linux filesystem (Ironic's "first partition" fallback).
-    const rootUuid = task.node.instance_info.image_rootfs_uuid;
-    await agentCommand(task, {
-      name: "install_bootloader",
-      args: {
-        ...(hints && typeof hints === "object" ? { root_device: hints } : {}),
-        ...(bootMode ? { boot_mode: bootMode } : {}),
-        ...(typeof rootUuid === "string" && rootUuid !== "" ? { root_uuid: rootUuid } : {}),
-      } as z.infer<typeof COMMAND_ARGS.install_bootloader>,
-    });
-  },
-});
+/**
+ * The conductor's side of the agent's deploy-interface steps; a catalogue step missing here sends its command
+ * with its arguments as they are (agentStep's default).
+ */
+const RUNS: Readonly<Record<string, AgentStepRun>> = {
+  // the conductor's erase settings (Ironic's [deploy] options) and the node's skip_block_devices
+  erase_devices: (task) => eraseAndRecord(task, eraseDevicesArgs(task.deps.config.erase, task.node)),
+  erase_devices_metadata: eraseMetadataAndRecord,
+  /** IPA's express erase: the agent uses the fast, hardware-assisted methods only (discard, secure erase). */
+  erase_devices_express: (task) =>
+    eraseAndRecord(task, eraseDevicesArgs(task.deps.config.erase, task.node, { express: true })),
+  write_image: writeImage,
+  install_bootloader: installBootloader,
+};
 
 /** Whether a deploy needs GRUB installed: a partition image, or a root on software RAID. */
 export function needsBootloader(node: {
@@ -181,11 +143,9 @@ export const agentDeploy: DeployInterface = {
   name: "direct",
   inBand: true,
   steps: [
-    eraseDevices,
-    eraseDevicesMetadata,
-    eraseDevicesExpress,
-    writeImageStep,
-    installBootloader,
+    ...AGENT_STEPS.filter((s) => s.interface === "deploy").map((s) =>
+      agentStep(s, Object.hasOwn(RUNS, s.step) ? { run: RUNS[s.step] } : {}),
+    ),
     bootInstance,
   ],
 };

@@ -3,12 +3,13 @@ import { Invalid } from "../../errors.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 import { agentCommand } from "../agent-command.ts";
 import type { RaidInterface } from "../interfaces.ts";
-import { NoArgs, defineStep, type Step } from "../step.ts";
+import { agentStep, type Step } from "../step.ts";
 import {
-  ApplyConfigurationArgs,
-  CreateConfigurationArgs,
   logicalDisksToCreate,
   raidConfigFrom,
+  raidStep,
+  type ApplyConfiguration,
+  type CreateConfiguration,
 } from "./raid-steps.ts";
 
 /** Software RAID (controller "software") is what the agent builds, with mdadm. */
@@ -55,37 +56,23 @@ export function agentRaidInterface(priorities: RaidStepPriorities = {}): RaidInt
 
 function raidSteps(priorities: RaidStepPriorities): Step[] {
   return [
-    defineStep({
-      kind: "clean",
-      interface: "raid",
-      step: "create_configuration",
-      priority: priorities.createConfiguration ?? 0,
-      conductorPriority: priorities.createConfiguration !== undefined,
-      inBand: true,
-      args: CreateConfigurationArgs,
-      run: (task, args) => build(task, logicalDisksToCreate(task, args), args.delete_existing ?? true),
+    agentStep(raidStep("create_configuration"), {
+      priority: priorities.createConfiguration,
+      run: (task, raw) => {
+        const args = raw as CreateConfiguration; // parsed by the catalogue's schema
+        return build(task, logicalDisksToCreate(task, args), args.delete_existing ?? true);
+      },
     }),
-    defineStep({
-      kind: "clean",
-      interface: "raid",
-      step: "delete_configuration",
-      priority: priorities.deleteConfiguration ?? 0,
-      conductorPriority: priorities.deleteConfiguration !== undefined,
-      inBand: true,
-      args: NoArgs,
+    agentStep(raidStep("delete_configuration"), {
+      priority: priorities.deleteConfiguration,
       async run(task) {
         await agentCommand(task, { name: "delete_raid", args: {} });
         await task.update({ raid_config: {} });
       },
     }),
-    defineStep({
-      kind: "deploy",
-      interface: "raid",
-      step: "apply_configuration",
-      priority: 0,
-      inBand: true,
-      args: ApplyConfigurationArgs,
-      async run(task, args) {
+    agentStep(raidStep("apply_configuration"), {
+      async run(task, raw) {
+        const args = raw as ApplyConfiguration; // parsed by the catalogue's schema
         await task.update({ target_raid_config: args.raid_config });
         await build(task, args.raid_config.logical_disks, args.delete_existing ?? true);
       },

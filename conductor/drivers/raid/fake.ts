@@ -1,40 +1,38 @@
 import type { RaidInterface } from "../interfaces.ts";
-import { NoArgs, defineStep } from "../step.ts";
-import { ApplyConfigurationArgs, CreateConfigurationArgs, logicalDisksToCreate } from "./raid-steps.ts";
+import { agentStep } from "../step.ts";
+import {
+  logicalDisksToCreate,
+  raidStep,
+  type ApplyConfiguration,
+  type CreateConfiguration,
+} from "./raid-steps.ts";
 
-/** Ironic's fake RAID: "building" records the target configuration as the node's raid_config. */
+/**
+ * Ironic's fake RAID: "building" records the target configuration as the node's raid_config. Its steps are
+ * the agent catalogue's (names, priorities, arguments) run by the conductor itself, without a ramdisk.
+ */
 export const fakeRaid: RaidInterface = {
   name: "fake",
   supported: true,
   validateRaidConfig: () => undefined,
   steps: [
-    defineStep({
-      kind: "clean",
-      interface: "raid",
-      step: "create_configuration",
-      priority: 0,
-      args: CreateConfigurationArgs,
-      async run(task, args) {
+    agentStep(raidStep("create_configuration"), {
+      inBand: false,
+      async run(task, raw) {
+        const args = raw as CreateConfiguration; // parsed by the catalogue's schema
         await task.update({ raid_config: { logical_disks: logicalDisksToCreate(task, args) } });
       },
     }),
-    defineStep({
-      kind: "clean",
-      interface: "raid",
-      step: "delete_configuration",
-      priority: 0,
-      args: NoArgs,
+    agentStep(raidStep("delete_configuration"), {
+      inBand: false,
       async run(task) {
         await task.update({ raid_config: {} });
       },
     }),
-    defineStep({
-      kind: "deploy",
-      interface: "raid",
-      step: "apply_configuration",
-      priority: 0,
-      args: ApplyConfigurationArgs,
-      async run(task, args) {
+    agentStep(raidStep("apply_configuration"), {
+      inBand: false,
+      async run(task, raw) {
+        const args = raw as ApplyConfiguration; // parsed by the catalogue's schema
         await task.update({ raid_config: args.raid_config, target_raid_config: args.raid_config });
       },
     }),

@@ -1,20 +1,25 @@
 import { z } from "zod";
+import {
+  findAgentStep,
+  type AgentStep,
+  type ApplyConfigurationArgs,
+  type CreateConfigurationArgs,
+} from "../../../shared/agent-steps.ts";
 import { RaidConfigSchema, type LogicalDisk, type RaidConfig } from "../../../shared/raid.ts";
 import { Invalid } from "../../errors.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 
-/** Ironic's create_configuration arguments. */
-export const CreateConfigurationArgs = z.object({
-  create_root_volume: z.boolean().optional().describe("Create the root volume (default true)"),
-  create_nonroot_volumes: z.boolean().optional().describe("Create the non-root volumes (default true)"),
-  delete_existing: z.boolean().optional().describe("Delete the existing volumes first"),
-});
+export type CreateConfiguration = z.infer<typeof CreateConfigurationArgs>;
+export type ApplyConfiguration = z.infer<typeof ApplyConfigurationArgs>;
 
-/** Ironic's apply_configuration (a deploy step) arguments. */
-export const ApplyConfigurationArgs = z.object({
-  raid_config: RaidConfigSchema.describe("The RAID configuration to apply"),
-  delete_existing: z.boolean().optional().describe("Delete the existing volumes first"),
-});
+/** The catalogue's RAID-interface step of this name. */
+export function raidStep(
+  name: "create_configuration" | "delete_configuration" | "apply_configuration",
+): AgentStep {
+  const step = findAgentStep({ interface: "raid", step: name });
+  if (step === undefined) throw new Error(`the agent catalogue lacks raid.${name}`);
+  return step;
+}
 
 /**
  * The logical disks create_configuration builds from the node's target_raid_config, with Ironic's root /
