@@ -1,5 +1,13 @@
+import { X509Certificate } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { PeerCertificate } from "node:tls";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { checkConductorIdentity } from "../../agent/link/tls-pin.ts";
+import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
+import { makeImpostorChains } from "../helpers/tls.ts";
 import { caFingerprintOf, kernelParamValues, pinFromValues } from "../../agent/cmdline.ts";
 import { checkConductorSchemes, redirectAllowed } from "../../agent/link/endpoints.ts";
 
@@ -88,5 +96,35 @@ describe("no downgrade of the link", () => {
     expect(() => checkConductorSchemes(["http://a"], false)).toThrow(/neither/);
     expect(() => checkConductorSchemes(["wss://a", "wss://b"], true)).not.toThrow();
     expect(() => checkConductorSchemes(["ws://a", "ws://b"], false)).not.toThrow();
+  });
+});
+
+describe("checkConductorIdentity", () => {
+  /** A certificate as Node's getPeerCertificate gives it, for 127.0.0.1. */
+  const peer = (pem: string): PeerCertificate => {
+    const x509 = new X509Certificate(pem);
+    return {
+      raw: x509.raw,
+      subject: { CN: "x" },
+      subjectaltname: x509.subjectAltName ?? "",
+    } as unknown as PeerCertificate;
+  };
+
+  it("wants the dialled IP in the subjectAltName and serverAuth when the leaf lists usages", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "anvil-eku-"));
+    try {
+      const lab = await makeLabCa({ dir: join(dir, "lab"), names: ["127.0.0.1"] });
+      const chains = await makeImpostorChains(dir, lab);
+      const leaf = async (file: string) => peer(await readFile(file, "utf8"));
+      expect(checkConductorIdentity("127.0.0.1", await leaf(chains.genuine.leafFile))).toBeUndefined();
+      expect(checkConductorIdentity("127.0.0.1", await leaf(chains.clientOnly.leafFile))).toMatchObject({
+        code: "ERR_ANVIL_CERT_PURPOSE",
+      });
+      expect(checkConductorIdentity("127.0.0.1", await leaf(chains.wrongHost.leafFile))).toMatchObject({
+        code: "ERR_TLS_CERT_ALTNAME_INVALID",
+      });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
