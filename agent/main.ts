@@ -3,13 +3,13 @@ import { parseArgs } from "node:util";
 import { createLogger } from "../shared/log.ts";
 import type { Logger } from "../shared/log.ts";
 import { InventorySchema } from "../shared/inventory.ts";
-import { caFingerprintOf, parseKernelCmdline } from "./cmdline.ts";
+import { kernelParamValues, parseKernelCmdline, PIN_PARAM, pinFromValues } from "./cmdline.ts";
 import { COMMANDS } from "./commands/registry.ts";
 import type { HardwareBackend } from "./hardware/backend.ts";
 import { LinuxBackend } from "./hardware/linux/linux-backend.ts";
 import { SimulatedBackend } from "./hardware/simulated/simulated-backend.ts";
 import { AgentLink } from "./link/client.ts";
-import { parseConductorUrls } from "./link/endpoints.ts";
+import { checkConductorSchemes, parseConductorUrls } from "./link/endpoints.ts";
 
 const USAGE = `usage:
   anvil-agent inspect [--backend linux|simulated] [--inventory FILE]
@@ -17,7 +17,8 @@ const USAGE = `usage:
                         [--events FILE] [--token-file FILE] [--log-level info]
 The conductor URL defaults to the kernel parameter anvil.conductor=; either may be a comma-separated list
 (the agent tries the others when one cannot be reached). The certificate pin (--ca-fingerprint,
-SHA-256 of the conductor's CA or certificate) to anvil.ca_fingerprint=; with a pin, wss:// trusts nothing else.
+SHA-256 of the conductor's CA or certificate) to anvil.ca_fingerprint=; with a pin, wss:// trusts nothing else,
+every conductor URL must be wss://, and an empty, malformed or conflicting pin stops the agent.
 --token-file keeps the agent token across agent restarts within one boot; put it on a tmpfs (e.g. /run)
 so that a reboot forgets it, as the conductor expects.`;
 
@@ -30,7 +31,7 @@ const OPTIONS = {
   conductor: { type: "string" },
   events: { type: "string" },
   "token-file": { type: "string" },
-  "ca-fingerprint": { type: "string" },
+  "ca-fingerprint": { type: "string", multiple: true },
   "log-level": { type: "string", default: "info" },
   version: { type: "boolean", default: false },
   help: { type: "boolean", short: "h", default: false },
@@ -48,7 +49,8 @@ async function main(): Promise<number> {
     return 0;
   }
   const mode = positionals[0] ?? "service";
-  const cmdline = parseKernelCmdline(await readFile("/proc/cmdline", "utf8").catch(() => ""));
+  const cmdlineText = await readFile("/proc/cmdline", "utf8").catch(() => "");
+  const cmdline = parseKernelCmdline(cmdlineText);
   const backend = await createBackend({
     kind: values.backend,
     inventory: values.inventory,
@@ -61,18 +63,17 @@ async function main(): Promise<number> {
       process.stdout.write(JSON.stringify(inventory, null, 2) + "\n");
       return 0;
     }
-    case "service":
+    case "service": {
+      // before anything is dialled: a pin that is there but unusable stops the agent (pinFromValues throws)
+      const pins = values["ca-fingerprint"] ?? kernelParamValues(cmdlineText, PIN_PARAM);
       return runService({
         backend,
         url: values.conductor ?? cmdline.get("anvil.conductor"),
         level: values["log-level"],
         tokenFile: values["token-file"],
-        pinnedFingerprint: caFingerprintOf(
-          values["ca-fingerprint"] === undefined
-            ? cmdline
-            : new Map([["anvil.ca_fingerprint", values["ca-fingerprint"]]]),
-        ),
+        pinnedFingerprint: pinFromValues(pins),
       });
+    }
     default:
       return usage(2);
   }
@@ -112,6 +113,7 @@ async function runService(options: {
     process.stderr.write("no conductor URL: pass --conductor or boot with anvil.conductor=ws://…\n");
     return 2;
   }
+  checkConductorSchemes([url, ...otherUrls], options.pinnedFingerprint !== undefined);
   const link = new AgentLink({
     url,
     otherUrls,

@@ -106,6 +106,12 @@ export const ImageLimitsSchema = z.object({
   qcow2_max_table_bytes: z.number().int().positive().optional(),
   /** How many times more L1/refcount table than the virtual size needs is accepted. Default 4. */
   qcow2_metadata_factor: z.number().min(1).max(64).optional(),
+  /** Bytes per second the image server must average over each rate window of waiting for it. Default 65536. */
+  min_bytes_per_second: z.number().int().positive().optional(),
+  /** Seconds the minimum rate is averaged over. Default 60. */
+  rate_window_s: z.number().positive().max(3600).optional(),
+  /** Deadline of each download, in seconds. Default: its size at the minimum rate plus 300 s. */
+  deadline_s: z.number().positive().optional(),
 });
 export type ImageLimits = z.infer<typeof ImageLimitsSchema>;
 

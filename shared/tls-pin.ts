@@ -17,41 +17,21 @@ export interface PeerCertificate {
   issuerCertificate?: PeerCertificate;
 }
 
-function presentedChain(leaf: PeerCertificate | undefined): X509Certificate[] {
-  const chain: X509Certificate[] = [];
-  const seen = new Set<PeerCertificate>();
-  for (let cert = leaf; cert?.raw && !seen.has(cert) && chain.length < 10; cert = cert.issuerCertificate) {
-    seen.add(cert); // a self-signed root is its own issuer
-    chain.push(new X509Certificate(cert.raw));
-  }
-  return chain;
-}
-
-const fingerprintOf = (cert: X509Certificate): string | null => normalizeFingerprint(cert.fingerprint256);
-const current = (cert: X509Certificate, now: Date): boolean =>
-  Date.parse(cert.validFrom) <= now.getTime() && now.getTime() <= Date.parse(cert.validTo);
-
 /**
- * Whether the presented chain leads from the leaf to the pinned certificate: the leaf itself, or a CA that
- * really signed it (each link's issuer checked and its signature verified, every certificate on the way
- * current). Naming the pinned CA in a chain is not enough: its certificate is public, anyone can append it.
- * Pure but for the clock. Never throws (unparsable certificates match nothing).
+ * The PEM of the certificate in a presented chain whose SHA-256 is `pin`, or null. This only FINDS the
+ * pinned certificate (a hash match makes it authentic whoever sent it); it says nothing about the chain:
+ * the caller hands it to OpenSSL as the sole trust anchor for a verified handshake. Never throws.
  */
-export function chainMatchesPin(leaf: PeerCertificate | undefined, pin: string, now = new Date()): boolean {
-  let chain: X509Certificate[];
-  try {
-    chain = presentedChain(leaf);
-  } catch {
-    return false;
+export function pinnedCertificateIn(leaf: PeerCertificate | undefined, pin: string): string | null {
+  const seen = new Set<PeerCertificate>();
+  for (let cert = leaf; cert?.raw && !seen.has(cert) && seen.size < 10; cert = cert.issuerCertificate) {
+    seen.add(cert); // a self-signed root is its own issuer
+    try {
+      const x509 = new X509Certificate(cert.raw);
+      if (normalizeFingerprint(x509.fingerprint256) === pin) return x509.toString();
+    } catch {
+      // an unparsable certificate is not the pinned one
+    }
   }
-  const at = chain.findIndex((cert) => fingerprintOf(cert) === pin);
-  if (at < 0) return false;
-  for (let i = 0; i <= at; i++) {
-    const cert = chain[i]!;
-    if (!current(cert, now)) return false;
-    if (i === at) break;
-    const issuer = chain[i + 1]!;
-    if (!cert.checkIssued(issuer) || !cert.verify(issuer.publicKey)) return false;
-  }
-  return true;
+  return null;
 }

@@ -3,6 +3,7 @@ import type { Logger } from "../../shared/log.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { HttpStatusError, ImageError, redactQuery } from "./errors.ts";
 import { GcPacer } from "./gc-pacer.ts";
+import { TRANSFER_DEFAULTS, TransferGuard } from "./transfer-guard.ts";
 import { ConnectionDroppedError, Http1Connection } from "./http1.ts";
 import type { ByteWindow } from "./extent.ts";
 import type { Http1Response } from "./http1.ts";
@@ -23,6 +24,14 @@ export interface FetchOptions {
   retryDelayMs?: number;
   /** PEM certificate(s) trusted for HTTPS image servers, instead of the system's CAs. */
   ca?: string;
+  /** Bytes per second the server must average over each rateWindowMs spent waiting for it. Default 64 KiB/s. */
+  minBytesPerSecond?: number;
+  /** The window the minimum rate is averaged over. Default 60 s. */
+  rateWindowMs?: number;
+  /** The whole download's deadline. Default: its size at minBytesPerSecond plus deadlineSlackMs. */
+  deadlineMs?: number;
+  /** Added to the size-derived deadline. Default 5 min. */
+  deadlineSlackMs?: number;
   logger?: Logger;
 }
 
@@ -33,6 +42,7 @@ const DEFAULTS = {
   maxResumes: 5,
   maxRetries: 4,
   retryDelayMs: 1_000,
+  ...TRANSFER_DEFAULTS,
 };
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
@@ -56,10 +66,12 @@ export class DownloadSession {
  * One image download: iterate it for the body's bytes (the whole object, or one window of it). Each chunk is a
  * view of a reused receive buffer, valid until the iteration continues (copy what must be kept). Dropped
  * connections resume where they stopped (`Range: bytes=N-`, checked against 206 + Content-Range), 5xx and
- * refused connects are retried with backoff, 4xx fail at once; redirects are followed. Downloads that share a
- * session reuse its keep-alive connection.
+ * refused connects are retried with backoff, 4xx fail at once; redirects are followed (never from https to
+ * http). Downloads that share a session reuse its keep-alive connection. A server slower than the minimum
+ * rate over a window, or a download past its deadline, fails (see TransferGuard).
  * @throws HttpStatusError (4xx, or 5xx past maxRetries); ImageError "http_range" when a server ignores Range,
- * "http_stall" on a stall, "http_connection" past the retry/resume budget; the signal's reason when aborted.
+ * "http_stall" on a stall, a too slow server or a missed deadline, "http_connection" past the retry/resume
+ * budget; the signal's reason when aborted.
  */
 export class ImageDownload implements AsyncIterable<Buffer> {
   /** Bytes this download yields, from Content-Length or Content-Range (or the window), once known. */
@@ -85,15 +97,18 @@ export class ImageDownload implements AsyncIterable<Buffer> {
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Buffer> {
     const log = (this.opts.logger ?? silentLogger).child({ url: redactQuery(this.url) });
+    const guard = new TransferGuard(this.opts, redactQuery(this.url));
     let complete = false;
     try {
       for (;;) {
-        const response = await this.open();
+        guard.checkDeadline(this.total);
+        const response = await guard.waitFor(this.open());
         try {
           for (;;) {
-            const chunk = await response.read();
+            const chunk = await guard.waitFor(response.read());
             if (chunk === null) break;
             this.received += chunk.length;
+            guard.received(chunk.length, this.total);
             yield chunk;
           }
           if (this.total === null || this.received >= this.total) {

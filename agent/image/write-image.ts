@@ -67,6 +67,7 @@ export async function writeImage(
   });
   const fetchOptions: FetchOptions = {
     ...options.fetch,
+    ...transferLimits(limits),
     ...(image.ca === undefined ? {} : { ca: image.ca }),
     signal,
     logger: log,
@@ -156,6 +157,15 @@ export async function writeImage(
 }
 
 /** Ironic sends the config drive inline, or (when large) as a URL of the same base64 text. */
+/** The request's download speed bounds, as fetch options (absent ones keep fetch's defaults). */
+function transferLimits(limits: ImageLimits): Partial<FetchOptions> {
+  return {
+    ...(limits.min_bytes_per_second === undefined ? {} : { minBytesPerSecond: limits.min_bytes_per_second }),
+    ...(limits.rate_window_s === undefined ? {} : { rateWindowMs: limits.rate_window_s * 1000 }),
+    ...(limits.deadline_s === undefined ? {} : { deadlineMs: limits.deadline_s * 1000 }),
+  };
+}
+
 async function configDriveText(configdrive: string, fetchOptions: FetchOptions): Promise<string> {
   if (!/^https?:\/\//.test(configdrive)) return configdrive;
   // 64 MiB of ISO, gzipped and base64-encoded, is at most about 86 MiB.

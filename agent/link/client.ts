@@ -7,8 +7,8 @@ import type { HardwareBackend } from "../hardware/backend.ts";
 import { backoffDelay, jittered, sleep } from "./backoff.ts";
 import type { BackoffOptions } from "./backoff.ts";
 import { CommandDispatcher } from "./dispatcher.ts";
-import { ConductorEndpoints } from "./endpoints.ts";
-import { pinnedTlsConnect } from "./tls-pin.ts";
+import { ConductorEndpoints, redirectAllowed } from "./endpoints.ts";
+import { ConductorTrust } from "./tls-pin.ts";
 import type { CommandTable } from "../commands/command.ts";
 
 export interface AgentLinkOptions {
@@ -29,7 +29,7 @@ export interface AgentLinkOptions {
   initialToken?: string;
   /** Told about each newly issued token, and about a rejected one (undefined), so main can keep it. */
   onTokenChange?: (token: string | undefined) => void;
-  /** wss://: trust only a chain holding this SHA-256 (anvil.ca_fingerprint), not the system CAs. */
+  /** wss://: the certificate with this SHA-256 (anvil.ca_fingerprint) is the only trust anchor, not the system CAs. */
   pinnedFingerprint?: string;
 }
 
@@ -60,9 +60,11 @@ export class AgentLink {
   private token: string | undefined;
   private uuid: string | undefined;
   private readonly endpoints: ConductorEndpoints;
+  private readonly trust: ConductorTrust;
 
   constructor(private readonly options: AgentLinkOptions) {
     this.token = options.initialToken;
+    this.trust = new ConductorTrust(options.pinnedFingerprint);
     this.endpoints = new ConductorEndpoints([options.url, ...(options.otherUrls ?? [])]);
     this.dispatcher = new CommandDispatcher({
       backend: options.backend,
@@ -119,12 +121,13 @@ export class AgentLink {
   }
 
   /**
-   * Takes a redirect's target as the next conductor to dial; false when it is refused: with a pinned
-   * certificate only wss:// is followed (the hello carries the token).
+   * Takes a redirect's target as the next conductor to dial; false when it is refused: from wss:// (or with
+   * a pinned certificate) only wss:// is followed, pinned or not, since the hello carries the token.
    */
   private follow(redirect: RedirectFrame): boolean {
-    if (this.options.pinnedFingerprint !== undefined && !redirect.url.startsWith("wss:")) {
-      this.options.logger.warn({ url: redirect.url }, "redirect to an unencrypted endpoint ignored");
+    const from = this.endpoints.current();
+    if (!redirectAllowed(from, redirect.url, this.options.pinnedFingerprint !== undefined)) {
+      this.options.logger.warn({ url: redirect.url, from }, "redirect that would downgrade the link ignored");
       return false;
     }
     this.options.logger.info(
@@ -135,8 +138,27 @@ export class AgentLink {
     return true;
   }
 
-  /** One connection, from dial to close. Resolves (never rejects) when the socket is gone. */
-  private session(redirected: boolean): Promise<SessionOutcome> {
+  /**
+   * One connection, from dial to close. Resolves (never rejects) when the socket is gone. A wss:// conductor
+   * whose certificate is refused never gets the upgrade request, let alone the hello.
+   */
+  private async session(redirected: boolean): Promise<SessionOutcome> {
+    const url = this.endpoints.current();
+    const secure = /^wss:/i.test(url);
+    if (secure) {
+      try {
+        await this.trust.prepare(url, this.stopping.signal);
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        if (!this.stopping.signal.aborted)
+          this.options.logger.warn({ url, err: reason }, "conductor refused");
+        return { welcomed: false, reason };
+      }
+    }
+    return this.connect(url, secure, redirected);
+  }
+
+  private connect(url: string, secure: boolean, redirected: boolean): Promise<SessionOutcome> {
     const { logger } = this.options;
     return new Promise((resolve) => {
       let welcomed = false;
@@ -144,12 +166,17 @@ export class AgentLink {
       let redirect: RedirectFrame | undefined;
       let lastHeard = Date.now();
       let heartbeatTimer: NodeJS.Timeout | undefined;
-      const socket = new WebSocket(this.endpoints.current(), {
+      let refusal: string | undefined;
+      const onRefused = (error: Error): void => {
+        refusal = error.message;
+        logger.warn({ url, err: error.message }, "conductor refused");
+      };
+      const socket = new WebSocket(url, {
         handshakeTimeout: 10_000,
         maxPayload: this.options.maxFrameBytes ?? 16 * 1024 * 1024,
-        ...(this.options.pinnedFingerprint
-          ? { createConnection: pinnedTlsConnect(this.options.pinnedFingerprint) }
-          : {}),
+        // ws never follows HTTP redirects unless told to (followRedirects); say so rather than rely on it
+        followRedirects: false,
+        ...(secure ? { createConnection: this.trust.connector(onRefused) } : {}),
       });
       this.socket = socket;
 
@@ -206,7 +233,7 @@ export class AgentLink {
         if (welcomed) this.dispatch(frame);
       });
       socket.on("error", (error) => {
-        reason = error.message;
+        reason = refusal ?? error.message;
       });
       socket.on("close", () => {
         clearTimeout(heartbeatTimer);

@@ -60,3 +60,35 @@ export function parseConductorUrls(text: string): string[] {
     .map((item) => item.trim())
     .filter((item) => item !== "");
 }
+
+/**
+ * Refuses a conductor list that could carry the agent's token in clear where TLS was meant: with a pin every
+ * URL must be wss://, and wss:// and ws:// may not be mixed (a dropped wss:// conductor would otherwise send
+ * the agent on to a ws:// one). Only ws:// and wss:// are accepted.
+ * @throws Error naming the offending URL
+ */
+export function checkConductorSchemes(urls: readonly string[], pinned: boolean): void {
+  const schemes = new Set<string>();
+  for (const url of urls) {
+    const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase();
+    if (scheme !== "ws" && scheme !== "wss")
+      throw new Error(`conductor URL ${url} is neither ws:// nor wss://`);
+    if (pinned && scheme === "ws") {
+      throw new Error(`conductor URL ${url} is ws:// but a certificate pin is set: use wss://`);
+    }
+    schemes.add(scheme);
+  }
+  if (schemes.size > 1)
+    throw new Error("conductor URLs mix wss:// and ws://: that would let a ws:// one downgrade the link");
+}
+
+/**
+ * Whether a redirect from `from` to `to` keeps the link's protection: wss:// may only go to wss://, and a
+ * pinned link only to wss://. ws:// → wss:// is an upgrade and allowed.
+ */
+export function redirectAllowed(from: string, to: string, pinned: boolean): boolean {
+  const toTls = /^wss:\/\//i.test(to);
+  if (!toTls && !/^ws:\/\//i.test(to)) return false;
+  if (pinned || /^wss:\/\//i.test(from)) return toTls;
+  return true;
+}

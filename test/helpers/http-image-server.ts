@@ -1,5 +1,5 @@
 import { createReadStream } from "node:fs";
-import { stat } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { createServer as createTlsServer } from "node:https";
@@ -22,6 +22,8 @@ export interface FaultPlan {
   /** Send this many body bytes, then the rest once `resumeWhen` settles (a write caught mid-way). */
   pauseAfterBytes?: number;
   resumeWhen?: Promise<void>;
+  /** Send the body `bytes` at a time every `everyMs` (a server that drips, never silent long enough to stall). */
+  drip?: { bytes: number; everyMs: number };
 }
 
 export interface RequestRecord {
@@ -104,6 +106,22 @@ export async function startHttpImageServer(
     res.writeHead(status, headers);
     if (req.method === "HEAD" || size === 0) return void res.end();
 
+    const drip = route.faults.drip;
+    if (drip !== undefined) {
+      const body = (await readFile(route.file)).subarray(start, end + 1);
+      let at = 0;
+      const timer = setInterval(() => {
+        if (res.destroyed || at >= body.length) {
+          clearInterval(timer);
+          if (!res.destroyed) res.end();
+          return;
+        }
+        res.write(body.subarray(at, at + drip.bytes));
+        at += drip.bytes;
+      }, drip.everyMs);
+      res.on("close", () => clearInterval(timer));
+      return;
+    }
     const dropping = route.faults.dropAfterBytes !== undefined && route.drops < (route.faults.dropTimes ?? 1);
     if (dropping) route.drops += 1;
     const pauseAt = route.faults.pauseAfterBytes;

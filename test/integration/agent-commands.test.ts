@@ -98,6 +98,24 @@ describe("disk commands over the link", () => {
     await expect(call).rejects.toMatchObject({ code: "NO_ROOT_DEVICE", retryable: false });
   });
 
+  it("write_image from a server that drips fails, naming the rate, as the command's failure", async () => {
+    // 64 bytes every 20 ms is about 3 KiB/s: never silent long enough for the stall timeout
+    images.serve("/drip.raw", join(dir, "image.raw"), { drip: { bytes: 64, everyMs: 20 } });
+    const call = gw.gateway.call(NODE, {
+      name: "write_image",
+      args: {
+        image: { url: `${images.url}/drip.raw`, image_type: "whole-disk" },
+        limits: { min_bytes_per_second: 64 * 1024, rate_window_s: 0.5 },
+      },
+    });
+    await expect(call).rejects.toMatchObject({
+      code: "COMMAND_FAILED",
+      message: expect.stringMatching(
+        /too slow: \d+ B\/s over the last [\d.]+ s, below the minimum of 65536 B\/s/,
+      ),
+    });
+  });
+
   it("write_image reports a checksum mismatch as a failure, never success", async () => {
     const call = gw.gateway.call(NODE, {
       name: "write_image",

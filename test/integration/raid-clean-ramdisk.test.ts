@@ -14,7 +14,7 @@ import type { RamdiskVm } from "../helpers/ramdisk-vm.ts";
  * Software RAID through cleaning as Ironic does it, with the real agent in the deploy ramdisk (QEMU, md in
  * the guest): the metadata erase of automated cleaning leaves RAID members alone and erases the array
  * itself (IPA's erase_devices_metadata), so the RAID survives; a whole-disk image written onto md0 gets GRUB
- * on every holder from its own grub-install, run in a chroot (IPA's install_bootloader with software RAID),
+ * on every holder from the ramdisk's grub-install (IPA's install_bootloader with software RAID),
  * and boots with its own grub.cfg from either disk; a later metadata erase, in a new boot where nothing assembled the array, erases the image off md0.
  */
 
@@ -143,8 +143,8 @@ describe("software RAID through cleaning, and a whole-disk image on md0 (QEMU, m
         root_device: "/dev/md0",
         root_partition: "/dev/md0p1",
         installed_to: ["/dev/vda", "/dev/vdb"],
-        // the image's own grub-install ran in a chroot on the image's root (IPA's _install_grub2)
-        grub: "image",
+        // the ramdisk's grub-install (the image's own runs only on request), with the image's grub.cfg
+        grub: "ramdisk",
         grub_cfg: "image",
       });
       await node!.call("sync", {});

@@ -20,6 +20,12 @@ export interface InstallRequest {
   bootMode: BootMode;
   /** UUID or PARTUUID of the root filesystem; default: the first Linux filesystem on the target. */
   rootUuid?: string;
+  /**
+   * Run the image's own grub-install and grub-mkconfig in a chroot (IPA's way) when it has them. Off by
+   * default: that is code from the tenant's image running as root inside the ramdisk, beside the agent's
+   * token and its link to the conductor. Off, the ramdisk's GRUB installs and the image's grub.cfg is kept.
+   */
+  imageBootloader?: boolean;
   signal: AbortSignal;
   logger: Logger;
 }
@@ -37,9 +43,9 @@ export interface InstallResult {
 const LINUX_FILESYSTEMS = new Set(["ext2", "ext3", "ext4", "xfs", "btrfs"]);
 
 /**
- * Installs GRUB for the image on `target`: mounts its root filesystem, then runs the image's own
- * grub-install and grub-mkconfig in a chroot (with /dev, /proc and /sys bound) when it has them, else the
- * ramdisk's GRUB with a minimal grub.cfg if the image has none. BIOS: GRUB goes to every holder's boot
+ * Installs GRUB for the image on `target`: mounts its root filesystem and installs the ramdisk's GRUB,
+ * keeping the image's grub.cfg or writing a minimal one if it has none. Only with `imageBootloader` does it
+ * run the image's own grub-install and grub-mkconfig in a chroot (with /dev, /proc and /sys bound). BIOS: GRUB goes to every holder's boot
  * sector (on GPT into its BIOS boot partition). UEFI: into every holder's ESP, all with the same files.
  * @throws BootloaderError naming the step and device that failed; the signal's reason when aborted.
  */
@@ -54,7 +60,10 @@ export async function installGrub(request: InstallRequest): Promise<InstallResul
   };
   try {
     await mount([root.path], mnt);
-    const imageGrub = await firstExisting(mnt, ["usr/sbin/grub-install", "usr/sbin/grub2-install"]);
+    const imageGrub =
+      request.imageBootloader === true
+        ? await firstExisting(mnt, ["usr/sbin/grub-install", "usr/sbin/grub2-install"])
+        : null;
     const installedTo: string[] = [];
     const bootDirectory = imageGrub === null ? join(mnt, "boot") : "/boot";
     const inChroot = async (command: string, args: string[]): Promise<void> => {
