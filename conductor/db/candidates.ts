@@ -69,6 +69,9 @@ export interface Dialect {
   traitRows?: boolean;
 }
 
+/** How many of a trait's first claimable rows a claim tries before it reads them all. */
+export const TRAIT_BATCH = 32;
+
 /** The free-node predicate every claim starts from; a partial index covers exactly these rows. */
 export const FREE_NODE =
   "provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL AND power_state IS NOT NULL";
@@ -133,8 +136,9 @@ export function candidateQuery(request: CandidateRequest, sql: Dialect): Candida
     where.push(`(owner = ${sql.param(request.project)} OR lessee = ${sql.param(request.project)})`);
   }
   if (request.candidateNodes.length > 0) {
-    const list = request.candidateNodes.map((ident) => sql.param(ident)).join(",");
-    where.push(`(uuid IN (${list}) OR name IN (${list}))`);
+    // each placeholder once: SQLite's positional ? takes its value once
+    const list = () => request.candidateNodes.map((ident) => sql.param(ident)).join(",");
+    where.push(`(uuid IN (${list()}) OR name IN (${list()}))`);
   }
   const traits = [...new Set(request.traits)];
   // NOTE: by a trait's rows unless the request names its nodes (a few named nodes are found by their unique

@@ -48,6 +48,18 @@ export function summaryColumns(columns: readonly NodeSummaryField[] | undefined)
   return [...new Set<NodeSummaryField>(["uuid", ...columns])];
 }
 
+/**
+ * driver_internal_info keys the schema indexes (generated columns over the document, for takeovers): flows
+ * write them under these names, so a rename here is a migration.
+ */
+export const INDEXED_INTERNAL_KEYS = {
+  ramdiskPreparedBy: "ramdisk_prepared_by",
+  instancePreparedBy: "instance_prepared_by",
+} as const;
+
+/** Keys of driver_internal_info to set; `undefined` removes a key. */
+export type InternalInfoChanges = Readonly<Record<string, unknown>>;
+
 export interface Page {
   limit?: number;
   /** uuid of the last item of the previous page */
@@ -131,6 +143,21 @@ export interface Store {
   updateNode(
     uuid: string,
     patch: Partial<NodeRecord>,
+    options?: { ifReservedBy?: string | null },
+  ): Promise<NodeRecord>;
+  /**
+   * Merges `changes` into driver_internal_info (and bumps updated_at) in the database, without reading and
+   * rewriting the whole document; `ifReservedBy` as for updateNode. @throws NodeNotFound, NodeLocked
+   */
+  updateDriverInternalInfo(
+    uuid: string,
+    changes: InternalInfoChanges,
+    options?: { ifReservedBy?: string | null },
+  ): Promise<NodeRecord>;
+  /** The write-progress record (driver_internal_info.deploy_progress; undefined clears it), as above. */
+  setDeployProgress(
+    uuid: string,
+    progress: unknown,
     options?: { ifReservedBy?: string | null },
   ): Promise<NodeRecord>;
   /** Deletes the node with its ports and inventory. */

@@ -3,9 +3,9 @@ import type { NodeSummaryField } from "./store.ts";
 /**
  * The default node list page (Ironic's short fields and links) as JSON text. At 1,000 rows a page, building a
  * view object per row and stringifying them was most of a list request's CPU. SQLite writes the text itself
- * (json_object, in C, in the conductor's process). PostgreSQL's JSON functions cost more than the rows (2.6 ms
- * against 0.35 ms a page), so there each node's object is a generated column kept on write (`list_json`) and
- * storedSummariesJson adds the links (docs/cluster.md).
+ * (group_concat, in C, in the conductor's process). PostgreSQL's JSON functions cost more than the rows (2.6 ms
+ * against 0.35 ms a page), so there storedSummariesJson adds the links. Each node's object is the generated
+ * column `list_json` in both schemas, written by listJsonSql (docs/cluster.md).
  */
 export interface SummaryJsonPage {
   /** A JSON array of objects: SUMMARY_JSON_FIELDS, then `links`. */
@@ -17,7 +17,7 @@ export interface SummaryJsonPage {
 
 /**
  * The fields of each object, in order (Ironic's short list). uuid is first: the page's last uuid is read from
- * it. PostgreSQL's `nodes.list_json` generated column writes exactly these: change both together.
+ * it. The `nodes.list_json` generated columns are written from them (a change needs a migration).
  */
 export const SUMMARY_JSON_FIELDS = [
   "uuid",
@@ -29,18 +29,26 @@ export const SUMMARY_JSON_FIELDS = [
 ] as const satisfies readonly NodeSummaryField[];
 
 /**
- * SQLite: the expression of one row's object as compact JSON text, from the columns of `nodes`; `param` adds a
- * parameter and returns its placeholder. Links are `<linkBase>/v1/nodes/<uuid>` and `<linkBase>/nodes/<uuid>`.
+ * The SQL of one node's object (the fields, links aside, left open for them) from the columns of `nodes`: both
+ * schemas keep it as the generated column `nodes.list_json`. `quote` writes a text column as a JSON string (or
+ * null), `isTrue` tests a boolean column.
  */
-export function summaryObjectSql(linkBase: string, param: (value: string) => string): string {
-  const pairs = SUMMARY_JSON_FIELDS.flatMap((field) => [
-    `'${field}'`,
-    field === "maintenance" ? `json(CASE ${field} WHEN 0 THEN 'false' ELSE 'true' END)` : field,
-  ]);
+export function listJsonSql(quote: (column: string) => string, isTrue: (column: string) => string): string {
+  return SUMMARY_JSON_FIELDS.map((field, i) => {
+    const value =
+      field === "maintenance" ? `CASE WHEN ${isTrue(field)} THEN 'true' ELSE 'false' END` : quote(field);
+    return `'${i === 0 ? "{" : ","}"${field}":' || ${value}`;
+  }).join("\n    || ");
+}
+
+/**
+ * SQLite: the SQL that closes a `list_json` object with its links (`<linkBase>/v1/nodes/<uuid>` and
+ * `<linkBase>/nodes/<uuid>`); `param` adds a parameter and returns its placeholder.
+ */
+export function summaryLinksSql(linkBase: string, param: (value: string) => string): string {
   const link = (path: string, rel: string) =>
-    `json_object('href', ${param(linkBase)} || '${path}' || uuid, 'rel', '${rel}')`;
-  const links = `json_array(${link("/v1/nodes/", "self")}, ${link("/nodes/", "bookmark")})`;
-  return `json_object(${pairs.join(", ")}, 'links', ${links})`;
+    `'{"href":' || json_quote(${param(linkBase + path)} || uuid) || ',"rel":"${rel}"}'`;
+  return `',"links":[' || ${link("/v1/nodes/", "self")} || ',' || ${link("/nodes/", "bookmark")} || ']}'`;
 }
 
 /** PostgreSQL: the page's text from [uuid, list_json] rows, each stored object closed with its links. */
@@ -75,7 +83,7 @@ function arrayOf(parts: readonly string[]): Buffer {
 
 const UUID_KEY = Buffer.from('{"uuid":"');
 
-/** The uuid of the last object of a page built by summaryObjectSql (each object opens with its uuid). */
+/** The uuid of the last object of a page of `list_json` objects (each opens with its uuid). */
 export function lastUuidOf(json: Buffer): string | null {
   // the key's quotes are bare only where JSON structure is: inside a string value they would be escaped
   const at = json.lastIndexOf(UUID_KEY);
