@@ -136,9 +136,8 @@ export function candidateQuery(request: CandidateRequest, sql: Dialect): Candida
     where.push(`(owner = ${sql.param(request.project)} OR lessee = ${sql.param(request.project)})`);
   }
   if (request.candidateNodes.length > 0) {
-    // each placeholder once: SQLite's positional ? takes its value once
-    const list = () => request.candidateNodes.map((ident) => sql.param(ident)).join(",");
-    where.push(`(uuid IN (${list()}) OR name IN (${list()}))`);
+    const list = request.candidateNodes.map((ident) => sql.param(ident)).join(",");
+    where.push(`(uuid IN (${list}) OR name IN (${list}))`);
   }
   const traits = [...new Set(request.traits)];
   // NOTE: by a trait's rows unless the request names its nodes (a few named nodes are found by their unique

@@ -12,7 +12,7 @@ export interface Executor {
 
 /**
  * What differs between SQLite and PostgreSQL; everything else is one SQL core (Ironic's db/sqlalchemy/api.py,
- * whose dialect comes from the engine). Placeholders are used once each, in the order they appear in the text.
+ * whose dialect comes from the engine). Parameters are numbered: a placeholder may come anywhere in the text.
  */
 export interface Dialect extends Executor {
   /** The placeholder of the `index`-th parameter (from 1). */
@@ -52,7 +52,7 @@ export interface Dialect extends Executor {
   close(): Promise<void>;
 }
 
-/** Collects parameters while a statement is built, each placeholder in text order. */
+/** Collects parameters while a statement is built. */
 export class Params {
   readonly values: SqlValue[] = [];
   constructor(private readonly dialect: Pick<Dialect, "placeholder">) {}

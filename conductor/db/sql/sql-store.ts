@@ -23,26 +23,31 @@ import {
 import { lastUuidOf, storedSummariesJson, summaryLinksSql, type SummaryJsonPage } from "../summary-json.ts";
 import { Params, type Dialect, type Executor, type SqlValue } from "./dialect.ts";
 
-type DocRow = { doc: unknown };
+type Row = Record<string, SqlValue | undefined>;
 type Reservation = { ifReservedBy?: string | null };
 
 /** One UPDATE of stored rows: columns set, and paths of the document set (to JSON values) or removed. */
 interface Edit {
-  columns: Record<string, SqlValue>;
+  columns: Row;
   set: [readonly string[], unknown][];
-  remove?: (readonly string[])[];
+  remove: (readonly string[])[];
 }
 
 const now = (): string => new Date().toISOString();
-const where = (conditions: readonly string[]): string =>
-  conditions.length ? ` WHERE ${conditions.join(" AND ")}` : "";
 const sortKey = (page: Page, keys: readonly string[]): string =>
   page.sortKey && keys.includes(page.sortKey) ? page.sortKey : "id";
-const identColumn = (ident: string): string => (isUuid(ident) ? "uuid" : "name");
+const byIdent = (ident: string): Row => ({ [isUuid(ident) ? "uuid" : "name"]: ident });
 
-/** Keys of `patch` as an Edit of the top-level document: undefined removes (as JSON.stringify drops it). */
+/** `column = ?` for each key of `match` that has a value, parameters added in order. */
+function equal(p: Params, match: Row): string[] {
+  return Object.entries(match).flatMap(([column, value]) =>
+    value === undefined ? [] : [`${column} = ${p.add(value)}`],
+  );
+}
+
+/** `patch` as an Edit of the top-level document (undefined removes, as JSON.stringify drops it). */
 function topLevelEdit(patch: Record<string, unknown>, columns: readonly string[]): Edit {
-  const edit: Required<Edit> = { columns: {}, set: [], remove: [] };
+  const edit: Edit = { columns: {}, set: [], remove: [] };
   for (const [key, value] of Object.entries(patch)) {
     if (value === undefined) edit.remove.push([key]);
     else edit.set.push([[key], value]);
@@ -52,8 +57,8 @@ function topLevelEdit(patch: Record<string, unknown>, columns: readonly string[]
 }
 
 /**
- * The Store over SQL, whatever the database: every statement is written once here, and the Dialect supplies
- * placeholders, locking, JSON functions and the schema's planner hints.
+ * The Store over SQL, whatever the database (Ironic's db/sqlalchemy/api.py): every statement is written once
+ * here; the Dialect supplies placeholders, locking, JSON functions and the schema's planner hints.
  */
 export class SqlStore<D extends Dialect = Dialect> implements Store {
   constructor(protected readonly d: D) {}
@@ -63,114 +68,104 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   }
 
   private async docs<T>(sql: string, values: readonly SqlValue[], db: Executor = this.d): Promise<T[]> {
-    return (await db.all<DocRow>(sql, values)).map((row) => this.d.doc<T>(row.doc));
+    return (await db.all<{ doc: unknown }>(sql, values)).map((row) => this.d.doc<T>(row.doc));
   }
 
-  private async first<T>(sql: string, values: readonly SqlValue[], db: Executor = this.d): Promise<T | null> {
-    return (await this.docs<T>(sql, values, db))[0] ?? null;
+  /** The document of the one row of `table` that matches, or null. */
+  private async docBy<T>(table: string, match: Row, options: { db?: Executor; lock?: string } = {}) {
+    const p = this.params();
+    const sql = `SELECT doc FROM ${table} WHERE ${equal(p, match).join(" AND ")}${options.lock ?? ""}`;
+    return (await this.docs<T>(sql, p.values, options.db))[0] ?? null;
+  }
+
+  /** Deletes the rows of `table` that match; @throws `missing` when there was none */
+  private async deleteBy(table: string, match: Row, missing?: Error): Promise<void> {
+    const p = this.params();
+    const changed = await this.d.run(`DELETE FROM ${table} WHERE ${equal(p, match).join(" AND ")}`, p.values);
+    if (changed === 0 && missing) throw missing;
+  }
+
+  /** `INSERT INTO table … VALUES …` of `row`, then `tail` (an ON CONFLICT clause). */
+  private async insert(table: string, row: Row, options: { db?: Executor; tail?: string } = {}) {
+    const p = this.params();
+    const values = Object.values(row).map((value) => p.add(value ?? null));
+    const sql = `INSERT INTO ${table} (${Object.keys(row).join(",")}) VALUES (${values.join(",")})`;
+    await (options.db ?? this.d).run(`${sql}${options.tail ?? ""}`, p.values);
+  }
+
+  /** The database's unique-constraint error as Duplicate (its message from the constraint's text), or as is. */
+  private conflict(error: unknown, message: (detail: string) => string): unknown {
+    const violation = this.d.violation(error);
+    return violation?.kind === "unique" ? new Duplicate(message(violation.detail)) : error;
   }
 
   /**
    * `SELECT columns FROM table WHERE … ORDER BY … LIMIT …` with keyset paging: `(sort, id) > (marker's sort,
    * marker's id)`. Sort keys compare as text with '' for NULL, so the order is total and the same in both
-   * databases (which sort NULL at opposite ends). `conditions` hold parameters already added to `p`.
+   * databases (which put NULL at opposite ends). `conditions` hold parameters already added to `p`.
    */
-  private select(
-    table: string,
-    columns: string,
-    query: { conditions: string[]; p: Params; page: Page; keys: readonly string[] },
-  ): { sql: string; order: string; key: string } {
+  private select(table: string, columns: string, query: { conditions: string[]; p: Params; page: Page }) {
     const { conditions, p, page } = query;
-    const key = sortKey(page, query.keys);
+    const key = sortKey(
+      page,
+      table === "nodes" ? NODE_SORT_KEYS : ["id", "uuid", "address", "name", "state"],
+    );
     const dir = page.sortDir === "desc" ? "DESC" : "ASC";
     const expr = key === "id" ? "id" : `COALESCE(CAST(${key} AS TEXT), '')`;
     if (page.marker !== undefined) {
-      const marked = key === "id" ? "id" : `${expr}, id`;
+      const [row, marked] = key === "id" ? ["id", "id"] : [`(${expr}, id)`, `${expr}, id`];
       const cmp = dir === "DESC" ? "<" : ">";
-      const row = key === "id" ? "id" : `(${marked})`;
       conditions.push(`${row} ${cmp} (SELECT ${marked} FROM ${table} WHERE uuid = ${p.add(page.marker)})`);
     }
     const order = key === "id" ? `id ${dir}` : `${expr} ${dir}, id ${dir}`;
+    const where = conditions.length ? ` WHERE ${conditions.join(" AND ")}` : "";
     const limit = page.limit === undefined ? "" : ` LIMIT ${p.add(Math.trunc(page.limit))}`;
-    return {
-      sql: `SELECT ${columns} FROM ${table}${where(conditions)} ORDER BY ${order}${limit}`,
-      order,
-      key,
-    };
-  }
-
-  private nodeConditions(filter: NodeFilter, p: Params): string[] {
-    const conditions: string[] = [];
-    const eq = (column: string, value: SqlValue | undefined): void => {
-      if (value !== undefined) conditions.push(`${column} = ${p.add(value)}`);
-    };
-    const bool = (value: boolean | undefined) => (value === undefined ? undefined : this.d.bool(value));
-    eq("provision_state", filter.provision_state);
-    eq("maintenance", bool(filter.maintenance));
-    eq("retired", bool(filter.retired));
-    for (const column of ["resource_class", "driver", "conductor_group", "instance_uuid"] as const) {
-      eq(column, filter[column]);
-    }
-    for (const column of ["fault", "owner", "lessee", "reservation"] as const) eq(column, filter[column]);
-    if (filter.project !== undefined) {
-      conditions.push(`(owner = ${p.add(filter.project)} OR lessee = ${p.add(filter.project)})`);
-    }
-    if (filter.reserved !== undefined) conditions.push(`reservation IS ${filter.reserved ? "NOT " : ""}NULL`);
-    if (filter.associated !== undefined) {
-      conditions.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
-    }
-    return conditions;
+    return { sql: `SELECT ${columns} FROM ${table}${where} ORDER BY ${order}${limit}`, order };
   }
 
   /** A node list's SELECT; `columns` may add parameters (they come first in the text). */
   private nodeSelect(columns: (p: Params) => string, filter: NodeFilter, page: Page) {
     const p = this.params();
     const list = columns(p);
-    const conditions = this.nodeConditions(filter, p);
-    return { p, ...this.select("nodes", list, { conditions, p, page, keys: NODE_SORT_KEYS }) };
+    const bool = (value: boolean | undefined) => (value === undefined ? undefined : this.d.bool(value));
+    const { provision_state, resource_class, driver, conductor_group, instance_uuid } = filter;
+    const conditions = equal(p, { provision_state, maintenance: bool(filter.maintenance) });
+    conditions.push(...equal(p, { retired: bool(filter.retired), resource_class, driver, conductor_group }));
+    const { fault, owner, lessee, reservation } = filter;
+    conditions.push(...equal(p, { instance_uuid, fault, owner, lessee, reservation }));
+    if (filter.project !== undefined) conditions.push(this.ofProject(p, filter.project));
+    if (filter.reserved !== undefined) conditions.push(`reservation IS ${filter.reserved ? "NOT " : ""}NULL`);
+    if (filter.associated !== undefined) {
+      conditions.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
+    }
+    return { p, ...this.select("nodes", list, { conditions, p, page }) };
   }
 
-  private nodeColumns(node: NodeRecord): Record<string, SqlValue> {
-    return {
-      uuid: node.uuid,
-      name: node.name,
-      driver: node.driver,
-      provision_state: node.provision_state,
-      power_state: node.power_state,
-      maintenance: this.d.bool(node.maintenance),
-      reservation: node.reservation,
-      instance_uuid: node.instance_uuid,
-      resource_class: node.resource_class,
-      conductor_group: node.conductor_group,
-      owner: node.owner,
-      lessee: node.lessee,
-      fault: node.fault,
-      retired: this.d.bool(node.retired),
-      created_at: node.created_at,
-      updated_at: node.updated_at,
-      ...matchColumns(node),
-      doc: JSON.stringify(node),
-    };
-  }
-
-  /** The database's constraint error as the domain's, or the error itself. */
-  private conflict(error: unknown, message: (detail: string) => string | null): unknown {
-    const violation = this.d.violation(error);
-    if (violation?.kind !== "unique") return error;
-    const text = message(violation.detail);
-    return text === null ? error : new Duplicate(text);
+  private ofProject(p: Params, project: string): string {
+    const id = p.add(project);
+    return `(owner = ${id} OR lessee = ${id})`;
   }
 
   private async writeNode(db: Executor, node: NodeRecord, insert: boolean): Promise<void> {
-    const cols = this.nodeColumns(node);
-    const names = Object.keys(cols);
-    const p = this.params();
+    const row: Row = {
+      ...{ uuid: node.uuid, name: node.name, driver: node.driver, provision_state: node.provision_state },
+      ...{ power_state: node.power_state, maintenance: this.d.bool(node.maintenance) },
+      ...{
+        reservation: node.reservation,
+        instance_uuid: node.instance_uuid,
+        resource_class: node.resource_class,
+      },
+      ...{ conductor_group: node.conductor_group, owner: node.owner, lessee: node.lessee, fault: node.fault },
+      ...{ retired: this.d.bool(node.retired), created_at: node.created_at, updated_at: node.updated_at },
+      ...matchColumns(node),
+      doc: JSON.stringify(node),
+    };
     try {
       if (insert) {
-        const values = names.map((name) => p.add(cols[name] ?? null));
-        await db.run(`INSERT INTO nodes (${names.join(",")}) VALUES (${values.join(",")})`, p.values);
+        await this.insert("nodes", row, { db });
       } else {
-        const sets = names.filter((n) => n !== "uuid").map((n) => `${n} = ${p.add(cols[n] ?? null)}`);
+        const p = this.params();
+        const sets = equal(p, { ...row, uuid: undefined });
         await db.run(`UPDATE nodes SET ${sets.join(",")} WHERE uuid = ${p.add(node.uuid)}`, p.values);
         await db.run(`DELETE FROM node_traits WHERE node_uuid = ${this.d.placeholder(1)}`, [node.uuid]);
       }
@@ -195,8 +190,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
 
   /**
    * One UPDATE of the rows of `table` that `condition` picks (`prefix`, e.g. a WITH, comes before it in the
-   * text and its parameters are in `p` already): the document is edited in place by the database, never read
-   * and rewritten whole. @returns the documents as written
+   * text and its parameters are in `p` already): the database edits the document in place; it is never read
+   * and rewritten whole here. @returns the documents as written
    */
   private async edit<T>(
     table: string,
@@ -204,9 +199,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     options: { condition: (p: Params) => string; p?: Params; prefix?: string },
   ): Promise<T[]> {
     const p = options.p ?? this.params();
-    const sets = Object.entries(edit.columns).map(([column, value]) => `${column} = ${p.add(value)}, `);
+    const sets = equal(p, edit.columns).map((set) => `${set}, `);
     let doc = "doc";
-    for (const path of edit.remove ?? []) doc = this.d.jsonRemove(doc, p.add(this.d.path(path)));
+    for (const path of edit.remove) doc = this.d.jsonRemove(doc, p.add(this.d.path(path)));
     for (const [path, value] of edit.set) {
       doc = this.d.jsonSet(doc, p.add(this.d.path(path)), p.add(JSON.stringify(value)));
     }
@@ -218,27 +213,15 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   /** Edits one node, only while its reservation is `ifReservedBy` when that is given. */
   private async editNode(uuid: string, edit: Edit, options: Reservation = {}): Promise<NodeRecord> {
     const holder = options.ifReservedBy;
+    const guard = (p: Params) =>
+      holder === undefined ? "" : ` AND reservation ${holder === null ? "IS NULL" : `= ${p.add(holder)}`}`;
     const [node] = await this.edit<NodeRecord>("nodes", edit, {
-      condition: (p) =>
-        `uuid = ${p.add(uuid)}` +
-        (holder === undefined
-          ? ""
-          : holder === null
-            ? " AND reservation IS NULL"
-            : ` AND reservation = ${p.add(holder)}`),
+      condition: (p) => `uuid = ${p.add(uuid)}${guard(p)}`,
     });
     if (node) return node;
     const current = await this.getNode(uuid);
     if (!current || current.uuid !== uuid) throw new NodeNotFound(uuid);
     throw new NodeLocked(current.uuid, current.reservation);
-  }
-
-  private nodeRow(ident: string, db: Executor = this.d, lock = ""): Promise<NodeRecord | null> {
-    return this.first<NodeRecord>(
-      `SELECT doc FROM nodes WHERE ${identColumn(ident)} = ${this.d.placeholder(1)}${lock}`,
-      [ident],
-      db,
-    );
   }
 
   /** Writes every node again, so columns derived from the documents are filled (after a migration). */
@@ -256,7 +239,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   }
 
   getNode(ident: string): Promise<NodeRecord | null> {
-    return this.nodeRow(ident);
+    return this.docBy<NodeRecord>("nodes", byIdent(ident));
   }
 
   async listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]> {
@@ -287,16 +270,13 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
       // each node's object is kept by the database (nodes.list_json): two values a row, no JSON written here
       const { sql, p } = this.nodeSelect(() => "uuid, list_json", filter, page);
       const rows = await this.d.all<[string, string]>(sql, p.values, { raw: true });
-      return {
-        json: storedSummariesJson(rows, linkBase),
-        count: rows.length,
-        lastUuid: rows.at(-1)?.[0] ?? null,
-      };
+      const json = storedSummariesJson(rows, linkBase);
+      return { json, count: rows.length, lastUuid: rows.at(-1)?.[0] ?? null };
     }
     const key = sortKey(page, NODE_SORT_KEYS);
+    const object = (p: Params) => `list_json || ${summaryLinksSql(linkBase, (v) => p.add(v))} AS obj`;
     const { sql, p, order } = this.nodeSelect(
-      (p) =>
-        `list_json || ${summaryLinksSql(linkBase, (v) => p.add(v))} AS obj, id${key === "id" ? "" : `, ${key}`}`,
+      (p) => `${object(p)}, id${key === "id" ? "" : `, ${key}`}`,
       filter,
       page,
     );
@@ -345,7 +325,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
 
   updateNode(uuid: string, patch: Partial<NodeRecord>, options: Reservation = {}): Promise<NodeRecord> {
     return this.d.transaction(async (db) => {
-      const node = await this.nodeRow(uuid, db, this.d.forUpdate);
+      const node = await this.docBy<NodeRecord>("nodes", byIdent(uuid), { db, lock: this.d.forUpdate });
       if (!node) throw new NodeNotFound(uuid);
       if (options.ifReservedBy !== undefined && node.reservation !== options.ifReservedBy) {
         throw new NodeLocked(node.uuid, node.reservation);
@@ -356,13 +336,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     });
   }
 
-  updateDriverInternalInfo(
-    uuid: string,
-    changes: InternalInfoChanges,
-    options: Reservation = {},
-  ): Promise<NodeRecord> {
+  updateDriverInternalInfo(uuid: string, changes: InternalInfoChanges, options?: Reservation) {
     const at = now();
-    const edit: Required<Edit> = { columns: { updated_at: at }, set: [[["updated_at"], at]], remove: [] };
+    const edit: Edit = { columns: { updated_at: at }, set: [[["updated_at"], at]], remove: [] };
     for (const [key, value] of Object.entries(changes)) {
       if (value === undefined) edit.remove.push(["driver_internal_info", key]);
       else edit.set.push([["driver_internal_info", key], value]);
@@ -370,44 +346,40 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     return this.editNode(uuid, edit, options);
   }
 
-  setDeployProgress(uuid: string, progress: unknown, options: Reservation = {}): Promise<NodeRecord> {
+  setDeployProgress(uuid: string, progress: unknown, options?: Reservation): Promise<NodeRecord> {
     return this.updateDriverInternalInfo(uuid, { deploy_progress: progress ?? undefined }, options);
   }
 
-  async deleteNode(uuid: string): Promise<void> {
-    const changed = await this.d.run(`DELETE FROM nodes WHERE uuid = ${this.d.placeholder(1)}`, [uuid]);
-    if (changed === 0) throw new NodeNotFound(uuid);
+  deleteNode(uuid: string): Promise<void> {
+    return this.deleteBy("nodes", { uuid }, new NodeNotFound(uuid));
   }
 
   /** One statement: the row lock makes the test-and-set atomic without a round trip per step. */
   reserveNode(uuid: string, holder: string): Promise<NodeRecord> {
-    const edit = { columns: { reservation: holder }, set: [[["reservation"], holder]] } satisfies Edit;
-    return this.editNode(uuid, edit, { ifReservedBy: null });
-  }
-
-  async releaseNode(uuid: string, holder: string): Promise<void> {
-    await this.edit("nodes", topLevelEdit({ reservation: null }, ["reservation"]), {
-      condition: (p) => `uuid = ${p.add(uuid)} AND reservation = ${p.add(holder)}`,
+    return this.editNode(uuid, topLevelEdit({ reservation: holder }, ["reservation"]), {
+      ifReservedBy: null,
     });
   }
 
-  async releaseAllReservations(holder: string): Promise<string[]> {
-    const released = await this.edit<NodeRecord>(
-      "nodes",
-      topLevelEdit({ reservation: null }, ["reservation"]),
-      {
-        condition: (p) => `reservation = ${p.add(holder)}`,
-      },
-    );
-    return released.map((node) => node.uuid);
+  async releaseNode(uuid: string, holder: string): Promise<void> {
+    await this.releaseAll((p) => `uuid = ${p.add(uuid)} AND reservation = ${p.add(holder)}`);
+  }
+
+  releaseAllReservations(holder: string): Promise<string[]> {
+    return this.releaseAll((p) => `reservation = ${p.add(holder)}`);
+  }
+
+  private async releaseAll(condition: (p: Params) => string): Promise<string[]> {
+    const edit = topLevelEdit({ reservation: null }, ["reservation"]);
+    return (await this.edit<NodeRecord>("nodes", edit, { condition })).map((node) => node.uuid);
   }
 
   async listReservedBy(holders: readonly string[]): Promise<ReservedNode[]> {
     if (holders.length === 0) return [];
     const p = this.params();
+    const held = this.d.inList("reservation", p.add(this.d.list(holders)));
     return this.d.all<ReservedNode>(
-      `SELECT uuid, reservation, conductor_group FROM nodes
-       WHERE ${this.d.inList("reservation", p.add(this.d.list(holders)))}`,
+      `SELECT uuid, reservation, conductor_group FROM nodes WHERE ${held}`,
       p.values,
     );
   }
@@ -421,131 +393,105 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   }
 
   async setAgentToken(uuid: string, record: { digest: string; bootId: string } | null): Promise<void> {
-    const p = this.params();
-    if (record === null) {
-      await this.d.run(`DELETE FROM agent_tokens WHERE node_uuid = ${p.add(uuid)}`, p.values);
-      return;
-    }
-    await this.d.run(
-      `INSERT INTO agent_tokens (node_uuid, digest, boot_id) VALUES (${p.add(uuid)}, ${p.add(record.digest)}, ${p.add(record.bootId)})
-       ON CONFLICT (node_uuid) DO UPDATE SET digest = excluded.digest, boot_id = excluded.boot_id`,
-      p.values,
+    if (record === null) return this.deleteBy("agent_tokens", { node_uuid: uuid });
+    const tail =
+      " ON CONFLICT (node_uuid) DO UPDATE SET digest = excluded.digest, boot_id = excluded.boot_id";
+    await this.insert(
+      "agent_tokens",
+      { node_uuid: uuid, digest: record.digest, boot_id: record.bootId },
+      { tail },
     );
   }
 
   async saveInventory(uuid: string, inventory: unknown): Promise<void> {
-    const p = this.params();
-    await this.d.run(
-      `INSERT INTO inventories (node_uuid, doc) VALUES (${p.add(uuid)}, ${p.add(JSON.stringify(inventory))})
-       ON CONFLICT (node_uuid) DO UPDATE SET doc = excluded.doc`,
-      p.values,
-    );
+    const tail = " ON CONFLICT (node_uuid) DO UPDATE SET doc = excluded.doc";
+    await this.insert("inventories", { node_uuid: uuid, doc: JSON.stringify(inventory) }, { tail });
   }
 
   getInventory(uuid: string): Promise<unknown> {
-    return this.first(`SELECT doc FROM inventories WHERE node_uuid = ${this.d.placeholder(1)}`, [uuid]);
-  }
-
-  private async writePort(db: Executor, port: PortRecord, insert: boolean): Promise<void> {
-    const p = this.params();
-    const at = (value: string) => p.add(value);
-    const [uuid, address, node, doc] = [port.uuid, port.address, port.node_uuid, JSON.stringify(port)];
-    try {
-      await db.run(
-        insert
-          ? `INSERT INTO ports (uuid, address, node_uuid, doc) VALUES (${at(uuid)}, ${at(address)}, ${at(node)}, ${at(doc)})`
-          : `UPDATE ports SET address = ${at(address)}, node_uuid = ${at(node)}, doc = ${at(doc)} WHERE uuid = ${at(uuid)}`,
-        p.values,
-      );
-    } catch (error) {
-      if (this.d.violation(error)?.kind === "foreign") throw new NodeNotFound(port.node_uuid);
-      throw this.conflict(error, (detail) =>
-        detail.includes("address")
-          ? `A port with MAC address ${port.address} already exists.`
-          : `A port with UUID ${port.uuid} already exists.`,
-      );
-    }
+    return this.docBy("inventories", { node_uuid: uuid });
   }
 
   async createPort(port: PortRecord): Promise<PortRecord> {
-    await this.writePort(this.d, port, true);
+    const row = {
+      uuid: port.uuid,
+      address: port.address,
+      node_uuid: port.node_uuid,
+      doc: JSON.stringify(port),
+    };
+    await this.insert("ports", row).catch((error: unknown) => {
+      throw this.portError(error, port);
+    });
     return port;
   }
 
+  private portError(error: unknown, port: Pick<PortRecord, "uuid" | "address" | "node_uuid">): unknown {
+    if (this.d.violation(error)?.kind === "foreign") return new NodeNotFound(port.node_uuid);
+    return this.conflict(error, (detail) =>
+      detail.includes("address")
+        ? `A port with MAC address ${port.address} already exists.`
+        : `A port with UUID ${port.uuid} already exists.`,
+    );
+  }
+
   getPort(uuid: string): Promise<PortRecord | null> {
-    return this.first<PortRecord>(`SELECT doc FROM ports WHERE uuid = ${this.d.placeholder(1)}`, [uuid]);
+    return this.docBy<PortRecord>("ports", { uuid });
   }
 
   listPorts(filter: PortFilter, page: Page): Promise<PortRecord[]> {
     const p = this.params();
-    const conditions: string[] = [];
-    if (filter.node_uuid !== undefined) conditions.push(`node_uuid = ${p.add(filter.node_uuid)}`);
-    if (filter.address !== undefined) conditions.push(`address = ${p.add(filter.address)}`);
+    const conditions = equal(p, { node_uuid: filter.node_uuid, address: filter.address });
     if (filter.project !== undefined) {
-      conditions.push(
-        `node_uuid IN (SELECT uuid FROM nodes WHERE owner = ${p.add(filter.project)} OR lessee = ${p.add(filter.project)})`,
-      );
+      conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, filter.project)})`);
     }
-    const { sql } = this.select("ports", "doc", { conditions, p, page, keys: ["id", "uuid", "address"] });
-    return this.docs<PortRecord>(sql, p.values);
+    return this.docs<PortRecord>(this.select("ports", "doc", { conditions, p, page }).sql, p.values);
   }
 
-  updatePort(uuid: string, patch: Partial<PortRecord>): Promise<PortRecord> {
-    return this.d.transaction(async (db) => {
-      const sql = `SELECT doc FROM ports WHERE uuid = ${this.d.placeholder(1)}${this.d.forUpdate}`;
-      const port = await this.first<PortRecord>(sql, [uuid], db);
-      if (!port) throw new NotFound(`Port ${uuid} could not be found.`);
-      const updated = { ...port, ...patch, uuid, updated_at: now() };
-      await this.writePort(db, updated, false);
-      return updated;
+  /** One statement, as updateAllocation. */
+  async updatePort(uuid: string, patch: Partial<PortRecord>): Promise<PortRecord> {
+    const edit = topLevelEdit({ ...patch, uuid: undefined, updated_at: now() }, ["address", "node_uuid"]);
+    edit.remove = edit.remove.filter(([key]) => key !== "uuid");
+    const [port] = await this.edit<PortRecord>("ports", edit, {
+      condition: (p) => `uuid = ${p.add(uuid)}`,
+    }).catch((error: unknown) => {
+      throw this.portError(error, { uuid, address: patch.address ?? "", node_uuid: patch.node_uuid ?? "" });
     });
+    if (!port) throw new NotFound(`Port ${uuid} could not be found.`);
+    return port;
   }
 
-  async deletePort(uuid: string): Promise<void> {
-    if ((await this.d.run(`DELETE FROM ports WHERE uuid = ${this.d.placeholder(1)}`, [uuid])) === 0) {
-      throw new NotFound(`Port ${uuid} could not be found.`);
-    }
+  deletePort(uuid: string): Promise<void> {
+    return this.deleteBy("ports", { uuid }, new NotFound(`Port ${uuid} could not be found.`));
   }
 
   async createAllocation(allocation: AllocationRecord): Promise<AllocationRecord> {
-    const p = this.params();
     const { uuid, name, state, node_uuid, resource_class } = allocation;
-    const values = [uuid, name, state, node_uuid, resource_class, JSON.stringify(allocation)].map((v) =>
-      p.add(v),
-    );
-    try {
-      await this.d.run(
-        `INSERT INTO allocations (uuid, name, state, node_uuid, resource_class, doc) VALUES (${values.join(", ")})`,
-        p.values,
-      );
-      return allocation;
-    } catch (error) {
+    const row = { uuid, name, state, node_uuid, resource_class, doc: JSON.stringify(allocation) };
+    await this.insert("allocations", row).catch((error: unknown) => {
       throw this.conflict(error, (detail) =>
         detail.includes("name")
           ? `An allocation with name ${allocation.name} already exists.`
           : `An allocation with UUID ${allocation.uuid} already exists.`,
       );
-    }
+    });
+    return allocation;
   }
 
   getAllocation(ident: string): Promise<AllocationRecord | null> {
-    const sql = `SELECT doc FROM allocations WHERE ${identColumn(ident)} = ${this.d.placeholder(1)}`;
-    return this.first<AllocationRecord>(sql, [ident]);
+    return this.docBy<AllocationRecord>("allocations", byIdent(ident));
   }
 
   listAllocations(filter: AllocationFilter, page: Page): Promise<AllocationRecord[]> {
     const p = this.params();
-    const conditions: string[] = [];
-    for (const key of ["node_uuid", "resource_class", "state"] as const) {
-      const value = filter[key];
-      if (value !== undefined) conditions.push(`${key} = ${p.add(value)}`);
-    }
-    if (filter.owner !== undefined) {
-      conditions.push(`${this.d.jsonText("doc", "owner")} = ${p.add(filter.owner)}`);
-    }
-    const keys = ["id", "uuid", "name", "state"];
+    const { node_uuid, resource_class, state, owner } = filter;
+    const conditions = equal(p, {
+      node_uuid,
+      resource_class,
+      state,
+      [this.d.jsonText("doc", "owner")]: owner,
+    });
     return this.docs<AllocationRecord>(
-      this.select("allocations", "doc", { conditions, p, page, keys }).sql,
+      this.select("allocations", "doc", { conditions, p, page }).sql,
       p.values,
     );
   }
@@ -555,49 +501,35 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
    * indexed columns are set from the same patch as the document.
    */
   async updateAllocation(uuid: string, patch: Partial<AllocationRecord>): Promise<AllocationRecord> {
-    const changes: Record<string, unknown> = { ...patch, updated_at: now() };
-    delete changes.uuid;
-    try {
-      const [updated] = await this.edit<AllocationRecord>(
-        "allocations",
-        topLevelEdit(changes, ["name", "state", "node_uuid", "resource_class"]),
-        { condition: (p) => `${identColumn(uuid)} = ${p.add(uuid)}` },
-      );
-      if (!updated) throw new NotFound(`Allocation ${uuid} could not be found.`);
-      return updated;
-    } catch (error) {
-      throw this.conflict(error, () => `An allocation with name ${String(patch.name)} already exists.`);
-    }
+    const changes = { ...patch, uuid: undefined, updated_at: now() };
+    const edit = topLevelEdit(changes, ["name", "state", "node_uuid", "resource_class"]);
+    edit.remove = edit.remove.filter(([key]) => key !== "uuid");
+    const condition = (p: Params) => equal(p, byIdent(uuid))[0] ?? "";
+    const [updated] = await this.edit<AllocationRecord>("allocations", edit, { condition }).catch(
+      (error: unknown) => {
+        throw this.conflict(error, () => `An allocation with name ${String(patch.name)} already exists.`);
+      },
+    );
+    if (!updated) throw new NotFound(`Allocation ${uuid} could not be found.`);
+    return updated;
   }
 
-  async deleteAllocation(uuid: string): Promise<void> {
-    if ((await this.d.run(`DELETE FROM allocations WHERE uuid = ${this.d.placeholder(1)}`, [uuid])) === 0) {
-      throw new NotFound(`Allocation ${uuid} could not be found.`);
-    }
+  deleteAllocation(uuid: string): Promise<void> {
+    return this.deleteBy("allocations", { uuid }, new NotFound(`Allocation ${uuid} could not be found.`));
   }
 
   async claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null> {
     const at = now();
-    const edit: Edit = {
-      columns: { instance_uuid: allocationUuid, updated_at: at },
-      set: [
-        [["instance_uuid"], allocationUuid],
-        [["allocation_uuid"], allocationUuid],
-        [["updated_at"], at],
-      ],
-    };
+    const changes = { instance_uuid: allocationUuid, allocation_uuid: allocationUuid, updated_at: at };
+    const edit = topLevelEdit(changes, ["instance_uuid", "updated_at"]);
     // One statement, so one round trip and no BEGIN/COMMIT: the CTE picks (and, in PostgreSQL, locks) the row
     // and the UPDATE writes only what a claim changes (traits and matching columns are untouched). A row
     // another claim holds is skipped, not waited for, so racing clients never queue behind each other.
     const claim = async (batch: number | null) => {
+      const { false: no, traitRows } = this.d;
       const p = this.params();
-      const sql = this.d;
-      const query = candidateQuery(request, {
-        param: (v) => p.add(v),
-        false: sql.false,
-        traitRows: sql.traitRows,
-      });
-      const prefix = `WITH chosen AS (${sql.claimSelect(query, batch)}) `;
+      const query = candidateQuery(request, { param: (v) => p.add(v), false: no, traitRows });
+      const prefix = `WITH chosen AS (${this.d.claimSelect(query, batch)}) `;
       const condition = () => "id IN (SELECT id FROM chosen)";
       const [node] = await this.edit<NodeRecord>("nodes", edit, { condition, p, prefix });
       return { node: node ?? null, walked: query.traitWalk !== null };
@@ -619,33 +551,19 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     const { true: yes, false: no } = this.d;
     return this.d.transaction(async (db) => {
       const p = this.params();
+      const host = `hostname = ${p.add(record.hostname)} AND online = ${yes}`;
+      const stale = `heartbeat_at < ${p.add(options.staleBefore)}`;
+      const retired = this.d.inList("identity", p.add(this.d.list(options.retire)));
       await db.run(
-        `UPDATE conductors SET online = ${no} WHERE hostname = ${p.add(record.hostname)} AND online = ${yes}
-         AND (heartbeat_at < ${p.add(options.staleBefore)} OR ${this.d.inList("identity", p.add(this.d.list(options.retire)))})`,
+        `UPDATE conductors SET online = ${no} WHERE ${host} AND (${stale} OR ${retired})`,
         p.values,
       );
-      const r = record;
-      const row = [
-        r.identity,
-        r.hostname,
-        r.conductor_group,
-        JSON.stringify(r.drivers),
-        r.url,
-        r.machine,
-        r.pid,
-      ];
-      const q = this.params();
-      const values = [...row, r.created_at, r.heartbeat_at].map((value) => q.add(value));
-      try {
-        await db.run(
-          `INSERT INTO conductors (identity, hostname, conductor_group, drivers, url, machine, pid, created_at, heartbeat_at, online)
-           VALUES (${values.join(", ")}, ${yes})`,
-          q.values,
-        );
-      } catch (error) {
-        if (this.d.violation(error)?.kind === "unique") throw new ConductorAlreadyRegistered(record.hostname);
-        throw error;
-      }
+      const row = { ...record, drivers: JSON.stringify(record.drivers), online: this.d.bool(true) };
+      await this.insert("conductors", row, { db }).catch((error: unknown) => {
+        throw this.d.violation(error)?.kind === "unique"
+          ? new ConductorAlreadyRegistered(record.hostname)
+          : error;
+      });
     });
   }
 
@@ -680,8 +598,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   }
 
   async listConductors(): Promise<ConductorRecord[]> {
-    type Row = Omit<ConductorRecord, "drivers" | "online" | "heartbeat_at"> & Record<string, unknown>;
-    const rows = await this.d.all<Row>("SELECT * FROM conductors ORDER BY created_at, identity", []);
+    type Stored = Omit<ConductorRecord, "drivers" | "online" | "heartbeat_at"> & Record<string, unknown>;
+    const rows = await this.d.all<Stored>("SELECT * FROM conductors ORDER BY created_at, identity", []);
     // BIGINT arrives from PostgreSQL as a string (it may exceed 2^53; epoch milliseconds do not)
     return rows.map((r) => ({
       ...r,
@@ -692,14 +610,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   }
 
   async addNodeHistory(entry: NodeHistoryRecord): Promise<void> {
-    const p = this.params();
-    const values = [entry.uuid, entry.node_uuid, entry.created_at, JSON.stringify(entry)].map((v) =>
-      p.add(v),
-    );
-    await this.d.run(
-      `INSERT INTO node_history (uuid, node_uuid, created_at, doc) VALUES (${values.join(", ")})`,
-      p.values,
-    );
+    const { uuid, node_uuid, created_at } = entry;
+    await this.insert("node_history", { uuid, node_uuid, created_at, doc: JSON.stringify(entry) });
   }
 
   listNodeHistory(nodeUuid: string, page: { limit?: number; marker?: string }): Promise<NodeHistoryRecord[]> {
@@ -715,9 +627,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   }
 
   getNodeHistory(nodeUuid: string, eventUuid: string): Promise<NodeHistoryRecord | null> {
-    const p = this.params();
-    const sql = `SELECT doc FROM node_history WHERE node_uuid = ${p.add(nodeUuid)} AND uuid = ${p.add(eventUuid)}`;
-    return this.first<NodeHistoryRecord>(sql, p.values);
+    return this.docBy<NodeHistoryRecord>("node_history", { node_uuid: nodeUuid, uuid: eventUuid });
   }
 
   close(): Promise<void> {

@@ -11,6 +11,13 @@ import { MIGRATIONS } from "./migrations.ts";
  */
 export const STATEMENT_CACHE_SIZE = 256;
 
+/** Parameters by name (`@p1`…): a statement may use one twice, and their order in the text is free. */
+function named(params: readonly SqlValue[]): Record<string, SqlValue> {
+  const values: Record<string, SqlValue> = {};
+  for (let i = 0; i < params.length; i++) values[`p${i + 1}`] = params[i] ?? null;
+  return values;
+}
+
 /** SQLite through better-sqlite3: synchronous calls behind the async Executor, one connection. */
 class SqliteDialect implements Dialect {
   readonly db: Database.Database;
@@ -65,9 +72,9 @@ class SqliteDialect implements Dialect {
 
   private readonly now: Executor = {
     all: async <R>(sql: string, params: readonly SqlValue[], options: { raw?: boolean } = {}) => {
-      return this.stmt(sql, options.raw === true).all(...params) as R[];
+      return this.stmt(sql, options.raw === true).all(named(params)) as R[];
     },
-    run: async (sql, params) => this.stmt(sql).run(...params).changes,
+    run: async (sql, params) => this.stmt(sql).run(named(params)).changes,
   };
 
   async all<R>(sql: string, params: readonly SqlValue[], options?: { raw?: boolean }): Promise<R[]> {
@@ -99,8 +106,8 @@ class SqliteDialect implements Dialect {
     }
   }
 
-  placeholder(): string {
-    return "?";
+  placeholder(index: number): string {
+    return `@p${index}`;
   }
   bool(value: boolean): SqlValue {
     return value ? 1 : 0;
