@@ -85,39 +85,18 @@ class PgDialect implements Dialect {
     return this.inTransaction(work);
   }
 
-  placeholder(index: number): string {
-    return `$${index}`;
-  }
-  bool(value: boolean): SqlValue {
-    return value;
-  }
-  doc<T>(value: unknown): T {
-    return value as T;
-  }
-  list(values: readonly string[]): SqlValue {
-    return values;
-  }
-  inList(column: string, list: string): string {
-    return `${column} = ANY(${list}::text[])`;
-  }
-  rows(list: string): string {
-    return `unnest(${list}::text[]) AS value`;
-  }
-  jsonText(column: string, key: string): string {
-    return `${column}->>'${key}'`;
-  }
-  path(keys: readonly string[]): SqlValue {
-    return keys;
-  }
-  jsonSet(expr: string, path: string, json: string): string {
-    return `jsonb_set(${expr}, ${path}::text[], ${json}::jsonb)`;
-  }
-  jsonRemove(expr: string, path: string): string {
-    return `(${expr} #- ${path}::text[])`;
-  }
-  indexedBy(): string {
-    return "";
-  }
+  readonly placeholder = (index: number): string => `$${index}`;
+  readonly bool = (value: boolean): SqlValue => value;
+  readonly doc = <T>(value: unknown): T => value as T;
+  readonly list = (values: readonly string[]): SqlValue => values;
+  readonly inList = (column: string, list: string): string => `${column} = ANY(${list}::text[])`;
+  readonly rows = (list: string): string => `unnest(${list}::text[]) AS value`;
+  readonly jsonText = (column: string, key: string): string => `${column}->>'${key}'`;
+  readonly path = (keys: readonly string[]): SqlValue => keys;
+  readonly jsonSet = (expr: string, path: string, json: string): string =>
+    `jsonb_set(${expr}, ${path}::text[], ${json}::jsonb)`;
+  readonly jsonRemove = (expr: string, path: string): string => `(${expr} #- ${path}::text[])`;
+  readonly indexedBy = (): string => "";
   claimSelect(query: CandidateQuery, batch: number | null): string {
     return claimSelect(query, batch);
   }

@@ -38,6 +38,13 @@ const sortKey = (page: Page, keys: readonly string[]): string =>
   page.sortKey && keys.includes(page.sortKey) ? page.sortKey : "id";
 const byIdent = (ident: string): Row => ({ [isUuid(ident) ? "uuid" : "name"]: ident });
 
+/** The node's fields kept as columns (with the matching columns and the document). */
+const NODE_COLUMNS = [
+  ...["uuid", "name", "driver", "provision_state", "power_state", "maintenance", "reservation"],
+  ...["instance_uuid", "resource_class", "conductor_group", "owner", "lessee", "fault", "retired"],
+  ...["created_at", "updated_at"],
+] as const satisfies readonly (keyof NodeRecord)[];
+
 /** `column = ?` for each key of `match` that has a value, parameters added in order. */
 function equal(p: Params, match: Row): string[] {
   return Object.entries(match).flatMap(([column, value]) =>
@@ -45,10 +52,11 @@ function equal(p: Params, match: Row): string[] {
   );
 }
 
-/** `patch` as an Edit of the top-level document (undefined removes, as JSON.stringify drops it). */
+/** `patch` as an Edit of the top-level document (undefined removes, as JSON.stringify drops it; uuid stays). */
 function topLevelEdit(patch: Record<string, unknown>, columns: readonly string[]): Edit {
   const edit: Edit = { columns: {}, set: [], remove: [] };
   for (const [key, value] of Object.entries(patch)) {
+    if (key === "uuid") continue;
     if (value === undefined) edit.remove.push([key]);
     else edit.set.push([[key], value]);
     if (columns.includes(key)) edit.columns[key] = (value ?? null) as SqlValue;
@@ -147,19 +155,10 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   }
 
   private async writeNode(db: Executor, node: NodeRecord, insert: boolean): Promise<void> {
-    const row: Row = {
-      ...{ uuid: node.uuid, name: node.name, driver: node.driver, provision_state: node.provision_state },
-      ...{ power_state: node.power_state, maintenance: this.d.bool(node.maintenance) },
-      ...{
-        reservation: node.reservation,
-        instance_uuid: node.instance_uuid,
-        resource_class: node.resource_class,
-      },
-      ...{ conductor_group: node.conductor_group, owner: node.owner, lessee: node.lessee, fault: node.fault },
-      ...{ retired: this.d.bool(node.retired), created_at: node.created_at, updated_at: node.updated_at },
-      ...matchColumns(node),
-      doc: JSON.stringify(node),
-    };
+    const row: Row = Object.fromEntries(NODE_COLUMNS.map((column) => [column, node[column]]));
+    Object.assign(row, matchColumns(node), { doc: JSON.stringify(node) });
+    row.maintenance = this.d.bool(node.maintenance);
+    row.retired = this.d.bool(node.retired);
     try {
       if (insert) {
         await this.insert("nodes", row, { db });
@@ -196,9 +195,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   private async edit<T>(
     table: string,
     edit: Edit,
-    options: { condition: (p: Params) => string; p?: Params; prefix?: string },
+    options: { where: Row | ((p: Params) => string); p?: Params; prefix?: string },
   ): Promise<T[]> {
-    const p = options.p ?? this.params();
+    const { p = this.params(), where } = options;
     const sets = equal(p, edit.columns).map((set) => `${set}, `);
     let doc = "doc";
     for (const path of edit.remove) doc = this.d.jsonRemove(doc, p.add(this.d.path(path)));
@@ -206,7 +205,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
       doc = this.d.jsonSet(doc, p.add(this.d.path(path)), p.add(JSON.stringify(value)));
     }
     const sql = `${options.prefix ?? ""}UPDATE ${table} SET ${sets.join("")}doc = ${doc}
-      WHERE ${options.condition(p)} RETURNING doc`;
+      WHERE ${typeof where === "function" ? where(p) : equal(p, where).join(" AND ")} RETURNING doc`;
     return this.docs<T>(sql, p.values);
   }
 
@@ -216,7 +215,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     const guard = (p: Params) =>
       holder === undefined ? "" : ` AND reservation ${holder === null ? "IS NULL" : `= ${p.add(holder)}`}`;
     const [node] = await this.edit<NodeRecord>("nodes", edit, {
-      condition: (p) => `uuid = ${p.add(uuid)}${guard(p)}`,
+      where: (p) => `uuid = ${p.add(uuid)}${guard(p)}`,
     });
     if (node) return node;
     const current = await this.getNode(uuid);
@@ -274,9 +273,10 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
       return { json, count: rows.length, lastUuid: rows.at(-1)?.[0] ?? null };
     }
     const key = sortKey(page, NODE_SORT_KEYS);
-    const object = (p: Params) => `list_json || ${summaryLinksSql(linkBase, (v) => p.add(v))} AS obj`;
+    const sort = key === "id" ? "" : `, ${key}`;
+    const links = (p: Params) => summaryLinksSql(linkBase, (v) => p.add(v));
     const { sql, p, order } = this.nodeSelect(
-      (p) => `${object(p)}, id${key === "id" ? "" : `, ${key}`}`,
+      (p) => `list_json || ${links(p)} AS obj, id${sort}`,
       filter,
       page,
     );
@@ -356,22 +356,21 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
 
   /** One statement: the row lock makes the test-and-set atomic without a round trip per step. */
   reserveNode(uuid: string, holder: string): Promise<NodeRecord> {
-    return this.editNode(uuid, topLevelEdit({ reservation: holder }, ["reservation"]), {
-      ifReservedBy: null,
-    });
+    const edit = topLevelEdit({ reservation: holder }, ["reservation"]);
+    return this.editNode(uuid, edit, { ifReservedBy: null });
   }
 
   async releaseNode(uuid: string, holder: string): Promise<void> {
-    await this.releaseAll((p) => `uuid = ${p.add(uuid)} AND reservation = ${p.add(holder)}`);
+    await this.releaseAll({ uuid, reservation: holder });
   }
 
   releaseAllReservations(holder: string): Promise<string[]> {
-    return this.releaseAll((p) => `reservation = ${p.add(holder)}`);
+    return this.releaseAll({ reservation: holder });
   }
 
-  private async releaseAll(condition: (p: Params) => string): Promise<string[]> {
+  private async releaseAll(where: Row): Promise<string[]> {
     const edit = topLevelEdit({ reservation: null }, ["reservation"]);
-    return (await this.edit<NodeRecord>("nodes", edit, { condition })).map((node) => node.uuid);
+    return (await this.edit<NodeRecord>("nodes", edit, { where })).map((node) => node.uuid);
   }
 
   async listReservedBy(holders: readonly string[]): Promise<ReservedNode[]> {
@@ -394,13 +393,10 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
 
   async setAgentToken(uuid: string, record: { digest: string; bootId: string } | null): Promise<void> {
     if (record === null) return this.deleteBy("agent_tokens", { node_uuid: uuid });
+    const row = { node_uuid: uuid, digest: record.digest, boot_id: record.bootId };
     const tail =
       " ON CONFLICT (node_uuid) DO UPDATE SET digest = excluded.digest, boot_id = excluded.boot_id";
-    await this.insert(
-      "agent_tokens",
-      { node_uuid: uuid, digest: record.digest, boot_id: record.bootId },
-      { tail },
-    );
+    await this.insert("agent_tokens", row, { tail });
   }
 
   async saveInventory(uuid: string, inventory: unknown): Promise<void> {
@@ -413,15 +409,12 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   }
 
   async createPort(port: PortRecord): Promise<PortRecord> {
-    const row = {
-      uuid: port.uuid,
-      address: port.address,
-      node_uuid: port.node_uuid,
-      doc: JSON.stringify(port),
-    };
-    await this.insert("ports", row).catch((error: unknown) => {
-      throw this.portError(error, port);
-    });
+    const { uuid, address, node_uuid } = port;
+    await this.insert("ports", { uuid, address, node_uuid, doc: JSON.stringify(port) }).catch(
+      (error: unknown) => {
+        throw this.portError(error, port);
+      },
+    );
     return port;
   }
 
@@ -449,11 +442,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
 
   /** One statement, as updateAllocation. */
   async updatePort(uuid: string, patch: Partial<PortRecord>): Promise<PortRecord> {
-    const edit = topLevelEdit({ ...patch, uuid: undefined, updated_at: now() }, ["address", "node_uuid"]);
-    edit.remove = edit.remove.filter(([key]) => key !== "uuid");
-    const [port] = await this.edit<PortRecord>("ports", edit, {
-      condition: (p) => `uuid = ${p.add(uuid)}`,
-    }).catch((error: unknown) => {
+    const edit = topLevelEdit({ ...patch, updated_at: now() }, ["address", "node_uuid"]);
+    const [port] = await this.edit<PortRecord>("ports", edit, { where: { uuid } }).catch((error: unknown) => {
       throw this.portError(error, { uuid, address: patch.address ?? "", node_uuid: patch.node_uuid ?? "" });
     });
     if (!port) throw new NotFound(`Port ${uuid} could not be found.`);
@@ -501,11 +491,13 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
    * indexed columns are set from the same patch as the document.
    */
   async updateAllocation(uuid: string, patch: Partial<AllocationRecord>): Promise<AllocationRecord> {
-    const changes = { ...patch, uuid: undefined, updated_at: now() };
-    const edit = topLevelEdit(changes, ["name", "state", "node_uuid", "resource_class"]);
-    edit.remove = edit.remove.filter(([key]) => key !== "uuid");
-    const condition = (p: Params) => equal(p, byIdent(uuid))[0] ?? "";
-    const [updated] = await this.edit<AllocationRecord>("allocations", edit, { condition }).catch(
+    const edit = topLevelEdit({ ...patch, updated_at: now() }, [
+      "name",
+      "state",
+      "node_uuid",
+      "resource_class",
+    ]);
+    const [updated] = await this.edit<AllocationRecord>("allocations", edit, { where: byIdent(uuid) }).catch(
       (error: unknown) => {
         throw this.conflict(error, () => `An allocation with name ${String(patch.name)} already exists.`);
       },
@@ -530,8 +522,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
       const p = this.params();
       const query = candidateQuery(request, { param: (v) => p.add(v), false: no, traitRows });
       const prefix = `WITH chosen AS (${this.d.claimSelect(query, batch)}) `;
-      const condition = () => "id IN (SELECT id FROM chosen)";
-      const [node] = await this.edit<NodeRecord>("nodes", edit, { condition, p, prefix });
+      const where = () => "id IN (SELECT id FROM chosen)";
+      const [node] = await this.edit<NodeRecord>("nodes", edit, { where, p, prefix });
       return { node: node ?? null, walked: query.traitWalk !== null };
     };
     try {

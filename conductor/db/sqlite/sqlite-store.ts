@@ -106,40 +106,22 @@ class SqliteDialect implements Dialect {
     }
   }
 
-  placeholder(index: number): string {
-    return `@p${index}`;
-  }
-  bool(value: boolean): SqlValue {
-    return value ? 1 : 0;
-  }
-  doc<T>(value: unknown): T {
-    return JSON.parse(value as string) as T;
-  }
-  list(values: readonly string[]): SqlValue {
-    return JSON.stringify(values);
-  }
-  inList(column: string, list: string): string {
-    return `${column} IN (SELECT value FROM json_each(${list}))`;
-  }
-  rows(list: string): string {
-    return `json_each(${list})`;
-  }
-  jsonText(column: string, key: string): string {
-    return `json_extract(${column}, '$.${key}')`;
-  }
+  readonly placeholder = (index: number): string => `@p${index}`;
+  readonly bool = (value: boolean): SqlValue => (value ? 1 : 0);
+  readonly doc = <T>(value: unknown): T => JSON.parse(value as string) as T;
+  readonly list = (values: readonly string[]): SqlValue => JSON.stringify(values);
+  readonly inList = (column: string, list: string): string =>
+    `${column} IN (SELECT value FROM json_each(${list}))`;
+  readonly rows = (list: string): string => `json_each(${list})`;
+  readonly jsonText = (column: string, key: string): string => `json_extract(${column}, '$.${key}')`;
   path(keys: readonly string[]): SqlValue {
     if (keys.some((key) => /["\\]/.test(key))) throw new Error(`unsupported JSON key in ${keys.join(".")}`);
     return `$${keys.map((key) => `."${key}"`).join("")}`;
   }
-  jsonSet(expr: string, path: string, json: string): string {
-    return `json_set(${expr}, ${path}, json(${json}))`;
-  }
-  jsonRemove(expr: string, path: string): string {
-    return `json_remove(${expr}, ${path})`;
-  }
-  indexedBy(index: string): string {
-    return ` INDEXED BY ${index}`;
-  }
+  readonly jsonSet = (expr: string, path: string, json: string): string =>
+    `json_set(${expr}, ${path}, json(${json}))`;
+  readonly jsonRemove = (expr: string, path: string): string => `json_remove(${expr}, ${path})`;
+  readonly indexedBy = (index: string): string => ` INDEXED BY ${index}`;
   /**
    * NOTE: SQLite's planner (with or without ANALYZE) prefers the unique index on instance_uuid (IS NULL looks
    * like a one-row lookup) or a table scan: the free-node index the query names is forced. A single UPDATE
