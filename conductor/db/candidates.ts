@@ -69,6 +69,9 @@ export interface Dialect {
   traitRows?: boolean;
 }
 
+/** How many of a trait's first claimable rows a claim tries before it reads them all. */
+export const TRAIT_BATCH = 32;
+
 /** The free-node predicate every claim starts from; a partial index covers exactly these rows. */
 export const FREE_NODE =
   "provision_state = 'available' AND reservation IS NULL AND instance_uuid IS NULL AND power_state IS NOT NULL";

@@ -6,9 +6,9 @@ import type { CandidateRequest } from "./candidates.ts";
 /**
  * The default node list page (Ironic's short fields and links) as JSON text. At 1,000 rows a page, building a
  * view object per row and stringifying them was most of a list request's CPU. SQLite writes the text itself
- * (json_object, in C, in the conductor's process). PostgreSQL's JSON functions cost more than the rows (2.6 ms
- * against 0.35 ms a page), so there each node's object is a generated column kept on write (`list_json`) and
- * storedSummariesJson adds the links (docs/cluster.md).
+ * (group_concat, in C, in the conductor's process). PostgreSQL's JSON functions cost more than the rows (2.6 ms
+ * against 0.35 ms a page), so there storedSummariesJson adds the links. Each node's object is the generated
+ * column `list_json` in both schemas, written by listJsonSql (docs/cluster.md).
  */
 export interface SummaryJsonPage {
   /** A JSON array of objects: SUMMARY_JSON_FIELDS, then `links`. */
@@ -61,6 +61,18 @@ export function summaryColumns(columns: readonly NodeSummaryField[] | undefined)
   if (columns === undefined) return [...NODE_SUMMARY_FIELDS];
   return [...new Set<NodeSummaryField>(["uuid", ...columns])];
 }
+
+/**
+ * driver_internal_info keys the schema indexes (generated columns over the document, for takeovers): flows
+ * write them under these names, so a rename here is a migration.
+ */
+export const INDEXED_INTERNAL_KEYS = {
+  ramdiskPreparedBy: "ramdisk_prepared_by",
+  instancePreparedBy: "instance_prepared_by",
+} as const;
+
+/** Keys of driver_internal_info to set; `undefined` removes a key. */
+export type InternalInfoChanges = Readonly<Record<string, unknown>>;
 
 export interface Page {
   limit?: number;
@@ -145,6 +157,21 @@ export interface Store {
   updateNode(
     uuid: string,
     patch: Partial<NodeRecord>,
+    options?: { ifReservedBy?: string | null },
+  ): Promise<NodeRecord>;
+  /**
+   * Merges `changes` into driver_internal_info (and bumps updated_at) in the database, without reading and
+   * rewriting the whole document; `ifReservedBy` as for updateNode. @throws NodeNotFound, NodeLocked
+   */
+  updateDriverInternalInfo(
+    uuid: string,
+    changes: InternalInfoChanges,
+    options?: { ifReservedBy?: string | null },
+  ): Promise<NodeRecord>;
+  /** The write-progress record (driver_internal_info.deploy_progress; undefined clears it), as above. */
+  setDeployProgress(
+    uuid: string,
+    progress: unknown,
     options?: { ifReservedBy?: string | null },
   ): Promise<NodeRecord>;
   /** Deletes the node with its ports and inventory. */

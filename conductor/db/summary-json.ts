@@ -5,7 +5,7 @@ export type { SummaryJsonPage } from "./store.ts";
 
 /**
  * The fields of each object, in order (Ironic's short list). uuid is first: the page's last uuid is read from
- * it. PostgreSQL's `nodes.list_json` generated column writes exactly these: change both together.
+ * it. The `nodes.list_json` generated columns are written from them (a change needs a migration).
  */
 export const SUMMARY_JSON_FIELDS = [
   "uuid",
@@ -17,18 +17,26 @@ export const SUMMARY_JSON_FIELDS = [
 ] as const satisfies readonly NodeSummaryField[];
 
 /**
- * SQLite: the expression of one row's object as compact JSON text, from the columns of `nodes`; `param` adds a
- * parameter and returns its placeholder. Links are `<linkBase>/v1/nodes/<uuid>` and `<linkBase>/nodes/<uuid>`.
+ * The SQL of one node's object (the fields, links aside, left open for them) from the columns of `nodes`: both
+ * schemas keep it as the generated column `nodes.list_json`. `quote` writes a text column as a JSON string (or
+ * null), `isTrue` tests a boolean column.
  */
-export function summaryObjectSql(linkBase: string, param: (value: string) => string): string {
-  const pairs = SUMMARY_JSON_FIELDS.flatMap((field) => [
-    `'${field}'`,
-    field === "maintenance" ? `json(CASE ${field} WHEN 0 THEN 'false' ELSE 'true' END)` : field,
-  ]);
+export function listJsonSql(quote: (column: string) => string, isTrue: (column: string) => string): string {
+  return SUMMARY_JSON_FIELDS.map((field, i) => {
+    const value =
+      field === "maintenance" ? `CASE WHEN ${isTrue(field)} THEN 'true' ELSE 'false' END` : quote(field);
+    return `'${i === 0 ? "{" : ","}"${field}":' || ${value}`;
+  }).join("\n    || ");
+}
+
+/**
+ * SQLite: the SQL that closes a `list_json` object with its links (`<linkBase>/v1/nodes/<uuid>` and
+ * `<linkBase>/nodes/<uuid>`); `param` adds a parameter and returns its placeholder.
+ */
+export function summaryLinksSql(linkBase: string, param: (value: string) => string): string {
   const link = (path: string, rel: string) =>
-    `json_object('href', ${param(linkBase)} || '${path}' || uuid, 'rel', '${rel}')`;
-  const links = `json_array(${link("/v1/nodes/", "self")}, ${link("/nodes/", "bookmark")})`;
-  return `json_object(${pairs.join(", ")}, 'links', ${links})`;
+    `'{"href":' || json_quote(${param(linkBase + path)} || uuid) || ',"rel":"${rel}"}'`;
+  return `',"links":[' || ${link("/v1/nodes/", "self")} || ',' || ${link("/nodes/", "bookmark")} || ']}'`;
 }
 
 /** PostgreSQL: the page's text from [uuid, list_json] rows, each stored object closed with its links. */
@@ -63,7 +71,7 @@ function arrayOf(parts: readonly string[]): Buffer {
 
 const UUID_KEY = Buffer.from('{"uuid":"');
 
-/** The uuid of the last object of a page built by summaryObjectSql (each object opens with its uuid). */
+/** The uuid of the last object of a page of `list_json` objects (each opens with its uuid). */
 export function lastUuidOf(json: Buffer): string | null {
   // the key's quotes are bare only where JSON structure is: inside a string value they would be escaped
   const at = json.lastIndexOf(UUID_KEY);

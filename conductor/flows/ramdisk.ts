@@ -1,9 +1,10 @@
 import { agentEndpointOf } from "../agents/endpoint.ts";
+import { INDEXED_INTERNAL_KEYS } from "../db/store.ts";
 import { applyPower } from "../tasks/power.ts";
 import type { Task } from "../tasks/task.ts";
 
 /** driver_internal_info key: the identity of the conductor whose boot configuration the ramdisk boots from. */
-export const RAMDISK_PREPARED_BY = "ramdisk_prepared_by";
+export const RAMDISK_PREPARED_BY = INDEXED_INTERNAL_KEYS.ramdiskPreparedBy;
 
 /**
  * The kernel arguments the ramdisk's agent reads: this conductor's agent endpoint first, then the other live

@@ -1,7 +1,6 @@
 import type { CandidateQuery } from "../candidates.ts";
 
-/** How many of a trait's first claimable rows a claim tries before it reads them all. */
-export const TRAIT_BATCH = 32;
+export { TRAIT_BATCH } from "../candidates.ts";
 
 /**
  * The SELECT that picks one node for a claim and locks its row (`FOR UPDATE SKIP LOCKED`: a row another claim

@@ -1,3 +1,8 @@
+import { INDEXED_INTERNAL_KEYS } from "../store.ts";
+import { listJsonSql } from "../summary-json.ts";
+
+const { ramdiskPreparedBy, instancePreparedBy } = INDEXED_INTERNAL_KEYS;
+
 /** Schema versions, applied in order inside one transaction each; schema_version records how many ran. */
 export const PG_MIGRATIONS: readonly string[] = [
   `
@@ -162,11 +167,10 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE FUNCTION anvil_json_text(value TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ SELECT COALESCE(to_json(value)::text, 'null') $$;
   ALTER TABLE nodes ADD COLUMN list_json TEXT GENERATED ALWAYS AS (
-    '{"uuid":' || anvil_json_text(uuid) || ',"instance_uuid":' || anvil_json_text(instance_uuid)
-    || ',"maintenance":' || CASE WHEN maintenance THEN 'true' ELSE 'false' END
-    || ',"power_state":' || anvil_json_text(power_state)
-    || ',"provision_state":' || anvil_json_text(provision_state)
-    || ',"name":' || anvil_json_text(name)
+    ${listJsonSql(
+      (column) => `anvil_json_text(${column})`,
+      (column) => column,
+    )}
   ) STORED;
   `,
   `
@@ -174,9 +178,9 @@ export const PG_MIGRATIONS: readonly string[] = [
   -- after a conductor dies, the nodes whose files it wrote are found from the index instead of reading every
   -- waiting and active node's document (1.9 s and +300 MiB at 10^5 nodes, measured on SQLite).
   ALTER TABLE nodes ADD COLUMN ramdisk_prepared_by TEXT
-    GENERATED ALWAYS AS (doc -> 'driver_internal_info' ->> 'ramdisk_prepared_by') STORED;
+    GENERATED ALWAYS AS (doc -> 'driver_internal_info' ->> '${ramdiskPreparedBy}') STORED;
   ALTER TABLE nodes ADD COLUMN instance_prepared_by TEXT
-    GENERATED ALWAYS AS (doc -> 'driver_internal_info' ->> 'instance_prepared_by') STORED;
+    GENERATED ALWAYS AS (doc -> 'driver_internal_info' ->> '${instancePreparedBy}') STORED;
   CREATE INDEX nodes_ramdisk_prepared_by ON nodes (ramdisk_prepared_by) WHERE ramdisk_prepared_by IS NOT NULL;
   CREATE INDEX nodes_instance_prepared_by ON nodes (instance_prepared_by) WHERE instance_prepared_by IS NOT NULL;
   `,

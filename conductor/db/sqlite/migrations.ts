@@ -1,3 +1,8 @@
+import { INDEXED_INTERNAL_KEYS } from "../store.ts";
+import { listJsonSql } from "../summary-json.ts";
+
+const { ramdiskPreparedBy, instancePreparedBy } = INDEXED_INTERNAL_KEYS;
+
 /** Schema versions, applied in order; PRAGMA user_version records how many ran. Columns derived from the
  * node document (matching columns, traits) are filled by the store re-writing every node after a migration. */
 export const MIGRATIONS: readonly string[] = [
@@ -114,10 +119,20 @@ export const MIGRATIONS: readonly string[] = [
   -- json_valid first: a document SQLite cannot parse (a row stored before the API's depth limits nests deeper
   -- than its 1,000 levels) must still be writable and indexable, not fail every write and this migration
   ALTER TABLE nodes ADD COLUMN ramdisk_prepared_by TEXT GENERATED ALWAYS AS
-    (CASE WHEN json_valid(doc) THEN json_extract(doc, '$.driver_internal_info.ramdisk_prepared_by') END) VIRTUAL;
+    (CASE WHEN json_valid(doc) THEN json_extract(doc, '$.driver_internal_info.${ramdiskPreparedBy}') END) VIRTUAL;
   ALTER TABLE nodes ADD COLUMN instance_prepared_by TEXT GENERATED ALWAYS AS
-    (CASE WHEN json_valid(doc) THEN json_extract(doc, '$.driver_internal_info.instance_prepared_by') END) VIRTUAL;
+    (CASE WHEN json_valid(doc) THEN json_extract(doc, '$.driver_internal_info.${instancePreparedBy}') END) VIRTUAL;
   CREATE INDEX nodes_ramdisk_prepared_by ON nodes (ramdisk_prepared_by) WHERE ramdisk_prepared_by IS NOT NULL;
   CREATE INDEX nodes_instance_prepared_by ON nodes (instance_prepared_by) WHERE instance_prepared_by IS NOT NULL;
+  `,
+  `
+  -- The default list page's object of each node (links aside), as PostgreSQL keeps it: one definition of the
+  -- short list for both schemas. VIRTUAL, so computed as a page reads it, in C, as json_object was before.
+  ALTER TABLE nodes ADD COLUMN list_json TEXT GENERATED ALWAYS AS (
+    ${listJsonSql(
+      (column) => `json_quote(${column})`,
+      (column) => `${column} <> 0`,
+    )}
+  ) VIRTUAL;
   `,
 ];

@@ -1,7 +1,8 @@
+import { INDEXED_INTERNAL_KEYS } from "../../db/store.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 
 /** driver_internal_info key: the identity of the conductor that wrote the deployed instance's boot files. */
-export const INSTANCE_PREPARED_BY = "instance_prepared_by";
+export const INSTANCE_PREPARED_BY = INDEXED_INTERNAL_KEYS.instancePreparedBy;
 
 /**
  * Writes the deployed instance's boot configuration (a node that still network-boots is sent to its disk) on

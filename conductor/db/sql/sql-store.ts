@@ -1,0 +1,628 @@
+import type { NodeHistoryRecord } from "../../../shared/history.ts";
+import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../../shared/resources.ts";
+import { isUuid } from "../../../shared/uuid.ts";
+import { candidateQuery, matchColumns, TRAIT_BATCH, type CandidateRequest } from "../candidates.ts";
+import {
+  ConductorAlreadyRegistered,
+  Duplicate,
+  NODE_SORT_KEYS,
+  NodeLocked,
+  NodeNotFound,
+  NotFound,
+  summaryColumns,
+  type AllocationFilter,
+  type InternalInfoChanges,
+  type NodeFilter,
+  type NodeSummary,
+  type NodeSummaryField,
+  type Page,
+  type PortFilter,
+  type ReservedNode,
+  type Store,
+} from "../store.ts";
+import { lastUuidOf, storedSummariesJson, summaryLinksSql, type SummaryJsonPage } from "../summary-json.ts";
+import { Params, type Dialect, type Executor, type SqlValue } from "./dialect.ts";
+
+type Row = Record<string, SqlValue | undefined>;
+type Reservation = { ifReservedBy?: string | null };
+
+/** One UPDATE of stored rows: columns set, and paths of the document set (to JSON values) or removed. */
+interface Edit {
+  columns: Row;
+  set: [readonly string[], unknown][];
+  remove: (readonly string[])[];
+}
+
+const now = (): string => new Date().toISOString();
+const sortKey = (page: Page, keys: readonly string[]): string =>
+  page.sortKey && keys.includes(page.sortKey) ? page.sortKey : "id";
+const byIdent = (ident: string): Row => ({ [isUuid(ident) ? "uuid" : "name"]: ident });
+
+/** The node's fields kept as columns (with the matching columns and the document). */
+const NODE_COLUMNS = [
+  ...["uuid", "name", "driver", "provision_state", "power_state", "maintenance", "reservation"],
+  ...["instance_uuid", "resource_class", "conductor_group", "owner", "lessee", "fault", "retired"],
+  ...["created_at", "updated_at"],
+] as const satisfies readonly (keyof NodeRecord)[];
+
+/** `column = ?` for each key of `match` that has a value, parameters added in order. */
+function equal(p: Params, match: Row): string[] {
+  return Object.entries(match).flatMap(([column, value]) =>
+    value === undefined ? [] : [`${column} = ${p.add(value)}`],
+  );
+}
+
+/** `patch` as an Edit of the top-level document (undefined removes, as JSON.stringify drops it; uuid stays). */
+function topLevelEdit(patch: Record<string, unknown>, columns: readonly string[]): Edit {
+  const edit: Edit = { columns: {}, set: [], remove: [] };
+  for (const [key, value] of Object.entries(patch)) {
+    if (key === "uuid") continue;
+    if (value === undefined) edit.remove.push([key]);
+    else edit.set.push([[key], value]);
+    if (columns.includes(key)) edit.columns[key] = (value ?? null) as SqlValue;
+  }
+  return edit;
+}
+
+/**
+ * The Store over SQL, whatever the database (Ironic's db/sqlalchemy/api.py): every statement is written once
+ * here; the Dialect supplies placeholders, locking, JSON functions and the schema's planner hints.
+ */
+export class SqlStore<D extends Dialect = Dialect> implements Store {
+  constructor(protected readonly d: D) {}
+
+  private params(): Params {
+    return new Params(this.d);
+  }
+
+  private async docs<T>(sql: string, values: readonly SqlValue[], db: Executor = this.d): Promise<T[]> {
+    return (await db.all<{ doc: unknown }>(sql, values)).map((row) => this.d.doc<T>(row.doc));
+  }
+
+  /** The document of the one row of `table` that matches, or null. */
+  private async docBy<T>(table: string, match: Row, options: { db?: Executor; lock?: string } = {}) {
+    const p = this.params();
+    const sql = `SELECT doc FROM ${table} WHERE ${equal(p, match).join(" AND ")}${options.lock ?? ""}`;
+    return (await this.docs<T>(sql, p.values, options.db))[0] ?? null;
+  }
+
+  /** Deletes the rows of `table` that match; @throws `missing` when there was none */
+  private async deleteBy(table: string, match: Row, missing?: Error): Promise<void> {
+    const p = this.params();
+    const changed = await this.d.run(`DELETE FROM ${table} WHERE ${equal(p, match).join(" AND ")}`, p.values);
+    if (changed === 0 && missing) throw missing;
+  }
+
+  /** `INSERT INTO table … VALUES …` of `row`, then `tail` (an ON CONFLICT clause). */
+  private async insert(table: string, row: Row, options: { db?: Executor; tail?: string } = {}) {
+    const p = this.params();
+    const values = Object.values(row).map((value) => p.add(value ?? null));
+    const sql = `INSERT INTO ${table} (${Object.keys(row).join(",")}) VALUES (${values.join(",")})`;
+    await (options.db ?? this.d).run(`${sql}${options.tail ?? ""}`, p.values);
+  }
+
+  /** The database's unique-constraint error as Duplicate (its message from the constraint's text), or as is. */
+  private conflict(error: unknown, message: (detail: string) => string): unknown {
+    const violation = this.d.violation(error);
+    return violation?.kind === "unique" ? new Duplicate(message(violation.detail)) : error;
+  }
+
+  /**
+   * `SELECT columns FROM table WHERE … ORDER BY … LIMIT …` with keyset paging: `(sort, id) > (marker's sort,
+   * marker's id)`. Sort keys compare as text with '' for NULL, so the order is total and the same in both
+   * databases (which put NULL at opposite ends). `conditions` hold parameters already added to `p`.
+   */
+  private select(table: string, columns: string, query: { conditions: string[]; p: Params; page: Page }) {
+    const { conditions, p, page } = query;
+    const key = sortKey(
+      page,
+      table === "nodes" ? NODE_SORT_KEYS : ["id", "uuid", "address", "name", "state"],
+    );
+    const dir = page.sortDir === "desc" ? "DESC" : "ASC";
+    const expr = key === "id" ? "id" : `COALESCE(CAST(${key} AS TEXT), '')`;
+    if (page.marker !== undefined) {
+      const [row, marked] = key === "id" ? ["id", "id"] : [`(${expr}, id)`, `${expr}, id`];
+      const cmp = dir === "DESC" ? "<" : ">";
+      conditions.push(`${row} ${cmp} (SELECT ${marked} FROM ${table} WHERE uuid = ${p.add(page.marker)})`);
+    }
+    const order = key === "id" ? `id ${dir}` : `${expr} ${dir}, id ${dir}`;
+    const where = conditions.length ? ` WHERE ${conditions.join(" AND ")}` : "";
+    const limit = page.limit === undefined ? "" : ` LIMIT ${p.add(Math.trunc(page.limit))}`;
+    return { sql: `SELECT ${columns} FROM ${table}${where} ORDER BY ${order}${limit}`, order };
+  }
+
+  /** A node list's SELECT; `columns` may add parameters (they come first in the text). */
+  private nodeSelect(columns: (p: Params) => string, filter: NodeFilter, page: Page) {
+    const p = this.params();
+    const list = columns(p);
+    const bool = (value: boolean | undefined) => (value === undefined ? undefined : this.d.bool(value));
+    const { provision_state, resource_class, driver, conductor_group, instance_uuid } = filter;
+    const conditions = equal(p, { provision_state, maintenance: bool(filter.maintenance) });
+    conditions.push(...equal(p, { retired: bool(filter.retired), resource_class, driver, conductor_group }));
+    const { fault, owner, lessee, reservation } = filter;
+    conditions.push(...equal(p, { instance_uuid, fault, owner, lessee, reservation }));
+    if (filter.project !== undefined) conditions.push(this.ofProject(p, filter.project));
+    if (filter.reserved !== undefined) conditions.push(`reservation IS ${filter.reserved ? "NOT " : ""}NULL`);
+    if (filter.associated !== undefined) {
+      conditions.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
+    }
+    return { p, ...this.select("nodes", list, { conditions, p, page }) };
+  }
+
+  private ofProject(p: Params, project: string): string {
+    const id = p.add(project);
+    return `(owner = ${id} OR lessee = ${id})`;
+  }
+
+  private async writeNode(db: Executor, node: NodeRecord, insert: boolean): Promise<void> {
+    const row: Row = Object.fromEntries(NODE_COLUMNS.map((column) => [column, node[column]]));
+    Object.assign(row, matchColumns(node), { doc: JSON.stringify(node) });
+    row.maintenance = this.d.bool(node.maintenance);
+    row.retired = this.d.bool(node.retired);
+    try {
+      if (insert) {
+        await this.insert("nodes", row, { db });
+      } else {
+        const p = this.params();
+        const sets = equal(p, { ...row, uuid: undefined });
+        await db.run(`UPDATE nodes SET ${sets.join(",")} WHERE uuid = ${p.add(node.uuid)}`, p.values);
+        await db.run(`DELETE FROM node_traits WHERE node_uuid = ${this.d.placeholder(1)}`, [node.uuid]);
+      }
+      const traits = [...new Set(node.traits)];
+      if (traits.length > 0) {
+        const t = this.params();
+        await db.run(
+          `INSERT INTO node_traits (node_uuid, trait)
+           SELECT CAST(${t.add(node.uuid)} AS TEXT), value FROM ${this.d.rows(t.add(this.d.list(traits)))}`,
+          t.values,
+        );
+      }
+    } catch (error) {
+      throw this.conflict(error, (detail) => {
+        if (detail.includes("instance_uuid"))
+          return `Instance ${node.instance_uuid} is already associated with a node.`;
+        if (detail.includes("name")) return `A node with name ${node.name} already exists.`;
+        return `A node with UUID ${node.uuid} already exists.`;
+      });
+    }
+  }
+
+  /**
+   * One UPDATE of the rows of `table` that `condition` picks (`prefix`, e.g. a WITH, comes before it in the
+   * text and its parameters are in `p` already): the database edits the document in place; it is never read
+   * and rewritten whole here. @returns the documents as written
+   */
+  private async edit<T>(
+    table: string,
+    edit: Edit,
+    options: { where: Row | ((p: Params) => string); p?: Params; prefix?: string },
+  ): Promise<T[]> {
+    const { p = this.params(), where } = options;
+    const sets = equal(p, edit.columns).map((set) => `${set}, `);
+    let doc = "doc";
+    for (const path of edit.remove) doc = this.d.jsonRemove(doc, p.add(this.d.path(path)));
+    for (const [path, value] of edit.set) {
+      doc = this.d.jsonSet(doc, p.add(this.d.path(path)), p.add(JSON.stringify(value)));
+    }
+    const sql = `${options.prefix ?? ""}UPDATE ${table} SET ${sets.join("")}doc = ${doc}
+      WHERE ${typeof where === "function" ? where(p) : equal(p, where).join(" AND ")} RETURNING doc`;
+    return this.docs<T>(sql, p.values);
+  }
+
+  /** Edits one node, only while its reservation is `ifReservedBy` when that is given. */
+  private async editNode(uuid: string, edit: Edit, options: Reservation = {}): Promise<NodeRecord> {
+    const holder = options.ifReservedBy;
+    const guard = (p: Params) =>
+      holder === undefined ? "" : ` AND reservation ${holder === null ? "IS NULL" : `= ${p.add(holder)}`}`;
+    const [node] = await this.edit<NodeRecord>("nodes", edit, {
+      where: (p) => `uuid = ${p.add(uuid)}${guard(p)}`,
+    });
+    if (node) return node;
+    const current = await this.getNode(uuid);
+    if (!current || current.uuid !== uuid) throw new NodeNotFound(uuid);
+    throw new NodeLocked(current.uuid, current.reservation);
+  }
+
+  /** Writes every node again, so columns derived from the documents are filled (after a migration). */
+  protected async rewriteNodes(): Promise<void> {
+    await this.d.transaction(async (db) => {
+      for (const node of await this.docs<NodeRecord>("SELECT doc FROM nodes", [], db)) {
+        await this.writeNode(db, node, false);
+      }
+    });
+  }
+
+  async createNode(node: NodeRecord): Promise<NodeRecord> {
+    await this.writeNode(this.d, node, true);
+    return node;
+  }
+
+  getNode(ident: string): Promise<NodeRecord | null> {
+    return this.docBy<NodeRecord>("nodes", byIdent(ident));
+  }
+
+  async listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]> {
+    const { sql, p } = this.nodeSelect(() => "doc", filter, page);
+    return this.docs<NodeRecord>(sql, p.values);
+  }
+
+  async listNodeSummaries<F extends NodeSummaryField = NodeSummaryField>(
+    filter: NodeFilter,
+    page: Page,
+    columns?: readonly F[],
+  ): Promise<Pick<NodeSummary, F | "uuid">[]> {
+    const names = summaryColumns(columns);
+    const { sql, p } = this.nodeSelect(() => names.join(","), filter, page);
+    // Rows as arrays: building a keyed object per row in the driver is much slower than here.
+    const rows = await this.d.all<SqlValue[]>(sql, p.values, { raw: true });
+    const maintenance = names.indexOf("maintenance");
+    return rows.map((row) => {
+      const node: Record<string, unknown> = {};
+      for (let i = 0; i < names.length; i++) node[names[i] as string] = row[i];
+      if (maintenance >= 0) node.maintenance = row[maintenance] === true || row[maintenance] === 1;
+      return node as Pick<NodeSummary, F | "uuid">;
+    });
+  }
+
+  async listNodeSummaryJson(filter: NodeFilter, page: Page, linkBase: string): Promise<SummaryJsonPage> {
+    if (!this.d.joinsPages) {
+      // each node's object is kept by the database (nodes.list_json): two values a row, no JSON written here
+      const { sql, p } = this.nodeSelect(() => "uuid, list_json", filter, page);
+      const rows = await this.d.all<[string, string]>(sql, p.values, { raw: true });
+      const json = storedSummariesJson(rows, linkBase);
+      return { json, count: rows.length, lastUuid: rows.at(-1)?.[0] ?? null };
+    }
+    const key = sortKey(page, NODE_SORT_KEYS);
+    const sort = key === "id" ? "" : `, ${key}`;
+    const links = (p: Params) => summaryLinksSql(linkBase, (v) => p.add(v));
+    const { sql, p, order } = this.nodeSelect(
+      (p) => `list_json || ${links(p)} AS obj, id${sort}`,
+      filter,
+      page,
+    );
+    // The subquery pages; the aggregate joins its objects in the same order (named, as an aggregate's order is
+    // otherwise unspecified). The text comes back as bytes: no JavaScript string is made of it.
+    const [row] = await this.d.all<[Buffer, number]>(
+      `SELECT CAST('[' || COALESCE(group_concat(obj, ',' ORDER BY ${order}), '') || ']' AS BLOB), count(*)
+       FROM (${sql})`,
+      p.values,
+      { raw: true },
+    );
+    const [json, count] = row ?? [Buffer.from("[]"), 0];
+    return { json, count, lastUuid: lastUuidOf(json) };
+  }
+
+  async listOrphanedBoots(options: {
+    waitStates: readonly string[];
+    live: readonly string[];
+  }): Promise<NodeRecord[]> {
+    const p = this.params();
+    const notLive = (column: string) =>
+      `${column} IS NOT NULL AND NOT (${this.d.inList(column, p.add(this.d.list(options.live)))})`;
+    return this.docs<NodeRecord>(
+      `SELECT doc FROM nodes${this.d.indexedBy("nodes_ramdisk_prepared_by")}
+         WHERE ${notLive("ramdisk_prepared_by")}
+           AND ${this.d.inList("provision_state", p.add(this.d.list(options.waitStates)))}
+       UNION ALL
+       SELECT doc FROM nodes${this.d.indexedBy("nodes_instance_prepared_by")}
+         WHERE ${notLive("instance_prepared_by")} AND provision_state = 'active'`,
+      p.values,
+    );
+  }
+
+  countNodesByState(): Promise<Record<string, number>> {
+    return this.countNodesBy("provision_state");
+  }
+
+  async countNodesBy(column: "provision_state" | "power_state" | "fault"): Promise<Record<string, number>> {
+    // the column comes from a closed union, never from a request
+    const rows = await this.d.all<{ value: string; n: number | string }>(
+      `SELECT COALESCE(${column}, 'none') AS value, COUNT(*) AS n FROM nodes GROUP BY ${column}`,
+      [],
+    );
+    return Object.fromEntries(rows.map((r) => [r.value, Number(r.n)]));
+  }
+
+  updateNode(uuid: string, patch: Partial<NodeRecord>, options: Reservation = {}): Promise<NodeRecord> {
+    return this.d.transaction(async (db) => {
+      const node = await this.docBy<NodeRecord>("nodes", byIdent(uuid), { db, lock: this.d.forUpdate });
+      if (!node) throw new NodeNotFound(uuid);
+      if (options.ifReservedBy !== undefined && node.reservation !== options.ifReservedBy) {
+        throw new NodeLocked(node.uuid, node.reservation);
+      }
+      const updated: NodeRecord = { ...node, ...patch, uuid: node.uuid, updated_at: now() };
+      await this.writeNode(db, updated, false);
+      return updated;
+    });
+  }
+
+  updateDriverInternalInfo(uuid: string, changes: InternalInfoChanges, options?: Reservation) {
+    const at = now();
+    const edit: Edit = { columns: { updated_at: at }, set: [[["updated_at"], at]], remove: [] };
+    for (const [key, value] of Object.entries(changes)) {
+      if (value === undefined) edit.remove.push(["driver_internal_info", key]);
+      else edit.set.push([["driver_internal_info", key], value]);
+    }
+    return this.editNode(uuid, edit, options);
+  }
+
+  setDeployProgress(uuid: string, progress: unknown, options?: Reservation): Promise<NodeRecord> {
+    return this.updateDriverInternalInfo(uuid, { deploy_progress: progress ?? undefined }, options);
+  }
+
+  deleteNode(uuid: string): Promise<void> {
+    return this.deleteBy("nodes", { uuid }, new NodeNotFound(uuid));
+  }
+
+  /** One statement: the row lock makes the test-and-set atomic without a round trip per step. */
+  reserveNode(uuid: string, holder: string): Promise<NodeRecord> {
+    const edit = topLevelEdit({ reservation: holder }, ["reservation"]);
+    return this.editNode(uuid, edit, { ifReservedBy: null });
+  }
+
+  async releaseNode(uuid: string, holder: string): Promise<void> {
+    await this.releaseAll({ uuid, reservation: holder });
+  }
+
+  releaseAllReservations(holder: string): Promise<string[]> {
+    return this.releaseAll({ reservation: holder });
+  }
+
+  private async releaseAll(where: Row): Promise<string[]> {
+    const edit = topLevelEdit({ reservation: null }, ["reservation"]);
+    return (await this.edit<NodeRecord>("nodes", edit, { where })).map((node) => node.uuid);
+  }
+
+  async listReservedBy(holders: readonly string[]): Promise<ReservedNode[]> {
+    if (holders.length === 0) return [];
+    const p = this.params();
+    const held = this.d.inList("reservation", p.add(this.d.list(holders)));
+    return this.d.all<ReservedNode>(
+      `SELECT uuid, reservation, conductor_group FROM nodes WHERE ${held}`,
+      p.values,
+    );
+  }
+
+  async getAgentToken(uuid: string): Promise<{ digest: string; bootId: string } | null> {
+    const [row] = await this.d.all<{ digest: string; boot_id: string }>(
+      `SELECT digest, boot_id FROM agent_tokens WHERE node_uuid = ${this.d.placeholder(1)}`,
+      [uuid],
+    );
+    return row ? { digest: row.digest, bootId: row.boot_id } : null;
+  }
+
+  async setAgentToken(uuid: string, record: { digest: string; bootId: string } | null): Promise<void> {
+    if (record === null) return this.deleteBy("agent_tokens", { node_uuid: uuid });
+    const row = { node_uuid: uuid, digest: record.digest, boot_id: record.bootId };
+    const tail =
+      " ON CONFLICT (node_uuid) DO UPDATE SET digest = excluded.digest, boot_id = excluded.boot_id";
+    await this.insert("agent_tokens", row, { tail });
+  }
+
+  async saveInventory(uuid: string, inventory: unknown): Promise<void> {
+    const tail = " ON CONFLICT (node_uuid) DO UPDATE SET doc = excluded.doc";
+    await this.insert("inventories", { node_uuid: uuid, doc: JSON.stringify(inventory) }, { tail });
+  }
+
+  getInventory(uuid: string): Promise<unknown> {
+    return this.docBy("inventories", { node_uuid: uuid });
+  }
+
+  async createPort(port: PortRecord): Promise<PortRecord> {
+    const { uuid, address, node_uuid } = port;
+    await this.insert("ports", { uuid, address, node_uuid, doc: JSON.stringify(port) }).catch(
+      (error: unknown) => {
+        throw this.portError(error, port);
+      },
+    );
+    return port;
+  }
+
+  private portError(error: unknown, port: Pick<PortRecord, "uuid" | "address" | "node_uuid">): unknown {
+    if (this.d.violation(error)?.kind === "foreign") return new NodeNotFound(port.node_uuid);
+    return this.conflict(error, (detail) =>
+      detail.includes("address")
+        ? `A port with MAC address ${port.address} already exists.`
+        : `A port with UUID ${port.uuid} already exists.`,
+    );
+  }
+
+  getPort(uuid: string): Promise<PortRecord | null> {
+    return this.docBy<PortRecord>("ports", { uuid });
+  }
+
+  listPorts(filter: PortFilter, page: Page): Promise<PortRecord[]> {
+    const p = this.params();
+    const conditions = equal(p, { node_uuid: filter.node_uuid, address: filter.address });
+    if (filter.project !== undefined) {
+      conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, filter.project)})`);
+    }
+    return this.docs<PortRecord>(this.select("ports", "doc", { conditions, p, page }).sql, p.values);
+  }
+
+  /** One statement, as updateAllocation. */
+  async updatePort(uuid: string, patch: Partial<PortRecord>): Promise<PortRecord> {
+    const edit = topLevelEdit({ ...patch, updated_at: now() }, ["address", "node_uuid"]);
+    const [port] = await this.edit<PortRecord>("ports", edit, { where: { uuid } }).catch((error: unknown) => {
+      throw this.portError(error, { uuid, address: patch.address ?? "", node_uuid: patch.node_uuid ?? "" });
+    });
+    if (!port) throw new NotFound(`Port ${uuid} could not be found.`);
+    return port;
+  }
+
+  deletePort(uuid: string): Promise<void> {
+    return this.deleteBy("ports", { uuid }, new NotFound(`Port ${uuid} could not be found.`));
+  }
+
+  async createAllocation(allocation: AllocationRecord): Promise<AllocationRecord> {
+    const { uuid, name, state, node_uuid, resource_class } = allocation;
+    const row = { uuid, name, state, node_uuid, resource_class, doc: JSON.stringify(allocation) };
+    await this.insert("allocations", row).catch((error: unknown) => {
+      throw this.conflict(error, (detail) =>
+        detail.includes("name")
+          ? `An allocation with name ${allocation.name} already exists.`
+          : `An allocation with UUID ${allocation.uuid} already exists.`,
+      );
+    });
+    return allocation;
+  }
+
+  getAllocation(ident: string): Promise<AllocationRecord | null> {
+    return this.docBy<AllocationRecord>("allocations", byIdent(ident));
+  }
+
+  listAllocations(filter: AllocationFilter, page: Page): Promise<AllocationRecord[]> {
+    const p = this.params();
+    const { node_uuid, resource_class, state, owner } = filter;
+    const conditions = equal(p, {
+      node_uuid,
+      resource_class,
+      state,
+      [this.d.jsonText("doc", "owner")]: owner,
+    });
+    return this.docs<AllocationRecord>(
+      this.select("allocations", "doc", { conditions, p, page }).sql,
+      p.values,
+    );
+  }
+
+  /**
+   * One statement (one round trip, no BEGIN/COMMIT): the row lock of the UPDATE serialises writers, and the
+   * indexed columns are set from the same patch as the document.
+   */
+  async updateAllocation(uuid: string, patch: Partial<AllocationRecord>): Promise<AllocationRecord> {
+    const edit = topLevelEdit({ ...patch, updated_at: now() }, [
+      "name",
+      "state",
+      "node_uuid",
+      "resource_class",
+    ]);
+    const [updated] = await this.edit<AllocationRecord>("allocations", edit, { where: byIdent(uuid) }).catch(
+      (error: unknown) => {
+        throw this.conflict(error, () => `An allocation with name ${String(patch.name)} already exists.`);
+      },
+    );
+    if (!updated) throw new NotFound(`Allocation ${uuid} could not be found.`);
+    return updated;
+  }
+
+  deleteAllocation(uuid: string): Promise<void> {
+    return this.deleteBy("allocations", { uuid }, new NotFound(`Allocation ${uuid} could not be found.`));
+  }
+
+  async claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null> {
+    const at = now();
+    const changes = { instance_uuid: allocationUuid, allocation_uuid: allocationUuid, updated_at: at };
+    const edit = topLevelEdit(changes, ["instance_uuid", "updated_at"]);
+    // One statement, so one round trip and no BEGIN/COMMIT: the CTE picks (and, in PostgreSQL, locks) the row
+    // and the UPDATE writes only what a claim changes (traits and matching columns are untouched). A row
+    // another claim holds is skipped, not waited for, so racing clients never queue behind each other.
+    const claim = async (batch: number | null) => {
+      const { false: no, traitRows } = this.d;
+      const p = this.params();
+      const query = candidateQuery(request, { param: (v) => p.add(v), false: no, traitRows });
+      const prefix = `WITH chosen AS (${this.d.claimSelect(query, batch)}) `;
+      const where = () => "id IN (SELECT id FROM chosen)";
+      const [node] = await this.edit<NodeRecord>("nodes", edit, { where, p, prefix });
+      return { node: node ?? null, walked: query.traitWalk !== null };
+    };
+    try {
+      // NOTE: a trait's first rows can all be held by racing claims or reserved (the mirror leaves reservations
+      // out); only then are all of its claimable rows read, so a claim never misses a node that is free
+      const first = await claim(TRAIT_BATCH);
+      return first.node !== null || !first.walked ? first.node : (await claim(null)).node;
+    } catch (error) {
+      throw this.conflict(error, () => `Instance ${allocationUuid} is already associated with a node.`);
+    }
+  }
+
+  registerConductor(
+    record: ConductorRecord,
+    options: { staleBefore: number; retire: readonly string[] },
+  ): Promise<void> {
+    const { true: yes, false: no } = this.d;
+    return this.d.transaction(async (db) => {
+      const p = this.params();
+      const host = `hostname = ${p.add(record.hostname)} AND online = ${yes}`;
+      const stale = `heartbeat_at < ${p.add(options.staleBefore)}`;
+      const retired = this.d.inList("identity", p.add(this.d.list(options.retire)));
+      await db.run(
+        `UPDATE conductors SET online = ${no} WHERE ${host} AND (${stale} OR ${retired})`,
+        p.values,
+      );
+      const row = { ...record, drivers: JSON.stringify(record.drivers), online: this.d.bool(true) };
+      await this.insert("conductors", row, { db }).catch((error: unknown) => {
+        throw this.d.violation(error)?.kind === "unique"
+          ? new ConductorAlreadyRegistered(record.hostname)
+          : error;
+      });
+    });
+  }
+
+  async pruneConductors(identities: readonly string[]): Promise<string[]> {
+    if (identities.length === 0) return [];
+    const p = this.params();
+    const rows = await this.d.all<{ identity: string }>(
+      `DELETE FROM conductors AS c
+        WHERE ${this.d.inList("c.identity", p.add(this.d.list(identities)))}
+          AND EXISTS (SELECT 1 FROM conductors newer WHERE newer.hostname = c.hostname
+                        AND (newer.created_at, newer.identity) > (c.created_at, c.identity))
+          AND NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.reservation = c.identity)
+        RETURNING identity`,
+      p.values,
+    );
+    return rows.map((r) => r.identity);
+  }
+
+  async touchConductor(identity: string, at: number, url?: string): Promise<boolean> {
+    const p = this.params();
+    const changed = await this.d.run(
+      `UPDATE conductors SET heartbeat_at = ${p.add(at)}, url = COALESCE(${p.add(url ?? null)}, url)
+       WHERE identity = ${p.add(identity)} AND online = ${this.d.true}`,
+      p.values,
+    );
+    return changed > 0;
+  }
+
+  async retireConductor(identity: string): Promise<void> {
+    const sql = `UPDATE conductors SET online = ${this.d.false} WHERE identity = ${this.d.placeholder(1)}`;
+    await this.d.run(sql, [identity]);
+  }
+
+  async listConductors(): Promise<ConductorRecord[]> {
+    type Stored = Omit<ConductorRecord, "drivers" | "online" | "heartbeat_at"> & Record<string, unknown>;
+    const rows = await this.d.all<Stored>("SELECT * FROM conductors ORDER BY created_at, identity", []);
+    // BIGINT arrives from PostgreSQL as a string (it may exceed 2^53; epoch milliseconds do not)
+    return rows.map((r) => ({
+      ...r,
+      drivers: this.d.doc<string[]>(r.drivers),
+      online: r.online === true || r.online === 1,
+      heartbeat_at: Number(r.heartbeat_at),
+    }));
+  }
+
+  async addNodeHistory(entry: NodeHistoryRecord): Promise<void> {
+    const { uuid, node_uuid, created_at } = entry;
+    await this.insert("node_history", { uuid, node_uuid, created_at, doc: JSON.stringify(entry) });
+  }
+
+  listNodeHistory(nodeUuid: string, page: { limit?: number; marker?: string }): Promise<NodeHistoryRecord[]> {
+    const p = this.params();
+    let sql = `SELECT doc FROM node_history WHERE node_uuid = ${p.add(nodeUuid)}`;
+    if (page.marker !== undefined) {
+      sql += ` AND (created_at, id) > (SELECT created_at, id FROM node_history WHERE uuid = ${p.add(page.marker)}
+        UNION ALL SELECT '', -1 LIMIT 1)`;
+    }
+    sql += " ORDER BY created_at, id";
+    if (page.limit !== undefined) sql += ` LIMIT ${p.add(page.limit)}`;
+    return this.docs<NodeHistoryRecord>(sql, p.values);
+  }
+
+  getNodeHistory(nodeUuid: string, eventUuid: string): Promise<NodeHistoryRecord | null> {
+    return this.docBy<NodeHistoryRecord>("node_history", { node_uuid: nodeUuid, uuid: eventUuid });
+  }
+
+  close(): Promise<void> {
+    return this.d.close();
+  }
+}
