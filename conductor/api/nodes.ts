@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import {
-  Booleanish,
   BootDeviceBody,
   JsonPatch,
   MaintenanceBody,
@@ -38,6 +37,7 @@ import {
 } from "./views.ts";
 import { isUuid } from "../../shared/uuid.ts";
 import { restoreMaskedSecrets } from "../../shared/secrets.ts";
+import { requireStrictBool } from "../../shared/strict-bool.ts";
 import {
   checkNodePolicies,
   checkNodeRule,
@@ -219,11 +219,9 @@ function patchNode(node: NodeRecord, patch: JsonPatch, limits: ApiLimits): Parti
   }
   for (const key of ["maintenance", "protected", "retired"] as const)
     if (patched[key] === null) patched[key] = false;
-  // the stock CLI sends booleans as strings ("False"), as Ironic's type conversion accepts
-  for (const key of ["maintenance", "protected", "retired", "automated_clean"] as const) {
-    const parsed = Booleanish.safeParse(patched[key]);
-    if (typeof patched[key] === "string" && parsed.success) patched[key] = parsed.data;
-  }
+  // the stock CLI sends booleans as strings ("False"): the one strict reader the policy check used too
+  for (const key of ["maintenance", "protected", "retired", "automated_clean"] as const)
+    if (touched.has(key) && patched[key] !== null) patched[key] = requireStrictBool(key, patched[key]);
   const checked = NodeRecord.safeParse(patched);
   if (!checked.success) {
     const issue = checked.error.issues[0];

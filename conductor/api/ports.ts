@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { JsonPatch, PortCreateBody } from "../../shared/api.ts";
 import { PortRecord } from "../../shared/resources.ts";
+import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { normalizeMac } from "../drivers/boot/mac.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { badRequest, conflict, notFound } from "./errors.ts";
@@ -153,7 +154,13 @@ export function portsPlugin(deps: ApiDeps) {
         PATCH_RULES,
       );
       for (const key of ["local_link_connection", "extra"]) if (patched[key] === null) patched[key] = {};
-      if (typeof patched.pxe_enabled === "string") patched.pxe_enabled = patched.pxe_enabled === "true";
+      // a removed flag goes back to its default (pxe_enabled true, is_smartnic false)
+      for (const [key, unset] of [
+        ["pxe_enabled", true],
+        ["is_smartnic", false],
+      ] as const)
+        if (touched.has(key))
+          patched[key] = patched[key] === null ? unset : requireStrictBool(key, patched[key]);
       const checked = PortRecord.parse(patched);
       checkStoredJson(
         checked,

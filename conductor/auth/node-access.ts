@@ -1,4 +1,5 @@
 import type { AllocationRecord, NodeRecord } from "../../shared/resources.ts";
+import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { NodeNotFound, NotFound } from "../db/store.ts";
 import type { Identity } from "./identity.ts";
 import { PolicyForbidden, allowed, authorize, type PolicyName, type PolicyTarget } from "./policy.ts";
@@ -109,8 +110,11 @@ export function redactNodeView<V extends Record<string, unknown>>(
   return view;
 }
 
-/** Ironic's per-field PATCH rules (_authorize_patch_and_get_node): one rule per touched field kind. */
-export function patchRules(patch: readonly { path: string; value?: unknown }[]): PolicyName[] {
+/**
+ * Ironic's per-field PATCH rules (_authorize_patch_and_get_node): one rule per touched field kind.
+ * @throws InvalidBoolean (400) for an automated_clean value that is not a boolean
+ */
+export function patchRules(patch: readonly { op?: string; path: string; value?: unknown }[]): PolicyName[] {
   const rules = new Set<PolicyName>();
   let generic = false;
   const prefixed: [string, PolicyName][] = [
@@ -129,9 +133,13 @@ export function patchRules(patch: readonly { path: string; value?: unknown }[]):
     ["/shard", "baremetal:node:update:shard"],
   ];
   for (const op of patch) {
+    // read with the same strict parser the field itself is stored with: whatever is stored as false was
+    // authorised as disabling cleaning; a value it cannot read is the same 400 the field would get
     const disablesCleaning =
       op.path.startsWith("/automated_clean") &&
-      (op.value === false || String(op.value).toLowerCase() === "false");
+      op.op !== "remove" &&
+      op.value !== null &&
+      !requireStrictBool("automated_clean", op.value);
     if (disablesCleaning) {
       rules.add("baremetal:node:disable_cleaning");
       continue;
