@@ -1,6 +1,7 @@
 import type { AllocationRecord, NodeRecord } from "../../shared/resources.ts";
 import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { NodeNotFound, NotFound } from "../db/store.ts";
+import { Invalid } from "../errors.ts";
 import type { Identity } from "./identity.ts";
 import { PolicyForbidden, allowed, authorize, type PolicyName, type PolicyTarget } from "./policy.ts";
 
@@ -39,6 +40,41 @@ export function checkNodeRule(
   node: Pick<NodeRecord, "owner" | "lessee">,
 ): void {
   authorize(rule, who, nodeTarget(node));
+}
+
+/**
+ * A node named in a filter or a field (`?node=`, an allocation's node): one the caller may not see is
+ * answered exactly as one that does not exist, so the answer tells nothing about other projects' nodes.
+ * @throws NodeNotFound (404; callers that answer 400 for a bad field catch it)
+ */
+export async function visibleNode(
+  deps: { store: { getNode(ident: string): Promise<NodeRecord | null> } },
+  who: Identity,
+  ident: string,
+): Promise<NodeRecord> {
+  const node = await deps.store.getNode(ident);
+  if (!node || !canSeeNode(who, node)) throw new NodeNotFound(ident);
+  return node;
+}
+
+/**
+ * Ironic's authorize_node_link: moving a resource (a port) to another node needs `rule` on the new node too,
+ * and the new node must be visible and have the same owner; every refusal has one text, the one a missing
+ * node gets, so it does not tell whether the node exists. @throws Invalid (400), PolicyForbidden
+ */
+export async function authorizeNodeLink(
+  deps: { store: { getNode(ident: string): Promise<NodeRecord | null> } },
+  access: { who: Identity; rule: PolicyName },
+  link: { from: Pick<NodeRecord, "owner" | "lessee">; to: string; field?: string },
+): Promise<NodeRecord> {
+  const invalid = new Invalid(
+    `Unable to apply the requested ${link.field ?? "node_uuid"} '${link.to}'. Requested value was invalid.`,
+  );
+  const node = await deps.store.getNode(link.to);
+  if (!node || !canSeeNode(access.who, node)) throw invalid;
+  if ((node.owner ?? null) !== (link.from.owner ?? null)) throw invalid;
+  checkNodeRule(access.rule, access.who, node);
+  return node;
 }
 
 /** Whether the caller may see the node at all (baremetal:node:get). */
