@@ -20,6 +20,7 @@ import { NODE_SORT_KEYS } from "../db/store.ts";
 import { nodeInterfaces, type HardwareType } from "../drivers/hardware-type.ts";
 import { TRANSIENT_STATES, WAIT_STATES } from "../states/machine.ts";
 import { driverNodeOf } from "../drivers/driver-node.ts";
+import { refuseDeployImageCredentials } from "../drivers/boot/deploy-images.ts";
 import type { DriverNode } from "../drivers/interfaces.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { ApiError, badRequest, conflict, notFound } from "./errors.ts";
@@ -143,6 +144,7 @@ export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
     }
     interfaces[key] = requested;
   }
+  refuseDeployImageCredentials(body.driver_info ?? {});
   return {
     uuid: body.uuid ?? randomUUID(),
     name: body.name ?? null,
@@ -227,6 +229,7 @@ function patchNode(node: NodeRecord, patch: JsonPatch, limits: ApiLimits): Parti
     const issue = checked.error.issues[0];
     throw badRequest(`Invalid value for ${issue?.path.join(".") ?? "a field"}: ${issue?.message ?? ""}`);
   }
+  if (touched.has("driver_info")) refuseDeployImageCredentials(checked.data.driver_info);
   if (checked.data.name !== null) {
     const name = ResourceName.safeParse(checked.data.name);
     if (!name.success) throw badRequest(`Invalid name: ${name.error.issues[0]?.message ?? ""}`);
