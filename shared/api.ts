@@ -2,19 +2,14 @@ import { z } from "zod";
 import { AllocationSpec, JsonObject } from "./resources.ts";
 import { BOOT_DEVICES, POWER_TARGETS, PROVISION_VERBS } from "./states.ts";
 import { STEP_KINDS } from "./steps.ts";
+import { StrictBool } from "./strict-bool.ts";
 import { UUID_PATTERN } from "./uuid.ts";
 
-const TRUE_WORDS = new Set(["true", "1", "yes", "on", "y", "t"]);
-const FALSE_WORDS = new Set(["false", "0", "no", "off", "n", "f"]);
-
-/** A boolean that also accepts the strings the stock CLI sends ("true"). */
-export const Booleanish = z.preprocess((value) => {
-  if (typeof value !== "string") return value;
-  const word = value.trim().toLowerCase();
-  if (TRUE_WORDS.has(word)) return true;
-  if (FALSE_WORDS.has(word)) return false;
-  return value;
-}, z.boolean());
+/**
+ * Every boolean the API reads (body fields, patched fields, query parameters): Ironic's strict reading, so
+ * the value stored is always the value the policy check saw.
+ */
+export const Booleanish = StrictBool;
 
 const UUID = z.string().regex(UUID_PATTERN, "Expected a UUID");
 /** Ironic names: host-name-like, no spaces, not a UUID. */

@@ -1,4 +1,7 @@
-/** Masking of secrets (BMC passwords, tokens, keys) wherever a document leaves the process: API, events, logs. */
+/**
+ * Masking of secrets (BMC passwords, tokens, keys, and the credentials and signatures inside URLs) wherever a
+ * document leaves the process: API, events, logs, node history.
+ */
 
 export const MASK = "******";
 
@@ -7,6 +10,53 @@ const SECRET_KEY = /password|passwd|secret|token|_key$|^key$|credential/i;
 
 export function isSecretKey(key: string): boolean {
   return SECRET_KEY.test(key);
+}
+
+// a URL's query parameters that carry a signature or a credential (Swift temp URLs, S3/GCS presigned URLs,
+// Azure SAS, bearer tokens), besides the names isSecretKey already covers (x-amz-credential, token, ...)
+const SECRET_QUERY = /^(temp_url_sig|sig|signature|x-amz-signature|x-goog-signature)$/i;
+const URL_START = /^[a-z][a-z0-9+.-]*:\/\//i;
+const USERINFO = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#@]*)@/i;
+
+function decodeName(name: string): string {
+  try {
+    return decodeURIComponent(name.replace(/\+/g, " "));
+  } catch {
+    return name;
+  }
+}
+
+/** Whether a URL carries credentials in its userinfo (`scheme://user:password@host`). */
+export function hasUserinfo(url: string): boolean {
+  return USERINFO.test(url);
+}
+
+/**
+ * A URL with its secrets replaced by `******`: the userinfo's password (or a lone user, often a token) and
+ * the values of query parameters that sign or authorise (temp_url_sig, X-Amz-Signature, X-Amz-Credential,
+ * sig, token, ...). Any other string comes back as it is; the URL is not re-encoded.
+ */
+export function maskUrlSecrets(text: string): string {
+  if (!URL_START.test(text)) return text;
+  let out = text.replace(USERINFO, (_all, scheme: string, info: string) => {
+    const colon = info.indexOf(":");
+    return `${scheme}${colon < 0 ? MASK : `${info.slice(0, colon)}:${MASK}`}@`;
+  });
+  const query = out.indexOf("?");
+  if (query < 0) return out;
+  const hash = out.indexOf("#", query);
+  const end = hash < 0 ? out.length : hash;
+  const params = out
+    .slice(query + 1, end)
+    .split("&")
+    .map((pair) => {
+      const eq = pair.indexOf("=");
+      if (eq < 0) return pair;
+      const name = decodeName(pair.slice(0, eq));
+      return SECRET_QUERY.test(name) || isSecretKey(name) ? `${pair.slice(0, eq)}=${MASK}` : pair;
+    });
+  out = `${out.slice(0, query + 1)}${params.join("&")}${out.slice(end)}`;
+  return out;
 }
 
 function isPlainContainer(value: unknown): value is Record<string, unknown> | unknown[] {
@@ -26,7 +76,12 @@ function maskFlat(
     if (!Object.prototype.hasOwnProperty.call(source, key)) continue;
     const item = source[key];
     if ((typeof item === "object" && item !== null) || key === "__proto__") return null;
-    out[key] = item !== null && item !== undefined && isSecret(key) ? MASK : item;
+    out[key] =
+      item !== null && item !== undefined && isSecret(key)
+        ? MASK
+        : typeof item === "string"
+          ? maskUrlSecrets(item)
+          : item;
   }
   return out;
 }
@@ -38,6 +93,7 @@ function maskFlat(
  * as secret for one use (the node history also keeps config drives out).
  */
 export function maskSecrets<T>(value: T, isSecret: (key: string) => boolean = isSecretKey): T {
+  if (typeof value === "string") return maskUrlSecrets(value) as T;
   if (!isPlainContainer(value)) return value;
   if (!Array.isArray(value)) {
     const flat = maskFlat(value, isSecret);
@@ -49,6 +105,7 @@ export function maskSecrets<T>(value: T, isSecret: (key: string) => boolean = is
   const stack: [Container, Container][] = [[value, root]];
   // descends into a plain child, returning its (filled later) copy; scalars and foreign objects as they are
   const visit = (item: unknown): unknown => {
+    if (typeof item === "string") return maskUrlSecrets(item);
     if (!isPlainContainer(item)) return item;
     const copy = copyOf(item);
     stack.push([item, copy]);
@@ -78,6 +135,17 @@ export function maskSecrets<T>(value: T, isSecret: (key: string) => boolean = is
   return root as T;
 }
 
+/** A URL a client read masked and sent back unchanged: the stored one, masked, reads the same. */
+function isEchoedMaskedUrl(value: unknown, old: unknown): boolean {
+  return (
+    typeof value === "string" &&
+    typeof old === "string" &&
+    value !== old &&
+    value.includes(MASK) &&
+    maskUrlSecrets(old) === value
+  );
+}
+
 /**
  * Puts back the real secrets a client echoed as `******` (it read a masked view and sent it back), at any
  * depth: wherever `next` holds the mask and `previous` has a value at the same path. Mutates `next`.
@@ -93,6 +161,7 @@ export function restoreMaskedSecrets(next: unknown, previous: unknown): void {
       const value = (target as Record<string, unknown>)[key];
       const old = (source as Record<string, unknown>)[key];
       if (value === MASK && old !== undefined) (target as Record<string, unknown>)[key] = old;
+      else if (isEchoedMaskedUrl(value, old)) (target as Record<string, unknown>)[key] = old;
       else stack.push([value, old]);
     }
   }

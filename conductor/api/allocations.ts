@@ -2,13 +2,15 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { AllocationCreateBody, ResourceName } from "../../shared/api.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
-import { badRequest, notFound } from "./errors.ts";
+import { badRequest } from "./errors.ts";
 import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
 import { ALLOCATION_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { AllocationListQuery, FieldsQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
 import { allocationView } from "./views.ts";
-import { checkAllocationPolicy, listScope } from "../auth/node-access.ts";
+import type { Identity } from "../auth/identity.ts";
+import { checkAllocationPolicy, listScope, visibleNode } from "../auth/node-access.ts";
+import { NodeNotFound } from "../db/store.ts";
 import { PolicyForbidden, allowed, authorize } from "../auth/policy.ts";
 
 const AllocationPatch = z
@@ -28,6 +30,22 @@ const PATCH_RULES: PatchRules = {
   objectFields: new Set(["extra"]),
 };
 
+/**
+ * Every node an allocation names (its backfill node, its candidates) must be one the caller can see; one it
+ * cannot is answered as a missing node, 400 as Ironic's allocation create answers NodeNotFound.
+ * @throws Invalid
+ */
+async function checkNamedNodes(deps: ApiDeps, who: Identity, idents: readonly string[]): Promise<void> {
+  for (const ident of new Set(idents)) {
+    try {
+      await visibleNode(deps, who, ident);
+    } catch (error) {
+      if (error instanceof NodeNotFound) throw badRequest(error.message);
+      throw error;
+    }
+  }
+}
+
 /** Allocations: the reservation endpoint for compute services. */
 export function allocationsPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
@@ -42,6 +60,10 @@ export function allocationsPlugin(deps: ApiDeps) {
         body.owner = project;
       }
       checkStoredJson(body, ALLOCATION_JSON_FIELDS, deps.config.api);
+      await checkNamedNodes(deps, request.identity, [
+        ...(body.node === undefined ? [] : [body.node]),
+        ...(body.candidate_nodes ?? []),
+      ]);
       const allocation = await deps.allocations.create(body);
       await reply
         .code(201)
@@ -52,12 +74,8 @@ export function allocationsPlugin(deps: ApiDeps) {
     app.get("/v1/allocations", async (request, reply) => {
       const query = parseQuery(AllocationListQuery, request.query);
       const scope = listScope("allocation", request.identity, query.owner);
-      let nodeUuid: string | undefined;
-      if (query.node !== undefined) {
-        const node = await deps.store.getNode(query.node);
-        if (!node) throw notFound(`Node ${query.node} could not be found.`);
-        nodeUuid = node.uuid;
-      }
+      const nodeUuid =
+        query.node === undefined ? undefined : (await visibleNode(deps, request.identity, query.node)).uuid;
       const limit = effectiveLimit(query.limit);
       const allocations = await deps.store.listAllocations(
         {

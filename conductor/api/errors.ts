@@ -25,6 +25,9 @@ function zodMessage(error: ZodError): string {
     .map((issue) => {
       const path = issue.path.join(".");
       if (issue.code === "unrecognized_keys") return `Unknown attribute(s): ${issue.keys.join(", ")}`;
+      // Ironic's args.boolean wording for the strict boolean reader
+      if (issue.code === "custom" && issue.params?.strictBool === true)
+        return `Invalid ${path}: ${issue.message}`;
       return path ? `Invalid input for field/attribute ${path}. ${issue.message}` : issue.message;
     })
     .join("; ");

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { NodeHistoryRecord } from "../../shared/history.ts";
+import { clientAddress } from "../auth/fastify-auth.ts";
 import { checkNodePolicies } from "../auth/node-access.ts";
 import { maskPatch } from "../history/redact.ts";
 import type { Actor } from "../history/recorder.ts";
@@ -17,7 +18,7 @@ type Params = { Params: { ident: string; event?: string } };
 const actorOf = (request: FastifyRequest): Actor => ({
   user: request.identity?.user ?? null,
   project: request.identity?.project ?? null,
-  remoteAddress: request.ip,
+  remoteAddress: clientAddress(request),
   requestId: String(request.id),
 });
 

@@ -1,6 +1,8 @@
-import { Booleanish, type JsonPatch, ResourceName } from "../../shared/api.ts";
+import { type JsonPatch, ResourceName } from "../../shared/api.ts";
 import { NodeRecord } from "../../shared/resources.ts";
 import { restoreMaskedSecrets } from "../../shared/secrets.ts";
+import { requireStrictBool } from "../../shared/strict-bool.ts";
+import { refuseDeployImageCredentials } from "../drivers/boot/deploy-images.ts";
 import { checkName } from "../operations/node-record.ts";
 import { OBJECT_FIELDS, WRITABLE_FIELDS } from "../operations/update-node.ts";
 import { badRequest } from "./errors.ts";
@@ -35,16 +37,15 @@ export function patchNode(node: NodeRecord, patch: JsonPatch, limits: ApiLimits)
   }
   for (const key of ["maintenance", "protected", "retired"] as const)
     if (patched[key] === null) patched[key] = false;
-  // the stock CLI sends booleans as strings ("False"), as Ironic's type conversion accepts
-  for (const key of ["maintenance", "protected", "retired", "automated_clean"] as const) {
-    const parsed = Booleanish.safeParse(patched[key]);
-    if (typeof patched[key] === "string" && parsed.success) patched[key] = parsed.data;
-  }
+  // the stock CLI sends booleans as strings ("False"): the one strict reader the policy check used too
+  for (const key of ["maintenance", "protected", "retired", "automated_clean"] as const)
+    if (touched.has(key) && patched[key] !== null) patched[key] = requireStrictBool(key, patched[key]);
   const checked = NodeRecord.safeParse(patched);
   if (!checked.success) {
     const issue = checked.error.issues[0];
     throw badRequest(`Invalid value for ${issue?.path.join(".") ?? "a field"}: ${issue?.message ?? ""}`);
   }
+  if (touched.has("driver_info")) refuseDeployImageCredentials(checked.data.driver_info);
   if (checked.data.name !== null) {
     const name = ResourceName.safeParse(checked.data.name);
     if (!name.success) throw badRequest(`Invalid name: ${name.error.issues[0]?.message ?? ""}`);

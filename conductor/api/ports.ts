@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { JsonPatch, PortCreateBody } from "../../shared/api.ts";
-import { PortRecord } from "../../shared/resources.ts";
+import { type NodeRecord, PortRecord } from "../../shared/resources.ts";
+import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { normalizeMac } from "../drivers/boot/mac.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { badRequest, conflict, notFound } from "./errors.ts";
@@ -11,7 +12,7 @@ import { FieldsQuery, PortListQuery, collection, effectiveLimit, parseQuery } fr
 import { renderJson } from "./render.ts";
 import { portView } from "./views.ts";
 import type { Identity } from "../auth/identity.ts";
-import { canSeeNode, checkNodeRule, listScope } from "../auth/node-access.ts";
+import { authorizeNodeLink, canSeeNode, checkNodeRule, listScope, visibleNode } from "../auth/node-access.ts";
 import { authorize, type PolicyName } from "../auth/policy.ts";
 
 const WRITABLE = new Set([
@@ -38,11 +39,11 @@ const mac = (address: string): string => normalizeMac(address);
  * The port, if the caller passes `rule` on its node (Ironic's check_port_policy_and_retrieve): a missing
  * port is 404 for system users and 403 for project users, a port on a node they cannot see is 404.
  */
-async function loadPort(
+async function loadPortAndNode(
   deps: ApiDeps,
   uuid: string,
   access: { who: Identity; rule: PolicyName },
-): Promise<PortRecord> {
+): Promise<{ port: PortRecord; node: Pick<NodeRecord, "owner" | "lessee"> }> {
   const port = await deps.store.getPort(uuid);
   if (!port) {
     authorize(access.rule, access.who);
@@ -51,7 +52,15 @@ async function loadPort(
   const node = (await deps.store.getNode(port.node_uuid)) ?? { owner: null, lessee: null };
   if (!canSeeNode(access.who, node)) throw notFound(`Port ${uuid} could not be found.`);
   checkNodeRule(access.rule, access.who, node);
-  return port;
+  return { port, node };
+}
+
+async function loadPort(
+  deps: ApiDeps,
+  uuid: string,
+  access: { who: Identity; rule: PolicyName },
+): Promise<PortRecord> {
+  return (await loadPortAndNode(deps, uuid, access)).port;
 }
 
 /** A port may change only while its node is not being worked on. */
@@ -72,11 +81,7 @@ export function portsPlugin(deps: ApiDeps) {
       const query = parseQuery(PortListQuery, request.query);
       const scope = listScope("port", request.identity);
       let nodeUuid = query.node_uuid;
-      if (query.node !== undefined) {
-        const node = await deps.store.getNode(query.node);
-        if (!node) throw notFound(`Node ${query.node} could not be found.`);
-        nodeUuid = node.uuid;
-      }
+      if (query.node !== undefined) nodeUuid = (await visibleNode(deps, request.identity, query.node)).uuid;
       const limit = effectiveLimit(query.limit);
       const ports = await deps.store.listPorts(
         {
@@ -143,7 +148,7 @@ export function portsPlugin(deps: ApiDeps) {
 
     app.patch<{ Params: { uuid: string } }>("/v1/ports/:uuid", async (request) => {
       const patch = JsonPatch.parse(request.body);
-      const port = await loadPort(deps, request.params.uuid, {
+      const { port, node } = await loadPortAndNode(deps, request.params.uuid, {
         who: request.identity,
         rule: "baremetal:port:update",
       });
@@ -153,7 +158,13 @@ export function portsPlugin(deps: ApiDeps) {
         PATCH_RULES,
       );
       for (const key of ["local_link_connection", "extra"]) if (patched[key] === null) patched[key] = {};
-      if (typeof patched.pxe_enabled === "string") patched.pxe_enabled = patched.pxe_enabled === "true";
+      // a removed flag goes back to its default (pxe_enabled true, is_smartnic false)
+      for (const [key, unset] of [
+        ["pxe_enabled", true],
+        ["is_smartnic", false],
+      ] as const)
+        if (touched.has(key))
+          patched[key] = patched[key] === null ? unset : requireStrictBool(key, patched[key]);
       const checked = PortRecord.parse(patched);
       checkStoredJson(
         checked,
@@ -161,6 +172,17 @@ export function portsPlugin(deps: ApiDeps) {
         deps.config.api,
       );
       checked.address = mac(checked.address);
+      if (checked.node_uuid !== port.node_uuid) {
+        // policy holds on every node the request touches: the port's new node as well as its old one
+        await authorizeNodeLink(
+          deps,
+          { who: request.identity, rule: "baremetal:port:update" },
+          {
+            from: node,
+            to: checked.node_uuid,
+          },
+        );
+      }
       await checkNodeFree(deps, port.node_uuid);
       if (checked.node_uuid !== port.node_uuid) await checkNodeFree(deps, checked.node_uuid);
       const updated = await deps.store.updatePort(port.uuid, checked);

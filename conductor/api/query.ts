@@ -66,6 +66,8 @@ export function parseQuery<T extends z.ZodType>(schema: T, query: unknown): z.in
     const issue = parsed.error.issues[0];
     if (issue?.code === "unrecognized_keys")
       throw badRequest(`Unknown query parameter(s): ${issue.keys.join(", ")}`);
+    if (issue?.code === "custom" && issue.params?.strictBool === true)
+      throw badRequest(`Invalid ${issue.path.join(".")}: ${issue.message}`);
     throw badRequest(
       `Invalid query parameter ${issue?.path.join(".") ?? ""}: ${issue?.message ?? "bad value"}`,
     );

@@ -36,11 +36,15 @@ export interface HttpBasicOptions {
   now?: () => number;
 }
 
-// a user that does not exist still costs one bcrypt, so timing does not tell which names exist
-const DUMMY_DIGEST = bcrypt.hashSync("anvil-no-such-user", 10);
+// one address may stand for many people (NAT, a bastion): it gets more tries than one user from it
 const SOURCE_FACTOR = 5;
+// a user name tried from many addresses (a spread guess) is still bounded, above what one source can reach
+const USER_FACTOR = 20;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** The limiter key of one user name from one address (NUL cannot be in either). */
+const userAt = (user: string, source: string): string => `${user}\u0000${source}`;
 
 const fail = (status: 400 | 401, message: string): AuthResult => ({ ok: false, status, message });
 
@@ -62,13 +66,21 @@ export function decodeBasic(token: string): { user: string; password: string } |
 
 /**
  * Ironic's http_basic (an Apache htpasswd file, bcrypt only), plus Anvil's bearer tokens. Failed logins are
- * limited per source address and per user name (429 while over the limit) and logged without the password.
+ * limited per user name and source address together, per source across names, and per name across all
+ * sources at a higher ceiling (429 while over a limit), so a stranger elsewhere cannot lock a user out;
+ * they are logged without the password.
  */
 export class HttpBasicAuthenticator implements Authenticator {
   readonly strategy = "http_basic" as const;
   private readonly cache: CredentialCache<Identity>;
+  /** per user name and source address */
   private readonly limiter: FailureLimiter;
+  /** per source address, across user names */
   private readonly sourceLimiter: FailureLimiter;
+  /** per user name, across source addresses (the global ceiling) */
+  private readonly userLimiter: FailureLimiter;
+  /** A digest for unknown users at the user file's strongest cost, made again when the file reloads. */
+  private dummy: { generation: number; digest: Promise<string> } | undefined;
 
   constructor(private readonly options: HttpBasicOptions) {
     this.cache = new CredentialCache({ ttlMs: options.cacheTtlMs, maxEntries: 4096, now: options.now });
@@ -77,12 +89,30 @@ export class HttpBasicAuthenticator implements Authenticator {
       windowMs: options.failureWindowMs,
       now: options.now,
     });
-    // one address may stand for many people (NAT, a bastion): it gets more tries than one user name
     this.sourceLimiter = new FailureLimiter({
       maxFailures: options.maxFailures * SOURCE_FACTOR,
       windowMs: options.failureWindowMs,
       now: options.now,
     });
+    this.userLimiter = new FailureLimiter({
+      maxFailures: options.maxFailures * USER_FACTOR,
+      windowMs: options.failureWindowMs,
+      now: options.now,
+    });
+  }
+
+  /**
+   * What an unknown user's password is compared with: a digest at the cost of the file's strongest entry,
+   * so an unknown name takes as long as the slowest real one (a fixed cost-10 digest answered in ~200 ms
+   * where a cost-12 user took ~830 ms).
+   */
+  private dummyDigest(): Promise<string> {
+    // the cost first: reading it looks for a reload, which moves the generation on
+    const cost = this.options.users.strongestCost;
+    const generation = this.options.users.generation;
+    if (this.dummy?.generation !== generation)
+      this.dummy = { generation, digest: bcrypt.hash("anvil-no-such-user", cost) };
+    return this.dummy.digest;
   }
 
   async authenticate({ authorization, source }: Credentials): Promise<AuthResult> {
@@ -103,7 +133,8 @@ export class HttpBasicAuthenticator implements Authenticator {
   private limited(source: string, user?: string): AuthResult | undefined {
     const wait = Math.max(
       this.sourceLimiter.retryAfterS(source),
-      user === undefined ? 0 : this.limiter.retryAfterS(user),
+      user === undefined ? 0 : this.limiter.retryAfterS(userAt(user, source)),
+      user === undefined ? 0 : this.userLimiter.retryAfterS(user),
     );
     if (wait === 0) return undefined;
     return {
@@ -121,12 +152,12 @@ export class HttpBasicAuthenticator implements Authenticator {
     const generation = this.options.users.generation;
     const cached = record && this.cache.get(user, password, generation);
     if (cached) return { ok: true, identity: cached };
-    const matches = await bcrypt.compare(password, record?.digest ?? DUMMY_DIGEST);
+    const matches = await bcrypt.compare(password, record?.digest ?? (await this.dummyDigest()));
     if (!record || !matches) {
       this.failed({ user, source, reason: record ? "wrong password" : "unknown user" });
       return fail(401, "Incorrect username or password");
     }
-    this.limiter.succeed(user);
+    this.limiter.succeed(userAt(user, source));
     const identity = this.identityOf(user, record, "http_basic");
     this.cache.set(user, password, { value: identity, generation });
     return { ok: true, identity };
@@ -149,7 +180,10 @@ export class HttpBasicAuthenticator implements Authenticator {
 
   private failed(what: { user?: string; source: string; reason: string }): void {
     this.sourceLimiter.fail(what.source);
-    if (what.user !== undefined) this.limiter.fail(what.user);
+    if (what.user !== undefined) {
+      this.limiter.fail(userAt(what.user, what.source));
+      this.userLimiter.fail(what.user);
+    }
     this.options.logger.warn(what, "authentication failed");
   }
 

@@ -32,6 +32,15 @@ const PUBLIC_ROUTES = new Set([
 /** Who calls a public route with auth on: no role, so every policy refuses. */
 const ANONYMOUS: Identity = { user: "anonymous", role: null, project: null, method: "http_basic" };
 
+/**
+ * The address a request is accounted to (failed-login limits, node history): the TCP peer for now. This is
+ * the one hook for a call a peer conductor forwards: once peers prove who they are, a forwarded call's real
+ * client address replaces the peer's here, so one peer cannot lock its users out for everyone.
+ */
+export function clientAddress(request: FastifyRequest): string {
+  return request.ip;
+}
+
 export const REALM = 'Basic realm="Baremetal API"';
 
 /** The body Ironic's basic-auth middleware answers with (not the API's faultstring envelope). */
@@ -85,7 +94,10 @@ export function registerAuth(
         return;
       }
       const header = request.headers.authorization;
-      const result = await authenticator.authenticate({ authorization: header, source: request.ip });
+      const result = await authenticator.authenticate({
+        authorization: header,
+        source: clientAddress(request),
+      });
       if (!result.ok) return refuse(reply, result);
       request.identity = result.identity;
     });

@@ -1,5 +1,7 @@
 import type { AllocationRecord, NodeRecord } from "../../shared/resources.ts";
+import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { NodeNotFound, NotFound } from "../db/store.ts";
+import { Invalid } from "../errors.ts";
 import type { Identity } from "./identity.ts";
 import { PolicyForbidden, allowed, authorize, type PolicyName, type PolicyTarget } from "./policy.ts";
 
@@ -38,6 +40,41 @@ export function checkNodeRule(
   node: Pick<NodeRecord, "owner" | "lessee">,
 ): void {
   authorize(rule, who, nodeTarget(node));
+}
+
+/**
+ * A node named in a filter or a field (`?node=`, an allocation's node): one the caller may not see is
+ * answered exactly as one that does not exist, so the answer tells nothing about other projects' nodes.
+ * @throws NodeNotFound (404; callers that answer 400 for a bad field catch it)
+ */
+export async function visibleNode(
+  deps: { store: { getNode(ident: string): Promise<NodeRecord | null> } },
+  who: Identity,
+  ident: string,
+): Promise<NodeRecord> {
+  const node = await deps.store.getNode(ident);
+  if (!node || !canSeeNode(who, node)) throw new NodeNotFound(ident);
+  return node;
+}
+
+/**
+ * Ironic's authorize_node_link: moving a resource (a port) to another node needs `rule` on the new node too,
+ * and the new node must be visible and have the same owner; every refusal has one text, the one a missing
+ * node gets, so it does not tell whether the node exists. @throws Invalid (400), PolicyForbidden
+ */
+export async function authorizeNodeLink(
+  deps: { store: { getNode(ident: string): Promise<NodeRecord | null> } },
+  access: { who: Identity; rule: PolicyName },
+  link: { from: Pick<NodeRecord, "owner" | "lessee">; to: string; field?: string },
+): Promise<NodeRecord> {
+  const invalid = new Invalid(
+    `Unable to apply the requested ${link.field ?? "node_uuid"} '${link.to}'. Requested value was invalid.`,
+  );
+  const node = await deps.store.getNode(link.to);
+  if (!node || !canSeeNode(access.who, node)) throw invalid;
+  if ((node.owner ?? null) !== (link.from.owner ?? null)) throw invalid;
+  checkNodeRule(access.rule, access.who, node);
+  return node;
 }
 
 /** Whether the caller may see the node at all (baremetal:node:get). */
@@ -109,8 +146,11 @@ export function redactNodeView<V extends Record<string, unknown>>(
   return view;
 }
 
-/** Ironic's per-field PATCH rules (_authorize_patch_and_get_node): one rule per touched field kind. */
-export function patchRules(patch: readonly { path: string; value?: unknown }[]): PolicyName[] {
+/**
+ * Ironic's per-field PATCH rules (_authorize_patch_and_get_node): one rule per touched field kind.
+ * @throws InvalidBoolean (400) for an automated_clean value that is not a boolean
+ */
+export function patchRules(patch: readonly { op?: string; path: string; value?: unknown }[]): PolicyName[] {
   const rules = new Set<PolicyName>();
   let generic = false;
   const prefixed: [string, PolicyName][] = [
@@ -129,9 +169,13 @@ export function patchRules(patch: readonly { path: string; value?: unknown }[]):
     ["/shard", "baremetal:node:update:shard"],
   ];
   for (const op of patch) {
+    // read with the same strict parser the field itself is stored with: whatever is stored as false was
+    // authorised as disabling cleaning; a value it cannot read is the same 400 the field would get
     const disablesCleaning =
       op.path.startsWith("/automated_clean") &&
-      (op.value === false || String(op.value).toLowerCase() === "false");
+      op.op !== "remove" &&
+      op.value !== null &&
+      !requireStrictBool("automated_clean", op.value);
     if (disablesCleaning) {
       rules.add("baremetal:node:disable_cleaning");
       continue;

@@ -59,6 +59,17 @@ export class UserStore {
     return this.options.rolesFile !== null;
   }
 
+  /**
+   * The bcrypt cost of the file's strongest entry (4 for an empty file): what a made-up digest for an unknown
+   * user must cost so that timing does not tell which names exist. Looks for a reload first.
+   */
+  get strongestCost(): number {
+    this.maybeReload();
+    let strongest = 4;
+    for (const digest of this.users.values()) strongest = Math.max(strongest, bcryptCost(digest));
+    return strongest;
+  }
+
   /** The user's digest and role (after a reload if the files changed). */
   lookup(user: string): UserRecord | undefined {
     this.maybeReload();
@@ -96,6 +107,13 @@ export class UserStore {
     this.gen++;
     this.options.onReload?.(this.gen, this.lastError);
   }
+}
+
+/** The cost field of a bcrypt digest ($2y$12$...), or 4 if it has none readable. */
+export function bcryptCost(digest: string): number {
+  const cost = Number(digest.slice(4, 6));
+  // bcrypt's costs run 4..31; a malformed entry fails its own compare and says nothing about timing
+  return Number.isInteger(cost) && cost >= 4 && cost <= 31 ? cost : 4;
 }
 
 /** The roles file the conductor uses: the configured one, else roles.yaml beside the htpasswd file if present. */

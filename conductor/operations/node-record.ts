@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { refuseDeployImageCredentials } from "../drivers/boot/deploy-images.ts";
 import type { NodeCreateBody } from "../../shared/api.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import { isUuid } from "../../shared/uuid.ts";
@@ -27,6 +28,7 @@ export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
     }
     interfaces[key] = requested;
   }
+  refuseDeployImageCredentials(body.driver_info ?? {});
   return {
     uuid: body.uuid ?? randomUUID(),
     name: body.name ?? null,

@@ -1,3 +1,5 @@
+import { hasUserinfo } from "../../../shared/secrets.ts";
+import { Invalid } from "../../errors.ts";
 import { InvalidDriverInfo } from "../errors.ts";
 import type { DriverNode } from "../interfaces.ts";
 
@@ -22,7 +24,24 @@ function pick(
   if (typeof value !== "string" || !SAFE_LOCATION.test(value) || UNSAFE.test(value)) {
     throw new InvalidDriverInfo(`driver_info.${field} is invalid: ${JSON.stringify(value).slice(0, 80)}`);
   }
+  // NOTE: the iPXE script is served in plain text to anything on the provisioning network
+  if (hasUserinfo(value)) throw new InvalidDriverInfo(credentialsMessage(field));
   return value;
+}
+
+const DEPLOY_IMAGE_FIELDS = ["deploy_kernel", "deploy_ramdisk"] as const;
+const credentialsMessage = (field: string): string =>
+  `Invalid driver_info/${field}: a URL with credentials (user:password@) is not allowed; it would be written in plain text into the node's boot script.`;
+
+/**
+ * Refuses a deploy kernel or ramdisk URL that carries credentials, at create and patch (they would be
+ * written verbatim into the plain-text iPXE script). @throws Invalid (400)
+ */
+export function refuseDeployImageCredentials(driverInfo: Record<string, unknown>): void {
+  for (const field of DEPLOY_IMAGE_FIELDS) {
+    const value = driverInfo[field];
+    if (typeof value === "string" && hasUserinfo(value)) throw new Invalid(credentialsMessage(field));
+  }
 }
 
 /**
