@@ -32,18 +32,31 @@ const PATCH_RULES: PatchRules = {
 
 /**
  * Every node an allocation names (its backfill node, its candidates) must be one the caller can see; one it
- * cannot is answered as a missing node, 400 as Ironic's allocation create answers NodeNotFound.
+ * cannot is answered as a missing node, 400 as Ironic's allocation create answers NodeNotFound (candidates all
+ * at once, as its check_node_list: "Nodes cannot be found: a, b").
  * @throws Invalid
  */
-async function checkNamedNodes(deps: ApiDeps, who: Identity, idents: readonly string[]): Promise<void> {
-  for (const ident of new Set(idents)) {
+async function checkNamedNodes(
+  deps: ApiDeps,
+  who: Identity,
+  named: { node?: string | undefined; candidates: readonly string[] },
+): Promise<void> {
+  const hidden = async (ident: string): Promise<NodeNotFound | undefined> => {
     try {
       await visibleNode(deps, who, ident);
+      return undefined;
     } catch (error) {
-      if (error instanceof NodeNotFound) throw badRequest(error.message);
+      if (error instanceof NodeNotFound) return error;
       throw error;
     }
+  };
+  if (named.node !== undefined) {
+    const missing = await hidden(named.node);
+    if (missing) throw badRequest(missing.message);
   }
+  const missing: string[] = [];
+  for (const ident of new Set(named.candidates)) if (await hidden(ident)) missing.push(ident);
+  if (missing.length > 0) throw badRequest(`Nodes cannot be found: ${missing.join(", ")}`);
 }
 
 /** Allocations: the reservation endpoint for compute services. */
@@ -60,10 +73,10 @@ export function allocationsPlugin(deps: ApiDeps) {
         body.owner = project;
       }
       checkStoredJson(body, ALLOCATION_JSON_FIELDS, deps.config.api);
-      await checkNamedNodes(deps, request.identity, [
-        ...(body.node === undefined ? [] : [body.node]),
-        ...(body.candidate_nodes ?? []),
-      ]);
+      await checkNamedNodes(deps, request.identity, {
+        node: body.node,
+        candidates: body.candidate_nodes ?? [],
+      });
       const allocation = await deps.allocations.create(body);
       await reply
         .code(201)
