@@ -3,13 +3,14 @@ import { JsonPatch, NodeCreateBody } from "../../shared/api.ts";
 import { checkNodeRule, patchRules, redactNodeView } from "../auth/node-access.ts";
 import { PolicyForbidden, allowed, authorize } from "../auth/policy.ts";
 import { GET_BOOT_DEVICE, SET_BOOT_DEVICE, SUPPORTED_BOOT_DEVICES } from "../operations/boot-device.ts";
-import { deleteNode } from "../operations/delete-node.ts";
+import { DELETE_NODE, deleteNode } from "../operations/delete-node.ts";
 import { checkName, newNode } from "../operations/node-record.ts";
 import { hardwareOf } from "../operations/operation.ts";
 import { CHANGE_POWER } from "../operations/power.ts";
 import { PROVISION } from "../operations/provisioner.ts";
-import { updateNode } from "../operations/update-node.ts";
+import { SET_MAINTENANCE, UPDATE_NODE, updateNode } from "../operations/update-node.ts";
 import { VALIDATE } from "../operations/validate.ts";
+import { SET_RAID_CONFIG } from "../operations/raid.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { nodeHistory } from "./history.ts";
 import { NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
@@ -103,8 +104,8 @@ export function nodesPlugin(deps: ApiDeps) {
     app.get("/v1/nodes/detail", listNodes(deps, true));
     app.post("/v1/nodes", (request, reply) => createNode(deps, request, reply));
     app.get<IdentParams>(node, on(getNode));
-    app.patch<IdentParams>(node, on(patch));
-    app.delete<IdentParams>(node, on(remove));
+    app.patch<IdentParams>(node, calls(UPDATE_NODE), on(patch));
+    app.delete<IdentParams>(node, calls(DELETE_NODE), on(remove));
 
     app.get<IdentParams>(`${node}/states`, on(actions.getStates));
     // the one route with a larger body: a config drive travels inside it (Ironic accepts up to 64 MiB)
@@ -113,7 +114,7 @@ export function nodesPlugin(deps: ApiDeps) {
       { bodyLimit: deps.config.api.maxProvisionBodyBytes, ...calls(PROVISION) },
       on(actions.provision),
     );
-    app.put<IdentParams>(`${node}/states/raid`, on(actions.setRaid));
+    app.put<IdentParams>(`${node}/states/raid`, calls(SET_RAID_CONFIG), on(actions.setRaid));
     app.get<IdentParams>(`${node}/steps`, on(actions.getSteps));
     app.put<IdentParams>(`${node}/states/power`, calls(CHANGE_POWER), on(actions.setPower));
     app.get<IdentParams>(`${node}/validate`, calls(VALIDATE), on(actions.validate));
@@ -126,12 +127,20 @@ export function nodesPlugin(deps: ApiDeps) {
     app.put<IdentParams>(`${node}/management/boot_device`, calls(SET_BOOT_DEVICE), on(actions.putBootDevice));
 
     app.get<IdentParams>(`${node}/traits`, on(sub.listTraits));
-    app.put<IdentParams>(`${node}/traits`, on(sub.replaceTraits));
-    app.put<{ Params: { ident: string; trait: string } }>(`${node}/traits/:trait`, on(sub.addTrait));
-    app.delete<IdentParams>(`${node}/traits`, on(sub.removeTraits));
-    app.delete<{ Params: { ident: string; trait: string } }>(`${node}/traits/:trait`, on(sub.removeTrait));
-    app.put<IdentParams>(`${node}/maintenance`, on(sub.maintenanceOn));
-    app.delete<IdentParams>(`${node}/maintenance`, on(sub.maintenanceOff));
+    app.put<IdentParams>(`${node}/traits`, calls(UPDATE_NODE), on(sub.replaceTraits));
+    app.put<{ Params: { ident: string; trait: string } }>(
+      `${node}/traits/:trait`,
+      calls(UPDATE_NODE),
+      on(sub.addTrait),
+    );
+    app.delete<IdentParams>(`${node}/traits`, calls(UPDATE_NODE), on(sub.removeTraits));
+    app.delete<{ Params: { ident: string; trait: string } }>(
+      `${node}/traits/:trait`,
+      calls(UPDATE_NODE),
+      on(sub.removeTrait),
+    );
+    app.put<IdentParams>(`${node}/maintenance`, calls(SET_MAINTENANCE), on(sub.maintenanceOn));
+    app.delete<IdentParams>(`${node}/maintenance`, calls(SET_MAINTENANCE), on(sub.maintenanceOff));
     app.get<IdentParams>(`${node}/inventory`, on(sub.getInventory));
     app.get<IdentParams>(`${node}/ports`, sub.nodePorts(deps, false));
     app.get<IdentParams>(`${node}/ports/detail`, sub.nodePorts(deps, true));

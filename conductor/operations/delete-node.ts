@@ -4,7 +4,7 @@ import { TRANSIENT_STATES, WAIT_STATES } from "../states/machine.ts";
 import { defineOperation, underLock, type OperationContext } from "./operation.ts";
 
 /** DELETE /v1/nodes/{id} (Ironic's destroy_node). */
-export const DELETE_NODE = defineOperation({ purpose: "node deletion", shared: false, onOwner: false });
+export const DELETE_NODE = defineOperation({ purpose: "node deletion", shared: false, onOwner: true });
 
 const DELETABLE_STATES = new Set(["enroll", "manageable", "available", "adopt failed"]);
 

@@ -5,7 +5,7 @@ import { Invalid, NotFound } from "../errors.ts";
 import { defineOperation, underLock, type OperationContext } from "./operation.ts";
 
 /** PUT /v1/nodes/{id}/states/raid (Ironic's set_target_raid_config). */
-export const SET_RAID_CONFIG = defineOperation({ purpose: "raid", shared: false, onOwner: false });
+export const SET_RAID_CONFIG = defineOperation({ purpose: "raid", shared: false, onOwner: true });
 
 /**
  * Records target_raid_config (already checked against Ironic's schema) after the node's raid interface

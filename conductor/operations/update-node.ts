@@ -3,10 +3,10 @@ import { Conflict } from "../errors.ts";
 import { defineOperation, hardwareOf, underRecordLock, type OperationContext } from "./operation.ts";
 
 /** PATCH /v1/nodes/{id} and the traits routes (Ironic's update_node). */
-export const UPDATE_NODE = defineOperation({ purpose: "node update", shared: false, onOwner: false });
+export const UPDATE_NODE = defineOperation({ purpose: "node update", shared: false, onOwner: true });
 
 /** PUT/DELETE /v1/nodes/{id}/maintenance (Ironic's update_node through the maintenance endpoint). */
-export const SET_MAINTENANCE = defineOperation({ purpose: "maintenance", shared: false, onOwner: false });
+export const SET_MAINTENANCE = defineOperation({ purpose: "maintenance", shared: false, onOwner: true });
 
 /** Fields an operator may change with PATCH; the rest belong to the conductor. */
 export const WRITABLE_FIELDS: ReadonlySet<string> = new Set([

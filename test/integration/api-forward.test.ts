@@ -75,6 +75,29 @@ describe("forwarding node actions to the node's owner", () => {
     expect(ownerConnections).toBeGreaterThanOrEqual(1);
   });
 
+  it("runs updates, maintenance and deletion on the owner too: every node write under the owner's lock", async () => {
+    const { a, b } = await pair();
+    const uuid = await nodeOwnedBy(a.url, "fw-b");
+    let ownerRequests = 0;
+    b.conductor.app.server.on("request", () => ownerRequests++);
+    const patched = await api(`${a.url}/v1/nodes/${uuid}`, {
+      method: "PATCH",
+      body: [{ op: "add", path: "/extra/where", value: "owner" }],
+    });
+    expect(patched.status).toBe(200);
+    expect(ownerRequests).toBe(1);
+    const maintenance = await api(`${a.url}/v1/nodes/${uuid}/maintenance`, {
+      method: "PUT",
+      body: { reason: "forwarded" },
+    });
+    expect(maintenance.status).toBe(202);
+    expect(ownerRequests).toBe(2);
+    const deleted = await api(`${a.url}/v1/nodes/${uuid}`, { method: "DELETE" });
+    expect(deleted.status).toBe(204);
+    expect(ownerRequests).toBe(3);
+    expect((await api(`${b.url}/v1/nodes/${uuid}`)).status).toBe(404);
+  });
+
   it("relays the owner's refusal unchanged: status, Ironic's error envelope, version headers", async () => {
     const { a, bLog } = await pair();
     const uuid = await nodeOwnedBy(a.url, "fw-b");
