@@ -125,7 +125,12 @@ describe("software RAID and GRUB by the agent in the deploy ramdisk (QEMU, md in
       expect(clean.clean_steps.map((s) => s.step)).toEqual(
         expect.arrayContaining(["create_configuration", "delete_configuration", "erase_devices_metadata"]),
       );
-      expect(deploy.deploy_steps.map((s) => s.step)).toEqual(["write_image", "install_bootloader"]);
+      // raid.apply_configuration too: the conductor declares it, and the agent now reports the same catalogue
+      expect(deploy.deploy_steps.map((s) => s.step)).toEqual([
+        "apply_configuration",
+        "write_image",
+        "install_bootloader",
+      ]);
     },
     LONG,
   );
