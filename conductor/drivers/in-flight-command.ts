@@ -57,14 +57,11 @@ export async function commandIdFor(task: Task, name: string): Promise<string | u
     return known;
   }
   const id = randomUUID();
-  await task.update({
-    driver_internal_info: {
-      ...task.node.driver_internal_info,
-      [IN_FLIGHT_KEY]: {
-        step: marker,
-        ids: { ...record?.ids, [name]: id },
-        settled: (record?.settled ?? []).filter((n) => n !== name),
-      },
+  await task.mergeInternalInfo({
+    [IN_FLIGHT_KEY]: {
+      step: marker,
+      ids: { ...record?.ids, [name]: id },
+      settled: (record?.settled ?? []).filter((n) => n !== name),
     },
   });
   return id;
@@ -75,10 +72,5 @@ export async function commandSettled(task: Task, name: string): Promise<void> {
   const marker = task.runningStep;
   const record = marker === undefined ? null : inFlightFor(task.node, marker);
   if (!record || record.settled.includes(name)) return;
-  await task.update({
-    driver_internal_info: {
-      ...task.node.driver_internal_info,
-      [IN_FLIGHT_KEY]: { ...record, settled: [...record.settled, name] },
-    },
-  });
+  await task.mergeInternalInfo({ [IN_FLIGHT_KEY]: { ...record, settled: [...record.settled, name] } });
 }

@@ -115,7 +115,5 @@ async function sendCommand(task: Task, declared: AgentStep, args: StepArgs): Pro
     name: declared.command,
     args: args as CommandArgs<typeof declared.command>,
   });
-  await task.update({
-    driver_internal_info: { ...task.node.driver_internal_info, [`${declared.step}_result`]: result },
-  });
+  await task.mergeInternalInfo({ [`${declared.step}_result`]: result });
 }

@@ -44,6 +44,11 @@ export interface DriverTask {
   runningStep: string | undefined;
   /** Writes node fields; fails unless this conductor still holds the node's reservation. */
   update(patch: Partial<NodeRecord>): Promise<NodeRecord>;
+  /**
+   * Merges keys into driver_internal_info in the database (an undefined value removes its key) without
+   * rewriting the node document; fails as update does.
+   */
+  mergeInternalInfo(changes: Readonly<Record<string, unknown>>): Promise<NodeRecord>;
   /** A snapshot for driver calls, with the node's ports. */
   driverNode(): Promise<DriverNode>;
   /** Powers the node through the one power path and records the state it reached. */

@@ -31,9 +31,7 @@ export async function retireAgentToken(task: Task): Promise<void> {
   const { store } = task.deps;
   const old = await store.getAgentToken(task.node.uuid);
   if (old !== null) {
-    await task.update({
-      driver_internal_info: { ...task.node.driver_internal_info, agent_retired_boot_id: old.bootId },
-    });
+    await task.mergeInternalInfo({ agent_retired_boot_id: old.bootId });
   }
   await store.setAgentToken(task.node.uuid, null);
 }
@@ -48,12 +46,9 @@ export async function bootIntoRamdisk(task: Task): Promise<void> {
   await task.hw.boot.prepareRamdisk(node, { agentParams: agentParams(task) });
   await task.hw.management.setBootDevice(node, { device: "pxe", persistent: false }, { signal: task.signal });
   await task.setPower(task.node.power_state === "power on" ? "reboot" : "power on");
-  await task.update({
-    driver_internal_info: {
-      ...task.node.driver_internal_info,
-      ramdisk_booted_at: new Date().toISOString(),
-      [RAMDISK_PREPARED_BY]: task.deps.holder,
-    },
+  await task.mergeInternalInfo({
+    ramdisk_booted_at: new Date().toISOString(),
+    [RAMDISK_PREPARED_BY]: task.deps.holder,
   });
 }
 

@@ -66,6 +66,15 @@ export class Task implements DriverTask {
     return this.node;
   }
 
+  /** @throws NodeLocked when the reservation is lost, Error for a shared task (reads only) */
+  async mergeInternalInfo(changes: Readonly<Record<string, unknown>>): Promise<NodeRecord> {
+    if (!this.held) throw new Error(`node ${this.node.uuid}: writing needs the exclusive lock`);
+    this.node = await this.deps.store.updateDriverInternalInfo(this.node.uuid, changes, {
+      ifReservedBy: this.deps.holder,
+    });
+    return this.node;
+  }
+
   /** Moves the node through the state machine and records it. @throws InvalidTransition */
   async fire(event: ProvisionEvent, extra: Partial<NodeRecord> = {}): Promise<NodeRecord> {
     const from = this.node.provision_state;

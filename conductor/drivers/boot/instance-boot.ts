@@ -10,7 +10,5 @@ export const INSTANCE_PREPARED_BY = INDEXED_INTERNAL_KEYS.instancePreparedBy;
  */
 export async function prepareInstanceBoot(task: Task): Promise<void> {
   await task.hw.boot.prepareInstance(await task.driverNode());
-  await task.update({
-    driver_internal_info: { ...task.node.driver_internal_info, [INSTANCE_PREPARED_BY]: task.deps.holder },
-  });
+  await task.mergeInternalInfo({ [INSTANCE_PREPARED_BY]: task.deps.holder });
 }

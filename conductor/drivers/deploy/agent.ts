@@ -18,9 +18,7 @@ const PROGRESS_WRITE_MS = 1000;
  */
 async function eraseAndRecord(task: Task, args: unknown): Promise<void> {
   const result = await agentCommand(task, { name: "erase_devices", args: EraseOptionsSchema.parse(args) });
-  await task.update({
-    driver_internal_info: { ...task.node.driver_internal_info, erase_devices_result: result },
-  });
+  await task.mergeInternalInfo({ erase_devices_result: result });
 }
 
 /** The metadata erase, its per-disk results kept as erase_devices_metadata_result (which disks, or why not). */
@@ -29,9 +27,7 @@ async function eraseMetadataAndRecord(task: Task): Promise<void> {
     name: "erase_devices_metadata",
     args: eraseMetadataArgs(task.node),
   });
-  await task.update({
-    driver_internal_info: { ...task.node.driver_internal_info, erase_devices_metadata_result: result },
-  });
+  await task.mergeInternalInfo({ erase_devices_metadata_result: result });
 }
 
 async function writeImage(task: Task): Promise<void> {
@@ -45,17 +41,10 @@ async function writeImage(task: Task): Promise<void> {
     const now = Date.now();
     if (now - lastWrite < PROGRESS_WRITE_MS) return;
     lastWrite = now;
-    task
-      .update({ driver_internal_info: { ...task.node.driver_internal_info, deploy_progress: progress } })
-      .catch(() => undefined);
+    // one key written in place: once a second during a write, rewriting the whole node would be the cost
+    task.mergeInternalInfo({ deploy_progress: progress }).catch(() => undefined);
   });
-  await task.update({
-    driver_internal_info: {
-      ...task.node.driver_internal_info,
-      deploy_result: result,
-      deploy_progress: undefined,
-    },
-  });
+  await task.mergeInternalInfo({ deploy_result: result, deploy_progress: undefined });
 }
 
 async function installBootloader(task: Task, args: StepArgs): Promise<void> {
