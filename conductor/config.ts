@@ -121,6 +121,18 @@ export const ConductorConfig = z.object({
           pathStyle: z.boolean().default(true),
         })
         .optional(),
+      /**
+       * The rate an image server must keep up, averaged over each window of waiting for it: below it the
+       * agent gives the download up and the deploy fails naming the rate (a server dripping bytes must not
+       * hold a node forever). Each download also gets a deadline: its size at this rate plus 300 s.
+       */
+      downloadMinBytesPerSecond: z.number().int().positive().default(65_536),
+      downloadRateWindowS: z.number().positive().max(3600).default(60),
+      /**
+       * Let instance_info.image_bootloader run the image's own grub-install in a chroot inside the ramdisk.
+       * Off by default: that is code from the tenant's image running as root beside the agent's token.
+       */
+      allowImageBootloader: z.boolean().default(false),
     })
     .prefault({}),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

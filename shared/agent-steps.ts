@@ -192,6 +192,8 @@ export const AGENT_COMMANDS = {
       boot_mode: BootModeArg.optional(),
       /** The root filesystem's UUID or PARTUUID (Ironic's root_uuid); default: the first Linux filesystem found. */
       root_uuid: z.string().min(1).max(64).optional(),
+      /** Run the image's own grub-install in a chroot (an operator's opt-in: tenant code as root). */
+      image_bootloader: z.boolean().optional(),
     }).strict(),
     readOnly: false,
     example: { boot_mode: "bios", root_uuid: "0b2a7c3e-1f3c-4d5e-8f9a-0b1c2d3e4f50" },

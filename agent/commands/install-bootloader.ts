@@ -23,6 +23,7 @@ export const installBootloader: CommandHandler<"install_bootloader"> = async (ar
       holders,
       bootMode,
       ...(args.root_uuid === undefined ? {} : { rootUuid: args.root_uuid }),
+      ...(args.image_bootloader === true ? { imageBootloader: true } : {}),
       signal,
       logger,
     });

@@ -175,6 +175,40 @@ describe("deploy through the agent", () => {
     }
   });
 
+  it("an image server that drips bytes ends the deploy in 'deploy failed' naming the rate, not a stuck node", async () => {
+    // the conductor's floor: 256 KiB/s over 1 s windows; the server sends 4 KiB every 100 ms (40 KiB/s)
+    const ctx = await startConductor({
+      images: { downloadMinBytesPerSecond: 256 * 1024, downloadRateWindowS: 1 },
+    });
+    try {
+      images.serve("/drip.raw", join(dir, "disk.raw"), { drip: { bytes: 4096, everyMs: 100 } });
+      await setup(ctx, "drip").then(async ({ boot }) => {
+        for (const target of ["manage", "provide"]) await provision(ctx.url, "drip", { target });
+        await waitForState(ctx.url, "drip", "clean wait");
+        const cleaner = boot();
+        await waitForState(ctx.url, "drip", "available");
+        await cleaner.stop();
+        const patch = await api(`${ctx.url}/v1/nodes/drip`, {
+          method: "PATCH",
+          body: [
+            { op: "add", path: "/instance_info/image_source", value: `${images.url}/drip.raw` },
+            { op: "add", path: "/instance_info/image_os_hash_algo", value: "sha256" },
+            { op: "add", path: "/instance_info/image_os_hash_value", value: imageSha },
+          ],
+        });
+        expect(patch.status).toBe(200);
+        expect((await provision(ctx.url, "drip", { target: "active" })).status).toBe(202);
+        await waitForState(ctx.url, "drip", "wait call-back");
+        boot();
+        await expect(waitForState(ctx.url, "drip", "active")).rejects.toThrow(
+          /landed in "deploy failed".*too slow.*below the minimum of 262144 B\/s/,
+        );
+      });
+    } finally {
+      await ctx.stop();
+    }
+  });
+
   it("an agent that dials in before its node reaches the wait state is not lost", async () => {
     // slow fake power: the agent connects while the node is still "cleaning"
     const ctx = await startConductor({ fakeDelayMs: 1500 });

@@ -1,3 +1,4 @@
+import { Invalid } from "../../errors.ts";
 import type { z } from "zod";
 import { AGENT_STEPS, type InstallBootloaderStepArgs } from "../../../shared/agent-steps.ts";
 import type { CommandArgs } from "../../../shared/protocol.ts";
@@ -31,11 +32,18 @@ async function eraseMetadataAndRecord(task: Task): Promise<void> {
 }
 
 async function writeImage(task: Task): Promise<void> {
-  const request = writeRequestFromInstanceInfo(task.node.instance_info, {
-    sign: task.deps.sign,
-    rootDevice: task.node.properties.root_device,
-    imageCa: task.deps.imageCa,
-  });
+  const images = task.deps.config.images;
+  const request = {
+    ...writeRequestFromInstanceInfo(task.node.instance_info, {
+      sign: task.deps.sign,
+      rootDevice: task.node.properties.root_device,
+      imageCa: task.deps.imageCa,
+    }),
+    limits: {
+      min_bytes_per_second: images.downloadMinBytesPerSecond,
+      rate_window_s: images.downloadRateWindowS,
+    },
+  };
   let lastWrite = 0;
   const result = await agentCommand(task, { name: "write_image", args: request }, (progress) => {
     const now = Date.now();
@@ -45,6 +53,21 @@ async function writeImage(task: Task): Promise<void> {
     task.mergeInternalInfo({ deploy_progress: progress }).catch(() => undefined);
   });
   await task.mergeInternalInfo({ deploy_result: result, deploy_progress: undefined });
+}
+
+/**
+ * Whether the image's own grub-install runs (instance_info.image_bootloader), which the conductor's
+ * images.allow_image_bootloader must allow. @throws Invalid when asked for and not allowed
+ */
+function imageBootloaderAsked(task: Task): boolean {
+  const asked = task.node.instance_info.image_bootloader;
+  if (asked !== true && asked !== "true" && asked !== "True") return false;
+  if (!task.deps.config.images.allowImageBootloader) {
+    throw new Invalid(
+      "instance_info.image_bootloader runs the image's own grub-install in the ramdisk, which this conductor does not allow (images.allow_image_bootloader)",
+    );
+  }
+  return true;
 }
 
 async function installBootloader(task: Task, args: StepArgs): Promise<void> {
@@ -66,6 +89,7 @@ async function installBootloader(task: Task, args: StepArgs): Promise<void> {
       ...(hints && typeof hints === "object" ? { root_device: hints } : {}),
       ...(bootMode ? { boot_mode: bootMode } : {}),
       ...(typeof rootUuid === "string" && rootUuid !== "" ? { root_uuid: rootUuid } : {}),
+      ...(imageBootloaderAsked(task) ? { image_bootloader: true } : {}),
     } as CommandArgs<"install_bootloader">,
   });
 }
