@@ -2,7 +2,7 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts", "agent/**/*.test.ts", "conductor/**/*.test.ts", "shared/**/*.test.ts"],
+    include: ["test/**/*.test.ts"],
     exclude: ["test/e2e/**", "node_modules/**"],
     testTimeout: 60_000,
     hookTimeout: 120_000,

@@ -151,18 +151,6 @@ export async function writeSimulatedMachine(
   return file;
 }
 
-/** Polls until `check` is true, or throws after `timeoutMs` (the condition, not wall time, is the test). */
-export async function waitFor(
-  check: () => boolean,
-  options: { timeoutMs?: number; what?: string } = {},
-): Promise<void> {
-  const deadline = Date.now() + (options.timeoutMs ?? 20_000);
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${options.what ?? "a condition"}`);
-    await new Promise((done) => setTimeout(done, 20));
-  }
-}
-
 /** A running agent process; stop() sends SIGTERM and resolves with everything it wrote to stderr. */
 export interface AgentProcess {
   stderr(): string;

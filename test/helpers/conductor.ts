@@ -7,6 +7,7 @@ import { defaultConfig, type ConductorConfig } from "../../conductor/config.ts";
 import { createConductor, type Conductor } from "../../conductor/server.ts";
 import type { DriverRegistry } from "../../conductor/drivers/hardware-type.ts";
 import { silentLogger, type Logger } from "../../shared/log.ts";
+import { until } from "./wait.ts";
 
 type ConfigInput = Parameters<typeof defaultConfig>[0];
 
@@ -93,26 +94,36 @@ export function faultOf(body: unknown): string {
   return inner.faultstring ?? inner.description ?? "";
 }
 
-/** Polls until the node reaches `state` (or fails the test after `timeoutMs`). */
+/** Where to poll a node: a conductor's base URL, or the URL with the caller's credentials. */
+export type NodeTarget = string | { url: string; headers: Record<string, string> };
+
+/** Polls until the node reaches `state`. @throws Error when it lands in a failed state, or after 60 s */
 export async function waitForState(
-  url: string,
+  target: NodeTarget,
   node: string,
   state: string,
 ): Promise<Record<string, unknown>> {
-  const timeoutMs = 60_000;
-  const deadline = Date.now() + timeoutMs;
+  const { url, headers } = typeof target === "string" ? { url: target, headers: {} } : target;
   let last: Record<string, unknown> = {};
-  while (Date.now() < deadline) {
-    const { body } = await api(`${url}/v1/nodes/${node}`);
-    last = body as Record<string, unknown>;
-    if (last.provision_state === state) return last;
-    const current = String(last.provision_state);
-    if (current.endsWith("failed") || current === "error") {
-      throw new Error(
-        `node ${node} landed in "${current}" instead of "${state}": ${String(last.last_error)}`,
-      );
+  try {
+    return await until(
+      async () => {
+        last = (await api(`${url}/v1/nodes/${node}`, { headers })).body as Record<string, unknown>;
+        if (last.provision_state === state) return last;
+        const current = String(last.provision_state);
+        if (current.endsWith("failed") || current === "error") {
+          throw new Error(
+            `node ${node} landed in "${current}" instead of "${state}": ${String(last.last_error)}`,
+          );
+        }
+        return undefined;
+      },
+      { what: `${node} to reach ${state}` },
+    );
+  } catch (error) {
+    if (error instanceof Error && error.message.startsWith("timed out")) {
+      throw new Error(`node ${node} never reached ${state}; last: ${JSON.stringify(last).slice(0, 400)}`);
     }
-    await new Promise((r) => setTimeout(r, 50));
+    throw error;
   }
-  throw new Error(`node ${node} never reached ${state}; last: ${JSON.stringify(last).slice(0, 400)}`);
 }

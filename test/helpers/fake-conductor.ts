@@ -6,6 +6,7 @@ import { WebSocketServer } from "ws";
 import type { WebSocket } from "ws";
 import { FrameSchema, PROTOCOL_VERSION } from "../../shared/protocol.ts";
 import type { CommandFrame, CommandName, Frame, ResultFrame } from "../../shared/protocol.ts";
+import { waitFor } from "./wait.ts";
 
 /**
  * A conductor just big enough for one agent: it welcomes every hello (issuing the token once), answers
@@ -52,11 +53,11 @@ export class FakeConductor {
 
   /** Sends a command to the connected agent and resolves with its result. */
   async call(name: CommandName, args: unknown, timeoutMs: number): Promise<ResultFrame> {
-    await waitFor(() => this.socket !== undefined && this.tokenIssued, timeoutMs);
+    await waitFor(() => this.socket !== undefined && this.tokenIssued, { timeoutMs, intervalMs: 200 });
     const id = `${name}-${this.nextId++}`;
     const command: CommandFrame = { type: "command", v: PROTOCOL_VERSION, id, name, args };
     this.socket!.send(JSON.stringify(command));
-    await waitFor(() => this.result(id) !== undefined, timeoutMs);
+    await waitFor(() => this.result(id) !== undefined, { timeoutMs, intervalMs: 200 });
     return this.result(id)!;
   }
 
@@ -100,14 +101,5 @@ export class FakeConductor {
     } else if (frame.type === "result") {
       reply({ type: "ack", v: PROTOCOL_VERSION, id: frame.id });
     }
-  }
-}
-
-/** Polls `check` every 200 ms until it holds. @throws Error after timeoutMs */
-export async function waitFor(check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((done) => setTimeout(done, 200));
   }
 }

@@ -2,7 +2,7 @@ import { once } from "node:events";
 import { WebSocket } from "ws";
 import { encodeFrame, parseFrame } from "../../shared/protocol.ts";
 import type { Frame, OutgoingFrame } from "../../shared/protocol.ts";
-import { waitFor } from "./agent.ts";
+import { waitFor } from "./wait.ts";
 
 /** A hand-driven agent over a real WebSocket: the test sends raw text and reads every frame. */
 export class RawAgent {

@@ -9,7 +9,8 @@ import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts
 import { silentLogger } from "../../shared/log.ts";
 import { exec } from "../../shared/system/exec.ts";
 import type { Progress } from "../../shared/protocol.ts";
-import { ROOT, sampleInventory, startGatewayServer, waitFor } from "../helpers/agent.ts";
+import { ROOT, sampleInventory, startGatewayServer } from "../helpers/agent.ts";
+import { waitFor } from "../helpers/wait.ts";
 import type { GatewayServer } from "../helpers/agent.ts";
 import { readRange } from "../helpers/disk.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";

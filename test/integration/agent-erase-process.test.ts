@@ -11,9 +11,9 @@ import {
   ensureAgentBuilt,
   startAgentProcess,
   startGatewayServer,
-  waitFor,
   writeSimulatedMachine,
 } from "../helpers/agent.ts";
+import { waitFor } from "../helpers/wait.ts";
 import type { AgentProcess, GatewayServer } from "../helpers/agent.ts";
 
 const NODE = "13131313-1313-4313-8313-131313131313";

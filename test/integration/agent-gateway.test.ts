@@ -2,7 +2,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AgentCommandError } from "../../conductor/agents/command-error.ts";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
 import { encodeFrame } from "../../shared/protocol.ts";
-import { recordingLogger, startGatewayServer, waitFor } from "../helpers/agent.ts";
+import { recordingLogger, startGatewayServer } from "../helpers/agent.ts";
+import { waitFor } from "../helpers/wait.ts";
 import type { GatewayServer } from "../helpers/agent.ts";
 import { RawAgent } from "../helpers/raw-agent.ts";
 

@@ -5,7 +5,8 @@ import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backe
 import { AgentLink } from "../../agent/link/client.ts";
 import { silentLogger } from "../../shared/log.ts";
 import type { CommandName, Welcome } from "../../shared/protocol.ts";
-import { sampleInventory, waitFor } from "../helpers/agent.ts";
+import { sampleInventory } from "../helpers/agent.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { api, startConductor, waitForState } from "../helpers/conductor.ts";
 import { RawAgent } from "../helpers/raw-agent.ts";
 

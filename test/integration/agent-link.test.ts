@@ -10,7 +10,8 @@ import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts
 import { silentLogger } from "../../shared/log.ts";
 import { encodeFrame, parseFrame } from "../../shared/protocol.ts";
 import type { Hello } from "../../shared/protocol.ts";
-import { recordingLogger, sampleInventory, startGatewayServer, waitFor } from "../helpers/agent.ts";
+import { recordingLogger, sampleInventory, startGatewayServer } from "../helpers/agent.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const NODE = "44444444-4444-4444-8444-444444444444";
 const MAC = "52:54:00:44:44:44";

@@ -14,9 +14,9 @@ import {
   ensureAgentBuilt,
   sampleInventory,
   startAgentProcess,
-  waitFor,
   writeSimulatedMachine,
 } from "../helpers/agent.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 // test/integration/tls.test.ts checks the pin with the agent's link in process; this runs the built
 // single executable (what the ramdisk runs) with the pin as the ramdisk's command line gives it.

@@ -13,9 +13,9 @@ import {
   sampleInventory,
   startAgentProcess,
   startGatewayServer,
-  waitFor,
   writeSimulatedMachine,
 } from "../helpers/agent.ts";
+import { waitFor } from "../helpers/wait.ts";
 import type { AgentProcess, GatewayServer } from "../helpers/agent.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
 import type { HttpImageServer } from "../helpers/http-image-server.ts";

@@ -9,7 +9,8 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { HashRing } from "../../conductor/cluster/hash-ring.ts";
 import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
 import { silentLogger } from "../../shared/log.ts";
-import { recordingLogger, waitFor } from "../helpers/agent.ts";
+import { recordingLogger } from "../helpers/agent.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { api, faultOf, startConductor } from "../helpers/conductor.ts";
 
 type Ctx = Awaited<ReturnType<typeof startConductor>>;

@@ -9,6 +9,7 @@ import { api, spawnConductor, waitForState } from "../helpers/conductor.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
 import { nodeCaughtMidWrite } from "../helpers/mid-write.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { until } from "../helpers/wait.ts";
 
 type Node = {
   uuid: string;
@@ -38,16 +39,6 @@ afterAll(async () => {
   await pg?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 describe("takeover between conductor processes on one PostgreSQL", () => {
   it("SIGKILL one conductor mid-cleaning: its nodes get a live owner, fail cleanly, keep no dead lock", async () => {
@@ -96,26 +87,32 @@ describe("takeover between conductor processes on one PostgreSQL", () => {
     const killedAt = Date.now();
 
     // conductor B sees A dead and owns every node
-    await until("cond-a declared dead", async () => {
-      const list = (
-        (await api(`${b.url}/v1/conductors`)).body as {
-          conductors: { hostname: string; alive: boolean; owned_nodes: number }[];
-        }
-      ).conductors;
-      const deadA = list.find((c) => c.hostname === "cond-a")?.alive === false;
-      return deadA && list.find((c) => c.hostname === "cond-b")?.owned_nodes === uuids.length
-        ? true
-        : undefined;
-    });
+    await until(
+      async () => {
+        const list = (
+          (await api(`${b.url}/v1/conductors`)).body as {
+            conductors: { hostname: string; alive: boolean; owned_nodes: number }[];
+          }
+        ).conductors;
+        const deadA = list.find((c) => c.hostname === "cond-a")?.alive === false;
+        return deadA && list.find((c) => c.hostname === "cond-b")?.owned_nodes === uuids.length
+          ? true
+          : undefined;
+      },
+      { what: "cond-a declared dead" },
+    );
     // no node keeps a dead reservation; A's in-flight work failed with the reason, the rest finished
-    const settled = await until("every node settled", async () => {
-      const nodes = await Promise.all(
-        uuids.map(async (u) => (await api(`${b.url}/v1/nodes/${u}`)).body as Node),
-      );
-      return nodes.every((n) => n.reservation === null && n.provision_state !== "cleaning")
-        ? nodes
-        : undefined;
-    });
+    const settled = await until(
+      async () => {
+        const nodes = await Promise.all(
+          uuids.map(async (u) => (await api(`${b.url}/v1/nodes/${u}`)).body as Node),
+        );
+        return nodes.every((n) => n.reservation === null && n.provision_state !== "cleaning")
+          ? nodes
+          : undefined;
+      },
+      { what: "every node settled" },
+    );
     console.log(`takeover: all settled ${Date.now() - killedAt} ms after SIGKILL (dead after 3 s)`);
     for (const node of settled) {
       expect(node.conductor).toBe("cond-b");
@@ -154,12 +151,15 @@ describe("takeover between conductor processes on one PostgreSQL", () => {
 
       a.child.kill("SIGKILL");
       node.resume(); // the agent finishes while its conductor is dead, and keeps the result until someone acks it
-      const done = await until("the deploy to finish through step-b", async () => {
-        const node = (await api(`${b.url}/v1/nodes/${uuid}`)).body as Node;
-        return node.provision_state === "active" || node.provision_state === "deploy failed"
-          ? node
-          : undefined;
-      });
+      const done = await until(
+        async () => {
+          const node = (await api(`${b.url}/v1/nodes/${uuid}`)).body as Node;
+          return node.provision_state === "active" || node.provision_state === "deploy failed"
+            ? node
+            : undefined;
+        },
+        { what: "the deploy to finish through step-b" },
+      );
       expect(done.last_error).toBeNull();
       expect(done.provision_state).toBe("active");
       expect(done.conductor).toBe("step-b");

@@ -25,6 +25,7 @@ import { sha256 } from "../helpers/disk.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 import { runOk } from "../helpers/run.ts";
+import { until } from "../helpers/wait.ts";
 
 const run = promisify(execFile);
 const NAMES = ["c1", "c2", "c3"] as const;
@@ -86,16 +87,6 @@ afterAll(async () => {
 
 const url = (name: Name): string => urls.get(name)!;
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
 /** The stock client from Debian's python3-ironicclient, pointed at one conductor. */
 async function baremetal(name: Name, ...args: string[]): Promise<unknown> {
   const { stdout } = await run(
@@ -118,10 +109,13 @@ const provision = (name: Name, uuid: string, body: Record<string, unknown>) =>
   api(`${url(name)}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body });
 
 async function settle(name: Name, uuid: string, states: string[]): Promise<NodeView> {
-  return until(`${uuid} to reach ${states.join("|")}`, async () => {
-    const node = await getNode(name, uuid);
-    return states.includes(node.provision_state) && node.reservation === null ? node : undefined;
-  });
+  return until(
+    async () => {
+      const node = await getNode(name, uuid);
+      return states.includes(node.provision_state) && node.reservation === null ? node : undefined;
+    },
+    { what: `${uuid} to reach ${states.join("|")}` },
+  );
 }
 
 /** A uuid the ring of all three places on `owner`, with `next` as the conductor that takes it over. */
@@ -245,13 +239,16 @@ describe("three conductors on one PostgreSQL", () => {
     console.log(`cluster e2e: SIGKILL c1 with ${inFlightOnC1.length} of its deploys in flight`);
 
     // within the heartbeat timeout, every node has a live owner (seen from both survivors)
-    const ownedAt = await until("c1's nodes to get a live owner", async () => {
-      for (const name of ["c2", "c3"] as const) {
-        const nodes = await Promise.all(all.map((u) => getNode(name, u)));
-        if (!nodes.every((n) => n.conductor === "c2" || n.conductor === "c3")) return undefined;
-      }
-      return Date.now();
-    });
+    const ownedAt = await until(
+      async () => {
+        for (const name of ["c2", "c3"] as const) {
+          const nodes = await Promise.all(all.map((u) => getNode(name, u)));
+          if (!nodes.every((n) => n.conductor === "c2" || n.conductor === "c3")) return undefined;
+        }
+        return Date.now();
+      },
+      { what: "c1's nodes to get a live owner" },
+    );
     console.log(
       `cluster e2e: live owners for all ${all.length} nodes ${ownedAt - killedAt} ms after SIGKILL (dead after ${DEAD_AFTER_S} s)`,
     );
@@ -275,10 +272,13 @@ describe("three conductors on one PostgreSQL", () => {
     );
 
     // ---- the agent node: c3 adopted it (boot files re-written there), the agent boots and finishes there ----
-    const adopted = await until("c3 to adopt the waiting agent node", async () => {
-      const node = await getNode("c3", agentUuid);
-      return String(node.driver_internal_info.ramdisk_prepared_by).startsWith("c3/") ? node : undefined;
-    });
+    const adopted = await until(
+      async () => {
+        const node = await getNode("c3", agentUuid);
+        return String(node.driver_internal_info.ramdisk_prepared_by).startsWith("c3/") ? node : undefined;
+      },
+      { what: "c3 to adopt the waiting agent node" },
+    );
     expect(adopted.provision_state).toBe("wait call-back");
     expect(adopted.conductor).toBe("c3");
     // the ramdisk's list as c1 wrote it: c1 (dead) first, then c2 (not the owner: it redirects to c3)
@@ -300,11 +300,14 @@ describe("three conductors on one PostgreSQL", () => {
 
     // ---- c1 rejoins (a new identity); 200 allocations raced across the three for 100 matching nodes ----
     await startMember("c1");
-    await until("all three alive again", async () => {
-      const list = ((await api(`${url("c2")}/v1/conductors`)).body as { conductors: { alive: boolean }[] })
-        .conductors;
-      return list.filter((c) => c.alive).length === 3 ? true : undefined;
-    });
+    await until(
+      async () => {
+        const list = ((await api(`${url("c2")}/v1/conductors`)).body as { conductors: { alive: boolean }[] })
+          .conductors;
+        return list.filter((c) => c.alive).length === 3 ? true : undefined;
+      },
+      { what: "all three alive again" },
+    );
     const store = openStore(database);
     const matching = new Set<string>();
     try {

@@ -3,7 +3,7 @@ import { request } from "node:http";
 import { connect } from "node:net";
 import type { Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { waitFor } from "../helpers/agent.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { api, faultOf, startConductor } from "../helpers/conductor.ts";
 
 const KiB = 1024;

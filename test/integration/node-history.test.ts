@@ -1,14 +1,12 @@
-import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { basic, writeUserFiles } from "../helpers/auth.ts";
-import { api, startConductor } from "../helpers/conductor.ts";
+import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { baremetal } from "../../scripts/lab/baremetal.ts";
 import { recordingLogger } from "../helpers/log.ts";
 
-const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), "anvil-history-"));
 const files = writeUserFiles(dir, [
   { name: "ops", password: "ops-pass", role: "admin" },
@@ -24,13 +22,8 @@ const as = (path: string, init: { method?: string; body?: unknown; version?: str
     headers: { ...ops, "X-OpenStack-Ironic-API-Version": init.version ?? "1.78" },
   });
 
-async function waitFor(state: string): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const { body } = await as(`/v1/nodes/${uuid}`);
-    if ((body as { provision_state: string }).provision_state === state) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`never reached ${state}`);
+async function reach(state: string): Promise<void> {
+  await waitForState({ url: ctx.url, headers: ops }, uuid, state);
 }
 
 beforeAll(async () => {
@@ -60,13 +53,13 @@ beforeAll(async () => {
     ["provide", "available"],
   ] as const) {
     await as(`/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target } });
-    await waitFor(state);
+    await reach(state);
   }
   await as(`/v1/nodes/${uuid}/states/provision`, {
     method: "PUT",
     body: { target: "active", configdrive: { meta_data: {}, user_data: "CONFIGDRIVE-SECRET" } },
   });
-  await waitFor("active");
+  await reach("active");
 });
 afterAll(async () => {
   await ctx.stop();
@@ -140,28 +133,9 @@ describe("node history (API 1.78)", () => {
   });
 
   it("the stock client reads it: baremetal node history list --long", async () => {
-    const { stdout } = await run(
-      "baremetal",
-      [
-        "--os-auth-type",
-        "http_basic",
-        "--os-endpoint",
-        ctx.url,
-        "--os-username",
-        "ops",
-        "--os-password",
-        "ops-pass",
-        "--os-baremetal-api-version",
-        "1.78",
-        "node",
-        "history",
-        "list",
-        "h1-renamed",
-        "--long",
-        "-f",
-        "json",
-      ],
-      { env: { ...process.env, OS_CLOUD: "" }, timeout: 60_000 },
+    const stdout = await baremetal(ctx.url, { username: "ops", password: "ops-pass" }).run(
+      ["--os-baremetal-api-version", "1.78", "node", "history", "list", "h1-renamed", "--long", "-f", "json"],
+      { timeoutMs: 60_000 },
     );
     const rows = JSON.parse(stdout) as Record<string, unknown>[];
     expect(rows[0]).toMatchObject({

@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exec } from "../../shared/system/exec.ts";
 import { InventorySchema } from "../../shared/inventory.ts";
 import { ensureAgentBuilt } from "../helpers/agent.ts";
-import { FakeConductor, waitFor } from "../helpers/fake-conductor.ts";
+import { FakeConductor } from "../helpers/fake-conductor.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { startQemu } from "../helpers/qemu.ts";
 import type { QemuVm } from "../helpers/qemu.ts";
 
@@ -154,7 +155,9 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
   it.runIf(!USE_STAND_IN)(
     "the agent dials the conductor and says hello with the boot interface's MAC",
     async () => {
-      await waitFor(() => conductor.frames.some((frame) => frame.type === "hello"), BOOT_TIMEOUT_MS);
+      await waitFor(() => conductor.frames.some((frame) => frame.type === "hello"), {
+        timeoutMs: BOOT_TIMEOUT_MS,
+      });
       const seconds = ((Date.now() - vmStarted) / 1000).toFixed(1);
       const text = await vm!.readSerial();
       const uptime = /starting agent \(up ([0-9.]+)s\)/.exec(text)?.[1];
@@ -255,7 +258,7 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
   it.runIf(USE_STAND_IN)(
     "the stand-in reaches the conductor and init restarts it when it exits",
     async () => {
-      await waitFor(() => conductor.httpRequests.length > 0, BOOT_TIMEOUT_MS);
+      await waitFor(() => conductor.httpRequests.length > 0, { timeoutMs: BOOT_TIMEOUT_MS });
       expect(conductor.httpRequests[0]).toEqual({ url: "/v1/agent", userAgent: "anvil-agent-stand-in" });
       const text = await vm!.waitForSerial(/agent exited with status 1 after \d+s; restarting in 1s/, {
         timeoutMs: BOOT_TIMEOUT_MS,

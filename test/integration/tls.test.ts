@@ -21,7 +21,9 @@ import { loadTlsMaterial } from "../../conductor/tls/material.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { basic, writeUserFiles } from "../helpers/auth.ts";
 import { startConductor } from "../helpers/conductor.ts";
-import { recordingLogger, sampleInventory, waitFor } from "../helpers/agent.ts";
+import { baremetal } from "../../scripts/lab/baremetal.ts";
+import { recordingLogger, sampleInventory } from "../helpers/agent.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), "anvil-tls-"));
@@ -100,26 +102,11 @@ describe("the API over HTTPS with http_basic", () => {
   });
 
   it("the stock baremetal CLI with --os-cacert and http_basic", async () => {
-    const { stdout } = await run(
-      "baremetal",
-      [
-        "--os-auth-type",
-        "http_basic",
-        "--os-endpoint",
-        ctx.url,
-        "--os-username",
-        "ops",
-        "--os-password",
-        "ops-pass",
-        "--os-cacert",
-        lab.caCert,
-        "driver",
-        "list",
-        "-f",
-        "value",
-      ],
-      { env: { ...process.env, OS_CLOUD: "" }, timeout: 60_000 },
-    );
+    const stdout = await baremetal(ctx.url, {
+      username: "ops",
+      password: "ops-pass",
+      caCert: lab.caCert,
+    }).run(["driver", "list", "-f", "value"], { timeoutMs: 60_000 });
     expect(stdout).toContain("fake-hardware");
   });
 });

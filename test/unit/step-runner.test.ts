@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { agentCommand } from "../../conductor/drivers/agent-command.ts";
@@ -6,6 +5,7 @@ import { NoArgs, defineStep, type Step } from "../../conductor/drivers/step.ts";
 import { IN_FLIGHT_KEY } from "../../conductor/tasks/in-flight-command.ts";
 import type { StepInterface, StepKind } from "../../shared/steps.ts";
 import { stepHarness } from "../helpers/step-harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 /** A controllable step: records its run, may block until released, may fail. */
 function testStep(
@@ -50,14 +50,6 @@ function gate(): { promise: Promise<void>; open(): void } {
   let open = (): void => undefined;
   const promise = new Promise<void>((resolve) => (open = resolve));
   return { promise, open };
-}
-
-async function until(check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (await check()) return;
-    await sleep(5);
-  }
-  throw new Error("condition never became true");
 }
 
 describe("the step runner", () => {
@@ -113,7 +105,7 @@ describe("the step runner", () => {
       target: "clean",
       clean_steps: [{ interface: "deploy", step: "slow" }],
     });
-    await until(async () => log.includes("start slow"));
+    await waitFor(async () => log.includes("start slow"));
     const running = await h.node(node.uuid);
     expect(running.provision_state).toBe("cleaning");
     expect(running.clean_step).toMatchObject({ interface: "deploy", step: "slow", priority: 0 });
@@ -177,7 +169,7 @@ describe("the step runner", () => {
       target: "clean",
       clean_steps: [{ interface: "deploy", step: "slow" }],
     });
-    await until(async () => log.includes("start slow"));
+    await waitFor(async () => log.includes("start slow"));
     const restarted = h.restart();
     expect(await restarted.recover()).toEqual([node.uuid]);
     const failed = await h.node(node.uuid);
@@ -217,7 +209,7 @@ describe("the step runner", () => {
     const { h, node, log } = await agentStepInFlight();
     h.agents.stalled.add("sync"); // the first conductor dies before the answer comes
     await h.provisioner.agentConnected(node.uuid);
-    await until(async () => h.agents.calls.some((c) => c.name === "sync"));
+    await waitFor(async () => h.agents.calls.some((c) => c.name === "sync"));
     const sent = h.agents.calls.find((c) => c.name === "sync")!.id;
     expect(sent).toEqual(expect.any(String));
     const during = await h.node(node.uuid);
@@ -244,7 +236,7 @@ describe("the step runner", () => {
   it("a restart after the agent answered, while the step still works, fails the node as before", async () => {
     const { h, node, log } = await agentStepInFlight(new Promise(() => undefined));
     await h.provisioner.agentConnected(node.uuid);
-    await until(async () => log.length === 1);
+    await waitFor(async () => log.length === 1);
     const during = await h.node(node.uuid);
     expect(during.driver_internal_info[IN_FLIGHT_KEY]).toMatchObject({ settled: ["sync"] });
     const restarted = h.restart();
@@ -259,7 +251,7 @@ describe("the step runner", () => {
     const { h, node } = await agentStepInFlight();
     h.agents.stalled.add("sync");
     await h.provisioner.agentConnected(node.uuid);
-    await until(async () => h.agents.calls.some((c) => c.name === "sync"));
+    await waitFor(async () => h.agents.calls.some((c) => c.name === "sync"));
     const first = h.agents.calls.find((c) => c.name === "sync")!.id;
     h.agents.connected.delete(node.uuid); // the agent is gone too: the node waits, then the operator aborts
     const restarted = h.restart();
@@ -300,7 +292,7 @@ describe("the step runner", () => {
         { interface: "deploy", step: "after" },
       ],
     });
-    await until(async () => log.includes("start long_erase"));
+    await waitFor(async () => log.includes("start long_erase"));
     await h.provisioner.provision(await h.node(node.uuid), { target: "abort" });
     await h.provisioner.settle();
     const aborted = await h.node(node.uuid);
@@ -326,7 +318,7 @@ describe("the step runner", () => {
         { interface: "deploy", step: "after" },
       ],
     });
-    await until(async () => log.includes("start raid_build"));
+    await waitFor(async () => log.includes("start raid_build"));
     await h.provisioner.provision(await h.node(node.uuid), { target: "abort" });
     expect((await h.node(node.uuid)).clean_step).toMatchObject({ step: "raid_build", abort_after: true });
     blocker.open();

@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { etaSeconds, formatBytes, formatEta, formatProgress, formatRate, percentOf } from "./progress.ts";
+import {
+  etaSeconds,
+  formatBytes,
+  formatEta,
+  formatProgress,
+  formatRate,
+  percentOf,
+} from "../../conductor/cli/progress.ts";
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isFailedState, judge } from "./settle.ts";
+import { isFailedState, judge } from "../../conductor/cli/settle.ts";
 
 describe("when a watched node has settled", () => {
   it("knows the failure states", () => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { DriverNode } from "../interfaces.ts";
-import { FakeBoot } from "../boot/fake.ts";
-import { FakeManagement } from "../management/fake.ts";
-import { FakePower } from "./fake.ts";
+import type { DriverNode } from "../../conductor/drivers/interfaces.ts";
+import { FakeBoot } from "../../conductor/drivers/boot/fake.ts";
+import { FakeManagement } from "../../conductor/drivers/management/fake.ts";
+import { FakePower } from "../../conductor/drivers/power/fake.ts";
 
 const node = (uuid: string): DriverNode => ({
   uuid,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseServerSentEvents, type ServerSentEvent } from "./sse.ts";
+import { parseServerSentEvents, type ServerSentEvent } from "../../conductor/cli/sse.ts";
 
 async function collect(chunks: string[]): Promise<ServerSentEvent[]> {
   const encoder = new TextEncoder();

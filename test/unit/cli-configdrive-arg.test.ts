@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { afterAll, describe, expect, it } from "vitest";
-import { configDriveValue } from "./configdrive-arg.ts";
-import { UsageError } from "./errors.ts";
+import { configDriveValue } from "../../conductor/cli/configdrive-arg.ts";
+import { UsageError } from "../../conductor/cli/errors.ts";
 
 describe("--configdrive", () => {
   const dir = mkdtempSync(join(tmpdir(), "anvil-cli-cd-"));

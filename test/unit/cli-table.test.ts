@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { cellText, renderRecord, renderTable } from "./table.ts";
+import { cellText, renderRecord, renderTable } from "../../conductor/cli/table.ts";
 
 describe("tables", () => {
   it("aligns columns inside borders", () => {
