@@ -47,6 +47,7 @@ import {
 } from "../auth/node-access.ts";
 import { PolicyForbidden, allowed, authorize, type PolicyName } from "../auth/policy.ts";
 import { nodeHistory } from "./history.ts";
+import { checkNodeChassis } from "./chassis.ts";
 
 /** Fields an operator may change with PATCH; the rest belong to the conductor. */
 const WRITABLE = new Set([
@@ -337,6 +338,7 @@ export function nodesPlugin(deps: ApiDeps) {
         owner: query.owner,
         lessee: query.lessee,
         retired: query.retired,
+        chassis_uuid: query.chassis_uuid,
       };
       const page = { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir };
       const ctx = viewContext(request, deps);
@@ -390,6 +392,7 @@ export function nodesPlugin(deps: ApiDeps) {
       checkStoredJson(body, NODE_JSON_FIELDS, deps.config.api);
       checkName(body.name);
       const hw = hardware(deps, body.driver, body.conductor_group);
+      await checkNodeChassis(deps, { ...body, previous: null, minor: request.apiMinor });
       const node = await deps.store.createNode(newNode(body, hw));
       deps.events.publish({ type: "created", node: node.uuid });
       await reply
@@ -415,6 +418,7 @@ export function nodesPlugin(deps: ApiDeps) {
       const node = await nodeFor(request, ...patchRules(patch));
       notLocked(node);
       const changes = patchNode(node, patch, deps.config.api);
+      await checkNodeChassis(deps, { ...changes, previous: node.chassis_uuid, minor: request.apiMinor });
       if (changes.driver !== undefined) {
         const hw = hardware(deps, changes.driver, node.conductor_group);
         Object.assign(changes, hw.interfaces);
