@@ -303,7 +303,7 @@ function volumeRoot(request: FastifyRequest, prefix: string): Record<string, unk
 /**
  * Volume connectors and targets (Ironic 1.32): stored and shown with Ironic's rules, scoped through their
  * node. Anvil's only storage interface is `noop`, so nothing attaches them: a deploy that would have to boot
- * from a volume is refused (see bootFromVolumeProblem).
+ * from a volume is refused when it is asked for.
  */
 export function volumePlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
@@ -327,19 +327,4 @@ export function volumePlugin(deps: ApiDeps) {
     volumeRoutes(app, deps, CONNECTORS);
     volumeRoutes(app, deps, TARGETS);
   };
-}
-
-/**
- * Why a deploy of `node` would need to boot from a volume, which Anvil cannot do (its storage interface is
- * `noop`): it has a boot volume (a target with boot_index 0) and no image to write. Null when it needs not.
- */
-export async function bootFromVolumeProblem(
-  deps: Pick<ApiDeps, "store">,
-  node: NodeRecord,
-): Promise<string | null> {
-  if (typeof node.instance_info.image_source === "string" && node.instance_info.image_source !== "")
-    return null;
-  const targets = await deps.store.listVolumeTargets({ node_uuid: node.uuid }, {});
-  if (!targets.some((t) => t.boot_index === 0)) return null;
-  return `Node ${node.uuid} has a boot volume target and no instance_info/image_source: booting from a volume is not supported (storage_interface "${node.storage_interface}"); set an image to deploy.`;
 }

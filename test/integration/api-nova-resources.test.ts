@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, faultOf, startConductor } from "../helpers/conductor.ts";
+import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
 
 let ctx: Awaited<ReturnType<typeof startConductor>>;
 
@@ -332,5 +332,93 @@ describe("deploy templates (1.55)", () => {
     }
     const dup = await at("1.55", "/v1/deploy_templates", { method: "POST", body: bodies[4] });
     expect(faultOf(dup.body)).toContain("Duplicate deploy steps");
+  });
+});
+
+describe("deploy templates at deploy time", () => {
+  const raid = { logical_disks: [{ size_gb: 10, raid_level: "1", is_root_volume: true }] };
+
+  async function available(): Promise<string> {
+    const node = await enroll();
+    for (const [target, state] of [
+      ["manage", "manageable"],
+      ["provide", "available"],
+    ] as const) {
+      await at("1.78", `/v1/nodes/${node}/states/provision`, { method: "PUT", body: { target } });
+      await waitForState(ctx.url, node, state);
+    }
+    return node;
+  }
+  const setInstance = (node: string, info: Record<string, unknown>) =>
+    at("1.78", `/v1/nodes/${node}`, {
+      method: "PATCH",
+      body: Object.entries(info).map(([key, value]) => ({ op: "add", path: `/instance_info/${key}`, value })),
+    });
+
+  it("runs the steps of the templates the node's instance traits name", async () => {
+    const made = await at("1.55", "/v1/deploy_templates", {
+      method: "POST",
+      body: {
+        name: "CUSTOM_RAID1",
+        steps: [
+          { interface: "raid", step: "apply_configuration", args: { raid_config: raid }, priority: 150 },
+        ],
+      },
+    });
+    expect(made.status).toBe(201);
+    const plain = await available();
+    const raided = await available();
+    await setInstance(plain, { image_source: "http://127.0.0.1/x.img", traits: ["CUSTOM_OTHER"] });
+    await setInstance(raided, { image_source: "http://127.0.0.1/x.img", traits: ["CUSTOM_RAID1"] });
+    for (const node of [plain, raided]) {
+      const put = await at("1.78", `/v1/nodes/${node}/states/provision`, {
+        method: "PUT",
+        body: { target: "active" },
+      });
+      expect(put.status).toBe(202);
+    }
+    const done = await waitForState(ctx.url, raided, "active");
+    expect(done.raid_config).toEqual(raid);
+    const untouched = await waitForState(ctx.url, plain, "active");
+    expect(untouched.raid_config).toEqual({});
+  });
+
+  it("refuses a deploy whose templates name a step the node lacks, naming the templates", async () => {
+    await at("1.55", "/v1/deploy_templates", {
+      method: "POST",
+      body: {
+        name: "CUSTOM_BIOS",
+        steps: [{ interface: "bios", step: "apply_configuration", args: {}, priority: 5 }],
+      },
+    });
+    const node = await available();
+    await setInstance(node, { image_source: "http://127.0.0.1/x.img", traits: ["CUSTOM_BIOS"] });
+    const put = await at("1.78", `/v1/nodes/${node}/states/provision`, {
+      method: "PUT",
+      body: { target: "active" },
+    });
+    expect(put.status).toBe(400);
+    expect(faultOf(put.body)).toMatch(
+      /^Validation of deploy steps from deploy templates matching this node's instance traits failed\. Matching deploy templates: CUSTOM_BIOS\. Errors: .*bios\.apply_configuration/,
+    );
+    expect(
+      ((await at("1.78", `/v1/nodes/${node}`)).body as { provision_state: string }).provision_state,
+    ).toBe("available");
+  });
+
+  it("refuses a deploy that would have to boot from a volume", async () => {
+    const node = await available();
+    await power(node, "power off");
+    const target = await at("1.32", "/v1/volume/targets", {
+      method: "POST",
+      body: { node_uuid: node, volume_type: "iscsi", volume_id: "boot", boot_index: 0 },
+    });
+    expect(target.status).toBe(201);
+    const put = await at("1.78", `/v1/nodes/${node}/states/provision`, {
+      method: "PUT",
+      body: { target: "active" },
+    });
+    expect(put.status).toBe(400);
+    expect(faultOf(put.body)).toContain("booting from a volume is not supported");
   });
 });
