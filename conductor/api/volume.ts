@@ -158,6 +158,23 @@ function checkNodeAllows(node: NodeRecord, action: string, options: { deleting: 
   }
 }
 
+/**
+ * Ironic's authorize_node_link: moving a resource to another node needs that node visible to the caller and
+ * with the same owner; whatever the reason, the answer is the same 400, so a node's existence is not disclosed.
+ */
+async function linkedNode(
+  deps: ApiDeps,
+  who: Identity,
+  link: { node: NodeRecord | null; to: string },
+): Promise<NodeRecord> {
+  const refused = badRequest(
+    `Unable to apply the requested node_uuid '${link.to}'. Requested value was invalid.`,
+  );
+  const next = await deps.store.getNode(link.to);
+  if (!next || !canSeeNode(who, next) || next.owner !== (link.node?.owner ?? null)) throw refused;
+  return next;
+}
+
 /** The routes of one volume resource kind, at /v1/volume/<kind> and under /v1/nodes/{ident}/volume/<kind>. */
 function volumeRoutes<R extends Stored>(app: FastifyInstance, deps: ApiDeps, kind: VolumeKind<R>): void {
   const base = `/v1/volume/${kind.path}`;
@@ -261,15 +278,8 @@ function volumeRoutes<R extends Stored>(app: FastifyInstance, deps: ApiDeps, kin
       deps.config.api,
     );
     let target = node;
-    if (checked.node_uuid !== record.node_uuid) {
-      // moving it to another node: that node must exist and the caller must be allowed to act on it too
-      target = await checkNodePolicies((id) => deps.store.getNode(id), request.identity, {
-        ident: checked.node_uuid,
-        rules: ["baremetal:volume:update"],
-      }).catch((error: unknown) => {
-        throw error instanceof NodeNotFound ? badRequest(error.message) : error;
-      });
-    }
+    if (checked.node_uuid !== record.node_uuid)
+      target = await linkedNode(deps, request.identity, { node, to: checked.node_uuid });
     if (!target) throw new NodeNotFound(record.node_uuid);
     checkNodeAllows(target, `${action} update`, { deleting: false });
     const changes: Record<string, unknown> = {};
