@@ -131,19 +131,28 @@ function notLocked(node: NodeRecord): void {
   }
 }
 
-export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
+/** The hardware type's interfaces, each replaced by the one requested if it is valid for it. @throws 400 */
+function chooseInterfaces(
+  hw: HardwareType,
+  requested: Partial<Record<keyof HardwareType["interfaces"], string | undefined>>,
+): HardwareType["interfaces"] {
   const interfaces = { ...hw.interfaces };
   for (const key of Object.keys(interfaces) as (keyof typeof interfaces)[]) {
-    const requested = body[key];
-    if (requested === undefined || requested === interfaces[key]) continue;
-    if (!hw.alternatives[key]?.includes(requested)) {
+    const wanted = requested[key];
+    if (wanted === undefined || wanted === interfaces[key]) continue;
+    if (!hw.alternatives[key]?.includes(wanted)) {
       const valid = [interfaces[key], ...(hw.alternatives[key] ?? [])].join(", ");
       throw badRequest(
-        `Interface ${key} "${requested}" is not valid for hardware type ${hw.name}; valid: ${valid}`,
+        `Interface ${key} "${wanted}" is not valid for hardware type ${hw.name}; valid: ${valid}`,
       );
     }
-    interfaces[key] = requested;
+    interfaces[key] = wanted;
   }
+  return interfaces;
+}
+
+export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
+  const interfaces = chooseInterfaces(hw, body);
   return {
     uuid: body.uuid ?? randomUUID(),
     name: body.name ?? null,
@@ -422,6 +431,9 @@ export function nodesPlugin(deps: ApiDeps) {
       if (changes.driver !== undefined) {
         const hw = hardware(deps, changes.driver, node.conductor_group);
         Object.assign(changes, hw.interfaces);
+      } else if (Object.keys(changes).some((key) => key.endsWith("_interface"))) {
+        // an interface the hardware type does not offer (storage_interface "cinder") is refused, as on create
+        chooseInterfaces(hardware(deps, node.driver, node.conductor_group), changes);
       }
       if (
         changes.instance_uuid !== undefined &&

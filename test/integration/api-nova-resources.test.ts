@@ -422,3 +422,21 @@ describe("deploy templates at deploy time", () => {
     expect(faultOf(put.body)).toContain("booting from a volume is not supported");
   });
 });
+
+describe("storage_interface", () => {
+  it("is noop only: another on create or PATCH is a 400, not stored", async () => {
+    const refused = await at("1.78", "/v1/nodes", {
+      method: "POST",
+      body: { driver: "fake-hardware", storage_interface: "cinder" },
+    });
+    expect(refused.status).toBe(400);
+    const node = await enroll({ storage_interface: "noop" });
+    const patched = await at("1.78", `/v1/nodes/${node}`, {
+      method: "PATCH",
+      body: [{ op: "replace", path: "/storage_interface", value: "cinder" }],
+    });
+    expect(patched.status).toBe(400);
+    const shown = (await at("1.78", `/v1/nodes/${node}`)).body as { storage_interface: string };
+    expect(shown.storage_interface).toBe("noop");
+  });
+});
