@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
 
@@ -438,5 +439,63 @@ describe("storage_interface", () => {
     expect(patched.status).toBe(400);
     const shown = (await at("1.78", `/v1/nodes/${node}`)).body as { storage_interface: string };
     expect(shown.storage_interface).toBe("noop");
+  });
+});
+
+describe("hostile bodies", () => {
+  it("never get a 500 from any create or PATCH of these resources (generated)", async () => {
+    const node = await enroll();
+    const chassis = ((await at("1.1", "/v1/chassis", { method: "POST", body: {} })).body as { uuid: string })
+      .uuid;
+    const connector = (
+      (
+        await at("1.32", "/v1/volume/connectors", {
+          method: "POST",
+          body: { node_uuid: node, type: "ip", connector_id: `10.0.0.${Math.floor(Math.random() * 200)}` },
+        })
+      ).body as { uuid: string }
+    ).uuid;
+    const template = (
+      (
+        await at("1.55", "/v1/deploy_templates", {
+          method: "POST",
+          body: {
+            name: "CUSTOM_HOSTILE",
+            steps: [{ interface: "deploy", step: "deploy", args: {}, priority: 1 }],
+          },
+        })
+      ).body as { uuid: string }
+    ).uuid;
+    const targets = [
+      ["POST", "/v1/chassis"],
+      ["POST", "/v1/volume/connectors"],
+      ["POST", "/v1/volume/targets"],
+      ["POST", "/v1/deploy_templates"],
+      ["PATCH", `/v1/chassis/${chassis}`],
+      ["PATCH", `/v1/volume/connectors/${connector}`],
+      ["PATCH", `/v1/deploy_templates/${template}`],
+    ] as const;
+    const op = fc.record({
+      op: fc.constantFrom("add", "replace", "remove", "move"),
+      path: fc.constantFrom(
+        "/extra/a",
+        "/steps/0/priority",
+        "/steps/9",
+        "/node_uuid",
+        "/name",
+        "/type",
+        "/x",
+      ),
+      value: fc.jsonValue({ maxDepth: 2 }),
+    });
+    const body = fc.oneof(fc.jsonValue({ maxDepth: 3 }), fc.array(op, { maxLength: 3 }));
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...targets), body, async ([method, path], value) => {
+        const answer = await at("1.78", path, { method, body: value });
+        expect(answer.status).toBeLessThan(500);
+        if (answer.status >= 400) expect(faultOf(answer.body)).not.toBe("");
+      }),
+      { numRuns: 150 },
+    );
   });
 });
