@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { JsonPatch } from "../../shared/api.ts";
 import { DeployTemplateCreateBody, DeployTemplateRecord } from "../../shared/deploy-template.ts";
-import { maskSecrets } from "../../shared/secrets.ts";
+import { maskSecrets, restoreMaskedSecrets } from "../../shared/secrets.ts";
 import { authorize } from "../auth/policy.ts";
 import { ConductorError } from "../errors.ts";
 import { type ApiDeps, baseUrl } from "./context.ts";
@@ -102,6 +102,8 @@ export function deployTemplatesPlugin(deps: ApiDeps) {
       const template = await loadTemplate(deps, request.params.ident);
       const { doc, touched } = applyJsonPatch(template, patch, PATCH_RULES);
       if (doc.extra === null) doc.extra = {};
+      // a client that read masked step arguments and sends them back must not overwrite the real ones
+      if (touched.has("steps")) restoreMaskedSecrets(doc.steps, template.steps);
       const checked = DeployTemplateRecord.parse(doc);
       checkStoredJson(
         checked,

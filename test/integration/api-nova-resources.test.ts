@@ -157,6 +157,14 @@ describe("volume connectors and targets (1.32)", () => {
     expect(answer.body).toEqual({ targets: [] });
     const detail = await at("1.32", `/v1/nodes/${node}/volume/targets?detail=True`);
     expect(detail.body).toEqual({ targets: [] });
+    // the forms Nova's ironic driver sends through openstacksdk and through ironicclient
+    for (const path of [
+      `/v1/volume/targets/detail?node=${node}`,
+      `/v1/volume/targets?node=${node}&detail=True`,
+    ]) {
+      const listed = await at("1.32", path);
+      expect([listed.status, listed.body]).toEqual([200, { targets: [] }]);
+    }
   });
 
   it("keeps connector and target CRUD with Ironic's shapes, filters and uniqueness", async () => {
@@ -315,6 +323,14 @@ describe("deploy templates (1.55)", () => {
     });
     expect(patched.status).toBe(200);
     expect((patched.body as { steps: { priority: number }[] }).steps[0]?.priority).toBe(42);
+    // the masked arguments it read, sent back whole, keep the real secret
+    const echoed = (patched.body as { steps: unknown[] }).steps;
+    await at("1.55", `/v1/deploy_templates/${t.uuid}`, {
+      method: "PATCH",
+      body: [{ op: "replace", path: "/steps", value: echoed }],
+    });
+    const stored = await ctx.conductor.store.getDeployTemplate(t.uuid);
+    expect(stored?.steps[0]?.args.password).toBe("hunter2");
     expect((await at("1.55", "/v1/deploy_templates/CUSTOM_CRUD", { method: "DELETE" })).status).toBe(204);
     expect((await at("1.55", `/v1/deploy_templates/${t.uuid}`)).status).toBe(404);
   });
