@@ -4,6 +4,9 @@ import { parseJsonBody } from "./body.ts";
 import { noAuth } from "../auth/authenticator.ts";
 import { registerAuth } from "../auth/fastify-auth.ts";
 import { allocationsPlugin } from "./allocations.ts";
+import { chassisPlugin } from "./chassis.ts";
+import { deployTemplatesPlugin } from "./deploy-templates.ts";
+import { volumePlugin } from "./volume.ts";
 import type { ApiDeps } from "./context.ts";
 import { driversPlugin } from "./drivers.ts";
 import { ApiError, errorBody, notAcceptableBody, toHttpError } from "./errors.ts";
@@ -109,6 +112,9 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     allocationsPlugin,
     lookupPlugin,
     eventsPlugin,
+    chassisPlugin,
+    volumePlugin,
+    deployTemplatesPlugin,
   ]) {
     void app.register(plugin(deps));
   }

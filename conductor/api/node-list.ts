@@ -43,6 +43,7 @@ async function listPage(
     owner: query.owner,
     lessee: query.lessee,
     retired: query.retired,
+    chassis_uuid: query.chassis_uuid,
   };
   const page = { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir };
   const ctx = viewContext(request, deps);

@@ -12,6 +12,7 @@ import { SET_MAINTENANCE, UPDATE_NODE, updateNode } from "../operations/update-n
 import { VALIDATE } from "../operations/validate.ts";
 import { SET_RAID_CONFIG } from "../operations/raid.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
+import { checkNodeChassis } from "./chassis.ts";
 import { nodeHistory } from "./history.ts";
 import { NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import * as actions from "./node-actions.ts";
@@ -39,6 +40,7 @@ async function createNode(deps: ApiDeps, request: FastifyRequest, reply: Fastify
   checkStoredJson(body, NODE_JSON_FIELDS, deps.config.api);
   checkName(body.name);
   const hw = hardwareOf(deps.drivers, body.driver, body.conductor_group);
+  await checkNodeChassis(deps, { ...body, previous: null, minor: request.apiMinor });
   const node = await deps.store.createNode(newNode(body, hw));
   deps.events.publish({ type: "created", node: node.uuid });
   await reply
@@ -64,6 +66,9 @@ async function getNode(deps: ApiDeps, request: Request, reply: FastifyReply): Pr
 async function patch(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
   const body = JsonPatch.parse(request.body);
   const node = await nodeFor(deps, request, ...patchRules(body));
+  // the chassis named must exist (and removing it needs 1.25): read before the lock, as Ironic's API does
+  const preview = patchNode(node, body, deps.config.api);
+  await checkNodeChassis(deps, { ...preview, previous: node.chassis_uuid, minor: request.apiMinor });
   const { node: updated } = await updateNode(deps.provisioner, node, (current) =>
     patchNode(current, body, deps.config.api),
   );

@@ -16,9 +16,11 @@ const RESOURCES: readonly (readonly [name: string, minor: number])[] = [
   ["ports", 1],
   ["drivers", 1],
   ["lookup", 22],
+  ["volume", 32],
   ["conductors", 49],
   ["allocations", 52],
   ["events", 54],
+  ["deploy_templates", 55],
 ];
 
 /** Version discovery (GET / and /v1) and the conductor registry. */
@@ -67,10 +69,6 @@ export function rootPlugin(deps: ApiDeps) {
       }
       return body;
     });
-
-    // Anvil keeps no chassis; the collection exists (empty) so the link above is not a dead end.
-    app.get("/v1/chassis", async () => ({ chassis: [] }));
-    app.get("/v1/chassis/detail", async () => ({ chassis: [] }));
 
     /** One entry per hostname: its live process, else its most recent one (a restart is not a new conductor). */
     const conductors = async (): Promise<ConductorRecord[]> => {

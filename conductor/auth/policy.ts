@@ -57,6 +57,8 @@ const ALLOCATION_MEMBER = anyOf(SYSTEM_MEMBER, allocationOwner("member"));
 const ALLOCATION_READER = anyOf(SYSTEM_READER, allocationOwner("reader"));
 const ALLOCATION_CREATOR = anyOf(SYSTEM_MEMBER, anyRole("member"));
 const API_READER = anyRole("reader");
+const SYSTEM_MEMBER_OR_OWNER_LESSEE_ADMIN = anyOf(SYSTEM_MEMBER, owner("admin"), lessee("admin"));
+const TARGET_PROPERTIES_READER = anyOf(SYSTEM_READER, anyRole("admin"));
 
 /** Ironic's default rules by name (and two of Anvil's own, for its extensions). */
 export const RULES = {
@@ -115,6 +117,21 @@ export const RULES = {
   "baremetal:allocation:create_restricted": SYSTEM_MEMBER,
   "baremetal:allocation:delete": ALLOCATION_MEMBER,
   "baremetal:allocation:update": ALLOCATION_MEMBER,
+  "baremetal:chassis:get": SYSTEM_READER,
+  "baremetal:chassis:create": SYSTEM_ADMIN,
+  "baremetal:chassis:delete": SYSTEM_ADMIN,
+  "baremetal:chassis:update": SYSTEM_MEMBER,
+  "baremetal:volume:get": SYSTEM_OR_PROJECT_READER,
+  "baremetal:volume:list": API_READER,
+  "baremetal:volume:list_all": SYSTEM_READER,
+  "baremetal:volume:create": SYSTEM_MEMBER_OR_OWNER_LESSEE_ADMIN,
+  "baremetal:volume:delete": SYSTEM_MEMBER_OR_OWNER_LESSEE_ADMIN,
+  "baremetal:volume:update": SYSTEM_OR_OWNER_MEMBER_AND_LESSEE_ADMIN,
+  "baremetal:volume:view_target_properties": TARGET_PROPERTIES_READER,
+  "baremetal:deploy_template:get": SYSTEM_READER,
+  "baremetal:deploy_template:create": SYSTEM_ADMIN,
+  "baremetal:deploy_template:delete": SYSTEM_ADMIN,
+  "baremetal:deploy_template:update": SYSTEM_ADMIN,
   "baremetal:driver:get": API_READER,
   "baremetal:driver:get_properties": API_READER,
   "baremetal:conductor:get": SYSTEM_READER,

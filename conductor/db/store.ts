@@ -1,6 +1,9 @@
 import type { NodeHistoryRecord } from "../../shared/history.ts";
-import { Conflict, NotFound } from "../errors.ts";
+import { Conflict, Invalid, NotFound } from "../errors.ts";
 import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import type { ChassisRecord } from "../../shared/chassis.ts";
+import type { DeployTemplateRecord } from "../../shared/deploy-template.ts";
+import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../shared/volume.ts";
 import type { CandidateRequest } from "./candidates.ts";
 
 /**
@@ -100,12 +103,21 @@ export interface NodeFilter {
   project?: string;
   /** only nodes someone holds (true) or no one holds (false) */
   reserved?: boolean;
+  /** only nodes in this chassis */
+  chassis_uuid?: string;
 }
 
 export interface PortFilter {
   node_uuid?: string;
   address?: string;
   /** only ports of nodes this project owns or leases */
+  project?: string;
+}
+
+/** Volume connectors and targets are listed by node, and scoped to a project through their node. */
+export interface VolumeFilter {
+  node_uuid?: string;
+  /** only those of nodes this project owns or leases */
   project?: string;
 }
 
@@ -213,6 +225,41 @@ export interface Store {
    */
   claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null>;
 
+  createChassis(chassis: ChassisRecord): Promise<ChassisRecord>;
+  getChassis(uuid: string): Promise<ChassisRecord | null>;
+  listChassis(page: Page): Promise<ChassisRecord[]>;
+  /** @throws NotFound */
+  updateChassis(uuid: string, patch: Partial<ChassisRecord>): Promise<ChassisRecord>;
+  /** In one statement, only while no node names it. @throws NotFound, ChassisNotEmpty */
+  deleteChassis(uuid: string): Promise<void>;
+
+  /** @throws Duplicate (uuid, or type and connector_id), NodeNotFound */
+  createVolumeConnector(connector: VolumeConnectorRecord): Promise<VolumeConnectorRecord>;
+  getVolumeConnector(uuid: string): Promise<VolumeConnectorRecord | null>;
+  listVolumeConnectors(filter: VolumeFilter, page: Page): Promise<VolumeConnectorRecord[]>;
+  /** @throws NotFound, Duplicate, NodeNotFound */
+  updateVolumeConnector(uuid: string, patch: Partial<VolumeConnectorRecord>): Promise<VolumeConnectorRecord>;
+  deleteVolumeConnector(uuid: string): Promise<void>;
+
+  /** @throws Duplicate (uuid, or node and boot_index), NodeNotFound */
+  createVolumeTarget(target: VolumeTargetRecord): Promise<VolumeTargetRecord>;
+  getVolumeTarget(uuid: string): Promise<VolumeTargetRecord | null>;
+  listVolumeTargets(filter: VolumeFilter, page: Page): Promise<VolumeTargetRecord[]>;
+  /** @throws NotFound, Duplicate, NodeNotFound */
+  updateVolumeTarget(uuid: string, patch: Partial<VolumeTargetRecord>): Promise<VolumeTargetRecord>;
+  deleteVolumeTarget(uuid: string): Promise<void>;
+
+  /** @throws Duplicate (uuid or name) */
+  createDeployTemplate(template: DeployTemplateRecord): Promise<DeployTemplateRecord>;
+  /** By uuid or by name. */
+  getDeployTemplate(ident: string): Promise<DeployTemplateRecord | null>;
+  listDeployTemplates(page: Page): Promise<DeployTemplateRecord[]>;
+  /** The templates named by any of `names` (a node's instance traits), by name. */
+  listDeployTemplatesByNames(names: readonly string[]): Promise<DeployTemplateRecord[]>;
+  /** @throws NotFound, Duplicate */
+  updateDeployTemplate(uuid: string, patch: Partial<DeployTemplateRecord>): Promise<DeployTemplateRecord>;
+  deleteDeployTemplate(uuid: string): Promise<void>;
+
   /**
    * Registers a running conductor. In one transaction, rows of the same hostname that are stale (no heartbeat
    * since `staleBefore`) or listed in `retire` (a crashed predecessor) go offline first.
@@ -268,4 +315,10 @@ export class NodeLocked extends Conflict {
   }
 }
 export class Duplicate extends Conflict {}
+/** Ironic's ChassisNotEmpty (an Invalid: 400). */
+export class ChassisNotEmpty extends Invalid {
+  constructor(readonly uuid: string) {
+    super(`Cannot complete the requested action because chassis ${uuid} contains nodes.`);
+  }
+}
 export { NotFound };

@@ -1,4 +1,5 @@
 import { COMMAND_NAMES } from "../../shared/protocol.ts";
+import { templateStepsOf, withTemplateSteps } from "../tasks/deploy-templates.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import {
   PlannedStepSchema,
@@ -98,8 +99,12 @@ function makePlan(task: PlanView, kind: StepKind): PlannedStep[] {
     // re-checked against the agent's list: a step the agent does not offer fails here, before anything runs
     return validateRequested(requested, steps, { kind, disableRamdisk });
   }
-  if (kind === "deploy")
-    return deployPlan(steps, requested ? validateRequested(requested, steps, { kind }) : []);
+  if (kind === "deploy") {
+    const user = requested ? validateRequested(requested, steps, { kind }) : [];
+    // the templates' steps, checked again against what the agent offers (as Ironic re-validates them)
+    const templates = validateRequested(templateStepsOf(info(task)), steps, { kind });
+    return deployPlan(steps, withTemplateSteps(user, templates));
+  }
   return automatedPlan(steps);
 }
 

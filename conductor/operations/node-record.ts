@@ -12,22 +12,34 @@ export function checkName(name: string | null | undefined): void {
 }
 
 /**
+ * The hardware type's interfaces, each replaced by the one requested if the type offers it (on create, and on
+ * a PATCH that names an interface). @throws Invalid naming an interface the type does not offer
+ */
+export function chooseInterfaces(
+  hw: HardwareType,
+  requested: Partial<Record<keyof HardwareType["interfaces"], string | undefined>>,
+): HardwareType["interfaces"] {
+  const interfaces = { ...hw.interfaces };
+  for (const key of Object.keys(interfaces) as (keyof typeof interfaces)[]) {
+    const wanted = requested[key];
+    if (wanted === undefined || wanted === interfaces[key]) continue;
+    if (!hw.alternatives[key]?.includes(wanted)) {
+      const valid = [interfaces[key], ...(hw.alternatives[key] ?? [])].join(", ");
+      throw new Invalid(
+        `Interface ${key} "${wanted}" is not valid for hardware type ${hw.name}; valid: ${valid}`,
+      );
+    }
+    interfaces[key] = wanted;
+  }
+  return interfaces;
+}
+
+/**
  * A new node record in `enroll`, as POST /v1/nodes creates it: the hardware type's default interfaces unless
  * the body picks one of its alternatives. @throws Invalid naming an interface the type does not offer
  */
 export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
-  const interfaces = { ...hw.interfaces };
-  for (const key of Object.keys(interfaces) as (keyof typeof interfaces)[]) {
-    const requested = body[key];
-    if (requested === undefined || requested === interfaces[key]) continue;
-    if (!hw.alternatives[key]?.includes(requested)) {
-      const valid = [interfaces[key], ...(hw.alternatives[key] ?? [])].join(", ");
-      throw new Invalid(
-        `Interface ${key} "${requested}" is not valid for hardware type ${hw.name}; valid: ${valid}`,
-      );
-    }
-    interfaces[key] = requested;
-  }
+  const interfaces = chooseInterfaces(hw, body);
   refuseDeployImageCredentials(body.driver_info ?? {});
   return {
     uuid: body.uuid ?? randomUUID(),

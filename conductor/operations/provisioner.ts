@@ -1,4 +1,5 @@
 import type { ConfigDriveContent, ProvisionBody } from "../../shared/api.ts";
+import { bootFromVolumeProblem, deployTemplateEntries } from "../tasks/deploy-templates.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { ProvisionState } from "../../shared/states.ts";
 import type { PlannedStep, StepKind } from "../../shared/steps.ts";
@@ -281,6 +282,12 @@ export class Provisioner implements OperationContext {
       throw new Invalid(`Node ${node.uuid} is in maintenance mode; it cannot be deployed.`);
     }
     const steps = this.requestedSteps(node, body);
+    if (body.target === "active" || body.target === "rebuild") {
+      const volume = await bootFromVolumeProblem(this.deps.store, node);
+      if (volume !== null) throw new Invalid(volume);
+      const deploySteps = declaredSteps(this.interfacesOf(node), "deploy");
+      Object.assign(steps, await deployTemplateEntries(this.deps.store, node, deploySteps));
+    }
     const configdrive = body.configdrive === undefined ? undefined : await configDriveOf(body.configdrive);
     const lock = await this.acquire(node, body.target);
     await lock.run(async (task) => {

@@ -1,3 +1,4 @@
+import { chooseInterfaces } from "./node-record.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import { Conflict } from "../errors.ts";
 import { defineOperation, hardwareOf, underRecordLock, type OperationContext } from "./operation.ts";
@@ -67,6 +68,9 @@ export async function updateNode(
       const changes = changesOf(task.node);
       if (changes.driver !== undefined) {
         Object.assign(changes, hardwareOf(ctx.drivers, changes.driver, task.node.conductor_group).interfaces);
+      } else if (Object.keys(changes).some((key) => key.endsWith("_interface"))) {
+        // an interface the hardware type does not offer (storage_interface "cinder") is refused, as on create
+        chooseInterfaces(hardwareOf(ctx.drivers, task.node.driver, task.node.conductor_group), changes);
       }
       if (
         changes.instance_uuid !== undefined &&

@@ -184,4 +184,44 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE INDEX nodes_ramdisk_prepared_by ON nodes (ramdisk_prepared_by) WHERE ramdisk_prepared_by IS NOT NULL;
   CREATE INDEX nodes_instance_prepared_by ON nodes (instance_prepared_by) WHERE instance_prepared_by IS NOT NULL;
   `,
+  `
+  -- Chassis, volume connectors and targets, deploy templates (Ironic's tables of the same names). A node's
+  -- chassis is a column kept from its document, indexed: listing a chassis's nodes and refusing to delete a
+  -- chassis that has some read the index, not every node.
+  ALTER TABLE nodes ADD COLUMN chassis_uuid TEXT GENERATED ALWAYS AS (doc ->> 'chassis_uuid') STORED;
+  CREATE INDEX nodes_chassis_uuid ON nodes (chassis_uuid) WHERE chassis_uuid IS NOT NULL;
+  CREATE TABLE chassis (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    doc JSONB NOT NULL
+  );
+  CREATE TABLE volume_connectors (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    type TEXT NOT NULL,
+    connector_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    doc JSONB NOT NULL,
+    UNIQUE (type, connector_id)
+  );
+  CREATE INDEX volume_connectors_node ON volume_connectors (node_uuid);
+  CREATE TABLE volume_targets (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    boot_index INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    doc JSONB NOT NULL,
+    UNIQUE (node_uuid, boot_index)
+  );
+  CREATE TABLE deploy_templates (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    doc JSONB NOT NULL
+  );
+  `,
 ];

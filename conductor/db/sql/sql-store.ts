@@ -1,8 +1,12 @@
 import type { NodeHistoryRecord } from "../../../shared/history.ts";
+import type { ChassisRecord } from "../../../shared/chassis.ts";
+import type { DeployTemplateRecord } from "../../../shared/deploy-template.ts";
 import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../../shared/resources.ts";
+import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../../shared/volume.ts";
 import { isUuid } from "../../../shared/uuid.ts";
 import { candidateQuery, matchColumns, TRAIT_BATCH, type CandidateRequest } from "../candidates.ts";
 import {
+  ChassisNotEmpty,
   ConductorAlreadyRegistered,
   Duplicate,
   NODE_SORT_KEYS,
@@ -19,6 +23,7 @@ import {
   type PortFilter,
   type ReservedNode,
   type Store,
+  type VolumeFilter,
 } from "../store.ts";
 import { lastUuidOf, storedSummariesJson, summaryLinksSql, type SummaryJsonPage } from "../summary-json.ts";
 import { Params, type Dialect, type Executor, type SqlValue } from "./dialect.ts";
@@ -112,11 +117,15 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
    * marker's id)`. Sort keys compare as text with '' for NULL, so the order is total and the same in both
    * databases (which put NULL at opposite ends). `conditions` hold parameters already added to `p`.
    */
-  private select(table: string, columns: string, query: { conditions: string[]; p: Params; page: Page }) {
+  private select(
+    table: string,
+    columns: string,
+    query: { conditions: string[]; p: Params; page: Page; keys?: readonly string[] },
+  ) {
     const { conditions, p, page } = query;
     const key = sortKey(
       page,
-      table === "nodes" ? NODE_SORT_KEYS : ["id", "uuid", "address", "name", "state"],
+      query.keys ?? (table === "nodes" ? NODE_SORT_KEYS : ["id", "uuid", "address", "name", "state"]),
     );
     const dir = page.sortDir === "desc" ? "DESC" : "ASC";
     const expr = key === "id" ? "id" : `COALESCE(CAST(${key} AS TEXT), '')`;
@@ -139,8 +148,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     const { provision_state, resource_class, driver, conductor_group, instance_uuid } = filter;
     const conditions = equal(p, { provision_state, maintenance: bool(filter.maintenance) });
     conditions.push(...equal(p, { retired: bool(filter.retired), resource_class, driver, conductor_group }));
-    const { fault, owner, lessee, reservation } = filter;
-    conditions.push(...equal(p, { instance_uuid, fault, owner, lessee, reservation }));
+    const { fault, owner, lessee, reservation, chassis_uuid } = filter;
+    conditions.push(...equal(p, { instance_uuid, fault, owner, lessee, reservation, chassis_uuid }));
     if (filter.project !== undefined) conditions.push(this.ofProject(p, filter.project));
     if (filter.reserved !== undefined) conditions.push(`reservation IS ${filter.reserved ? "NOT " : ""}NULL`);
     if (filter.associated !== undefined) {
@@ -534,6 +543,230 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     } catch (error) {
       throw this.conflict(error, () => `Instance ${allocationUuid} is already associated with a node.`);
     }
+  }
+
+  /** Inserts a resource kept as a document with `columns` beside it; constraint errors through `error`. */
+  private async insertDoc<T extends object>(
+    table: string,
+    record: T,
+    options: { columns: Row; error: (error: unknown) => unknown },
+  ): Promise<T> {
+    await this.insert(table, { ...options.columns, doc: JSON.stringify(record) }).catch((error: unknown) => {
+      throw options.error(error);
+    });
+    return record;
+  }
+
+  /** One UPDATE of a document by uuid (`columns` are kept beside it); @throws `missing`, or as `error` maps */
+  private async updateDoc<T extends object>(
+    table: string,
+    uuid: string,
+    options: {
+      patch: Partial<T>;
+      columns: readonly string[];
+      missing: Error;
+      error: (e: unknown) => unknown;
+    },
+  ): Promise<T> {
+    const edit = topLevelEdit({ ...options.patch, uuid: undefined, updated_at: now() }, options.columns);
+    edit.remove = edit.remove.filter(([key]) => key !== "uuid");
+    const [updated] = await this.edit<T>(table, edit, { where: { uuid } }).catch((error: unknown) => {
+      throw options.error(error);
+    });
+    if (!updated) throw options.missing;
+    return updated;
+  }
+
+  /** A volume resource's list: by node, or the nodes of a project. */
+  private listVolume<T>(table: string, filter: VolumeFilter, page: Page): Promise<T[]> {
+    const p = this.params();
+    const conditions = equal(p, { node_uuid: filter.node_uuid });
+    if (filter.project !== undefined) {
+      conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, filter.project)})`);
+    }
+    const keys = ["id", "uuid", "created_at", "updated_at", "node_uuid"];
+    const extra = table === "volume_targets" ? ["boot_index"] : ["type", "connector_id"];
+    const { sql } = this.select(table, "doc", { conditions, p, page, keys: [...keys, ...extra] });
+    return this.docs<T>(sql, p.values);
+  }
+
+  /** A volume resource's constraint error: its node is gone, or a unique rule broke. */
+  private volumeError(error: unknown, node: string, unique: (detail: string) => string): unknown {
+    if (this.d.violation(error)?.kind === "foreign") return new NodeNotFound(node);
+    return this.conflict(error, unique);
+  }
+
+  createChassis(chassis: ChassisRecord): Promise<ChassisRecord> {
+    return this.insertDoc("chassis", chassis, {
+      columns: { uuid: chassis.uuid, created_at: chassis.created_at },
+      error: (error) => this.conflict(error, () => `A chassis with UUID ${chassis.uuid} already exists.`),
+    });
+  }
+
+  getChassis(uuid: string): Promise<ChassisRecord | null> {
+    return this.docBy<ChassisRecord>("chassis", { uuid });
+  }
+
+  listChassis(page: Page): Promise<ChassisRecord[]> {
+    const p = this.params();
+    const keys = ["id", "uuid", "created_at"];
+    return this.docs<ChassisRecord>(
+      this.select("chassis", "doc", { conditions: [], p, page, keys }).sql,
+      p.values,
+    );
+  }
+
+  updateChassis(uuid: string, patch: Partial<ChassisRecord>): Promise<ChassisRecord> {
+    return this.updateDoc<ChassisRecord>("chassis", uuid, {
+      patch,
+      columns: [],
+      missing: new NotFound(`Chassis ${uuid} could not be found.`),
+      error: (error) => error,
+    });
+  }
+
+  async deleteChassis(uuid: string): Promise<void> {
+    const p = this.params();
+    const id = p.add(uuid);
+    // NOTE: one statement, so a node put into the chassis meanwhile is either seen here or refused by its write
+    const changed = await this.d.run(
+      `DELETE FROM chassis WHERE uuid = ${id} AND NOT EXISTS (SELECT 1 FROM nodes WHERE chassis_uuid = ${id})`,
+      p.values,
+    );
+    if (changed > 0) return;
+    if (await this.getChassis(uuid)) throw new ChassisNotEmpty(uuid);
+    throw new NotFound(`Chassis ${uuid} could not be found.`);
+  }
+
+  createVolumeConnector(connector: VolumeConnectorRecord): Promise<VolumeConnectorRecord> {
+    const { uuid, node_uuid, type, connector_id } = connector;
+    return this.insertDoc("volume_connectors", connector, {
+      columns: { uuid, node_uuid, type, connector_id, created_at: connector.created_at },
+      error: (error) =>
+        this.volumeError(error, node_uuid, (detail) =>
+          detail.includes("connector_id")
+            ? `A volume connector with type ${type} and connector ID ${connector_id} already exists.`
+            : `A volume connector with UUID ${uuid} already exists.`,
+        ),
+    });
+  }
+
+  getVolumeConnector(uuid: string): Promise<VolumeConnectorRecord | null> {
+    return this.docBy<VolumeConnectorRecord>("volume_connectors", { uuid });
+  }
+
+  listVolumeConnectors(filter: VolumeFilter, page: Page): Promise<VolumeConnectorRecord[]> {
+    return this.listVolume<VolumeConnectorRecord>("volume_connectors", filter, page);
+  }
+
+  updateVolumeConnector(uuid: string, patch: Partial<VolumeConnectorRecord>): Promise<VolumeConnectorRecord> {
+    return this.updateDoc<VolumeConnectorRecord>("volume_connectors", uuid, {
+      patch,
+      columns: ["node_uuid", "type", "connector_id"],
+      missing: new NotFound(`Volume connector ${uuid} could not be found.`),
+      error: (error) =>
+        this.volumeError(
+          error,
+          patch.node_uuid ?? "",
+          () =>
+            `A volume connector with type ${String(patch.type)} and connector ID ${String(patch.connector_id)} already exists.`,
+        ),
+    });
+  }
+
+  deleteVolumeConnector(uuid: string): Promise<void> {
+    const missing = new NotFound(`Volume connector ${uuid} could not be found.`);
+    return this.deleteBy("volume_connectors", { uuid }, missing);
+  }
+
+  createVolumeTarget(target: VolumeTargetRecord): Promise<VolumeTargetRecord> {
+    const { uuid, node_uuid, boot_index } = target;
+    return this.insertDoc("volume_targets", target, {
+      columns: { uuid, node_uuid, boot_index, created_at: target.created_at },
+      error: (error) =>
+        this.volumeError(error, node_uuid, (detail) =>
+          detail.includes("boot_index")
+            ? `A volume target with boot index '${boot_index}' for the same node already exists.`
+            : `A volume target with UUID ${uuid} already exists.`,
+        ),
+    });
+  }
+
+  getVolumeTarget(uuid: string): Promise<VolumeTargetRecord | null> {
+    return this.docBy<VolumeTargetRecord>("volume_targets", { uuid });
+  }
+
+  listVolumeTargets(filter: VolumeFilter, page: Page): Promise<VolumeTargetRecord[]> {
+    return this.listVolume<VolumeTargetRecord>("volume_targets", filter, page);
+  }
+
+  updateVolumeTarget(uuid: string, patch: Partial<VolumeTargetRecord>): Promise<VolumeTargetRecord> {
+    return this.updateDoc<VolumeTargetRecord>("volume_targets", uuid, {
+      patch,
+      columns: ["node_uuid", "boot_index"],
+      missing: new NotFound(`Volume target ${uuid} could not be found.`),
+      error: (error) =>
+        this.volumeError(
+          error,
+          patch.node_uuid ?? "",
+          () =>
+            `A volume target with boot index '${String(patch.boot_index)}' for the same node already exists.`,
+        ),
+    });
+  }
+
+  deleteVolumeTarget(uuid: string): Promise<void> {
+    const missing = new NotFound(`Volume target ${uuid} could not be found.`);
+    return this.deleteBy("volume_targets", { uuid }, missing);
+  }
+
+  createDeployTemplate(template: DeployTemplateRecord): Promise<DeployTemplateRecord> {
+    const { uuid, name } = template;
+    return this.insertDoc("deploy_templates", template, {
+      columns: { uuid, name, created_at: template.created_at },
+      error: (error) =>
+        this.conflict(error, (detail) =>
+          detail.includes("name")
+            ? `A deploy template with name ${name} already exists.`
+            : `A deploy template with UUID ${uuid} already exists.`,
+        ),
+    });
+  }
+
+  getDeployTemplate(ident: string): Promise<DeployTemplateRecord | null> {
+    return this.docBy<DeployTemplateRecord>("deploy_templates", byIdent(ident));
+  }
+
+  listDeployTemplates(page: Page): Promise<DeployTemplateRecord[]> {
+    const p = this.params();
+    const keys = ["id", "uuid", "name", "created_at"];
+    const { sql } = this.select("deploy_templates", "doc", { conditions: [], p, page, keys });
+    return this.docs<DeployTemplateRecord>(sql, p.values);
+  }
+
+  async listDeployTemplatesByNames(names: readonly string[]): Promise<DeployTemplateRecord[]> {
+    if (names.length === 0) return [];
+    const p = this.params();
+    const named = this.d.inList("name", p.add(this.d.list([...new Set(names)])));
+    return this.docs<DeployTemplateRecord>(
+      `SELECT doc FROM deploy_templates WHERE ${named} ORDER BY name, id`,
+      p.values,
+    );
+  }
+
+  updateDeployTemplate(uuid: string, patch: Partial<DeployTemplateRecord>): Promise<DeployTemplateRecord> {
+    return this.updateDoc<DeployTemplateRecord>("deploy_templates", uuid, {
+      patch,
+      columns: ["name"],
+      missing: new NotFound(`Deploy template ${uuid} could not be found.`),
+      error: (error) =>
+        this.conflict(error, () => `A deploy template with name ${String(patch.name)} already exists.`),
+    });
+  }
+
+  deleteDeployTemplate(uuid: string): Promise<void> {
+    const missing = new NotFound(`Deploy template ${uuid} could not be found.`);
+    return this.deleteBy("deploy_templates", { uuid }, missing);
   }
 
   registerConductor(

@@ -1,0 +1,223 @@
+import { randomUUID } from "node:crypto";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newNode } from "../../conductor/operations/node-record.ts";
+import { defaultConfig } from "../../conductor/config.ts";
+import { defaultDrivers } from "../../conductor/drivers/registry.ts";
+import { ChassisNotEmpty, Duplicate, NodeNotFound, NotFound, type Store } from "../../conductor/db/store.ts";
+import type { ChassisRecord } from "../../shared/chassis.ts";
+import type { DeployTemplateRecord } from "../../shared/deploy-template.ts";
+import type { NodeRecord } from "../../shared/resources.ts";
+import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../shared/volume.ts";
+
+const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
+const node = (fields: Partial<NodeRecord> = {}): NodeRecord => ({
+  ...newNode({ driver: "fake-hardware" }, fake),
+  ...fields,
+});
+const at = (): string => new Date().toISOString();
+const chassis = (fields: Partial<ChassisRecord> = {}): ChassisRecord => ({
+  uuid: randomUUID(),
+  description: null,
+  extra: {},
+  created_at: at(),
+  updated_at: null,
+  ...fields,
+});
+const connector = (nodeUuid: string, fields: Partial<VolumeConnectorRecord> = {}): VolumeConnectorRecord => ({
+  uuid: randomUUID(),
+  node_uuid: nodeUuid,
+  type: "iqn",
+  connector_id: `iqn.2026-11.org.anvil:${randomUUID()}`,
+  extra: {},
+  created_at: at(),
+  updated_at: null,
+  ...fields,
+});
+const target = (nodeUuid: string, fields: Partial<VolumeTargetRecord> = {}): VolumeTargetRecord => ({
+  uuid: randomUUID(),
+  node_uuid: nodeUuid,
+  volume_type: "iscsi",
+  volume_id: randomUUID(),
+  boot_index: 0,
+  properties: {},
+  extra: {},
+  created_at: at(),
+  updated_at: null,
+  ...fields,
+});
+const template = (fields: Partial<DeployTemplateRecord> = {}): DeployTemplateRecord => ({
+  uuid: randomUUID(),
+  name: `CUSTOM_T_${randomUUID().replaceAll("-", "_").toUpperCase()}`,
+  steps: [{ interface: "deploy", step: "deploy", args: {}, priority: 10 }],
+  extra: {},
+  created_at: at(),
+  updated_at: null,
+  ...fields,
+});
+
+/** Chassis, volume connectors and targets, deploy templates: the same behaviour on every database. */
+export function resourcesContract(
+  name: string,
+  options: { open: () => Promise<Store>; teardown?: () => Promise<void> },
+): void {
+  describe(`Store resources: ${name}`, () => {
+    let store: Store;
+    beforeAll(async () => {
+      store = await options.open();
+    });
+    afterAll(async () => {
+      await store?.close();
+      await options.teardown?.();
+    });
+
+    it("creates, reads, pages, updates and deletes chassis", async () => {
+      const made = await Promise.all([1, 2, 3].map(() => store.createChassis(chassis())));
+      expect(await store.getChassis(made[1]!.uuid)).toEqual(made[1]);
+      const first = await store.listChassis({ limit: 2 });
+      expect(first).toHaveLength(2);
+      const rest = await store.listChassis({ limit: 1000, marker: first[1]!.uuid });
+      const seen = [...first, ...rest].map((c) => c.uuid);
+      for (const c of made) expect(seen).toContain(c.uuid);
+      expect(new Set(seen).size).toBe(seen.length);
+      const updated = await store.updateChassis(made[0]!.uuid, { description: "rack 4", extra: { a: 1 } });
+      expect(updated).toMatchObject({ uuid: made[0]!.uuid, description: "rack 4", extra: { a: 1 } });
+      expect(updated.updated_at).not.toBeNull();
+      await expect(store.createChassis(chassis({ uuid: made[0]!.uuid }))).rejects.toThrow(
+        `A chassis with UUID ${made[0]!.uuid} already exists.`,
+      );
+      await store.deleteChassis(made[2]!.uuid);
+      expect(await store.getChassis(made[2]!.uuid)).toBeNull();
+      await expect(store.deleteChassis(made[2]!.uuid)).rejects.toBeInstanceOf(NotFound);
+      await expect(store.updateChassis(randomUUID(), { description: "x" })).rejects.toBeInstanceOf(NotFound);
+    });
+
+    it("refuses to delete a chassis while a node is in it, and lists nodes by chassis", async () => {
+      const c = await store.createChassis(chassis());
+      const member = await store.createNode(node({ chassis_uuid: c.uuid }));
+      await store.createNode(node());
+      expect((await store.listNodes({ chassis_uuid: c.uuid }, {})).map((n) => n.uuid)).toEqual([member.uuid]);
+      const refused = store.deleteChassis(c.uuid);
+      await expect(refused).rejects.toBeInstanceOf(ChassisNotEmpty);
+      await expect(refused).rejects.toThrow(
+        `Cannot complete the requested action because chassis ${c.uuid} contains nodes.`,
+      );
+      await store.updateNode(member.uuid, { chassis_uuid: null });
+      expect(await store.listNodes({ chassis_uuid: c.uuid }, {})).toEqual([]);
+      await store.deleteChassis(c.uuid);
+      expect(await store.getChassis(c.uuid)).toBeNull();
+    });
+
+    it("keeps a connector's type and connector_id unique, and a target's boot_index per node", async () => {
+      const n = await store.createNode(node());
+      const other = await store.createNode(node());
+      const c = await store.createVolumeConnector(connector(n.uuid));
+      const clash = store.createVolumeConnector(connector(other.uuid, { connector_id: c.connector_id }));
+      await expect(clash).rejects.toBeInstanceOf(Duplicate);
+      await expect(clash).rejects.toThrow(
+        `A volume connector with type iqn and connector ID ${c.connector_id} already exists.`,
+      );
+      // the same id under another type is another connector
+      await store.createVolumeConnector(connector(other.uuid, { type: "ip", connector_id: c.connector_id }));
+      const t = await store.createVolumeTarget(target(n.uuid, { boot_index: 0 }));
+      await expect(store.createVolumeTarget(target(n.uuid, { boot_index: 0 }))).rejects.toThrow(
+        "A volume target with boot index '0' for the same node already exists.",
+      );
+      await store.createVolumeTarget(target(other.uuid, { boot_index: 0 }));
+      const second = await store.createVolumeTarget(target(n.uuid, { boot_index: 1 }));
+      await expect(store.updateVolumeTarget(second.uuid, { boot_index: 0 })).rejects.toBeInstanceOf(
+        Duplicate,
+      );
+      await expect(store.createVolumeTarget(target(n.uuid, { uuid: t.uuid, boot_index: 5 }))).rejects.toThrow(
+        `A volume target with UUID ${t.uuid} already exists.`,
+      );
+    });
+
+    it("refuses volume resources of a missing node and deletes them with their node", async () => {
+      const missing = randomUUID();
+      await expect(store.createVolumeConnector(connector(missing))).rejects.toBeInstanceOf(NodeNotFound);
+      await expect(store.createVolumeTarget(target(missing))).rejects.toBeInstanceOf(NodeNotFound);
+      const n = await store.createNode(node());
+      const c = await store.createVolumeConnector(connector(n.uuid));
+      const t = await store.createVolumeTarget(target(n.uuid));
+      await expect(store.updateVolumeConnector(c.uuid, { node_uuid: missing })).rejects.toBeInstanceOf(
+        NodeNotFound,
+      );
+      await store.deleteNode(n.uuid);
+      expect(await store.getVolumeConnector(c.uuid)).toBeNull();
+      expect(await store.getVolumeTarget(t.uuid)).toBeNull();
+    });
+
+    it("lists volume resources by node and by project, and updates and deletes them", async () => {
+      const mine = await store.createNode(node({ owner: "p-vol" }));
+      const leased = await store.createNode(node({ lessee: "p-vol" }));
+      const others = await store.createNode(node({ owner: "p-other" }));
+      const [a, b, c] = [mine, leased, others].map((n) => connector(n.uuid));
+      for (const x of [a!, b!, c!]) await store.createVolumeConnector(x);
+      const [ta, tc] = [target(mine.uuid), target(others.uuid)];
+      for (const x of [ta, tc]) await store.createVolumeTarget(x);
+      const byNode = await store.listVolumeConnectors({ node_uuid: mine.uuid }, {});
+      expect(byNode.map((x) => x.uuid)).toEqual([a!.uuid]);
+      const byProject = await store.listVolumeConnectors({ project: "p-vol" }, { limit: 1000 });
+      expect(byProject.map((x) => x.uuid).sort()).toEqual([a!.uuid, b!.uuid].sort());
+      expect((await store.listVolumeTargets({ project: "p-vol" }, {})).map((x) => x.uuid)).toEqual([ta.uuid]);
+      const moved = await store.updateVolumeConnector(a!.uuid, { node_uuid: leased.uuid, extra: { k: "v" } });
+      expect(moved).toMatchObject({ node_uuid: leased.uuid, extra: { k: "v" }, type: "iqn" });
+      expect((await store.listVolumeConnectors({ node_uuid: leased.uuid }, {})).length).toBe(2);
+      const t2 = await store.updateVolumeTarget(ta.uuid, { boot_index: 3, properties: { lun: 1 } });
+      expect(t2).toMatchObject({ boot_index: 3, properties: { lun: 1 } });
+      await store.deleteVolumeTarget(ta.uuid);
+      await expect(store.deleteVolumeTarget(ta.uuid)).rejects.toThrow(
+        `Volume target ${ta.uuid} could not be found.`,
+      );
+      await store.deleteVolumeConnector(a!.uuid);
+      await expect(store.deleteVolumeConnector(a!.uuid)).rejects.toThrow(
+        `Volume connector ${a!.uuid} could not be found.`,
+      );
+    });
+
+    it("keeps deploy template names unique and finds templates by name", async () => {
+      const one = await store.createDeployTemplate(template());
+      const two = await store.createDeployTemplate(template());
+      expect(await store.getDeployTemplate(one.name)).toEqual(one);
+      expect(await store.getDeployTemplate(one.uuid)).toEqual(one);
+      await expect(store.createDeployTemplate(template({ name: one.name }))).rejects.toThrow(
+        `A deploy template with name ${one.name} already exists.`,
+      );
+      const found = await store.listDeployTemplatesByNames([
+        two.name,
+        "CUSTOM_NOT_THERE",
+        one.name,
+        one.name,
+      ]);
+      expect(found.map((t) => t.uuid).sort()).toEqual([one.uuid, two.uuid].sort());
+      expect(await store.listDeployTemplatesByNames([])).toEqual([]);
+      await expect(store.updateDeployTemplate(two.uuid, { name: one.name })).rejects.toBeInstanceOf(
+        Duplicate,
+      );
+      const steps = [
+        { interface: "raid" as const, step: "apply_configuration", args: { x: 1 }, priority: 5 },
+      ];
+      const renamed = await store.updateDeployTemplate(two.uuid, { name: "CUSTOM_RENAMED_T", steps });
+      expect(renamed).toMatchObject({ name: "CUSTOM_RENAMED_T", steps });
+      expect((await store.getDeployTemplate("CUSTOM_RENAMED_T"))?.uuid).toBe(two.uuid);
+      await store.deleteDeployTemplate(two.uuid);
+      expect(await store.getDeployTemplate(two.uuid)).toBeNull();
+      expect((await store.listDeployTemplates({ limit: 1000 })).map((t) => t.uuid)).toContain(one.uuid);
+    });
+
+    it("stores any extra document and reads it back unchanged (generated)", async () => {
+      // key order is not kept (PostgreSQL's JSONB sorts keys): the documents compare as values
+      const value = fc.jsonValue({ maxDepth: 3 });
+      await fc.assert(
+        fc.asyncProperty(fc.dictionary(fc.string({ maxLength: 8 }), value, { maxKeys: 4 }), async (extra) => {
+          const made = await store.createChassis(chassis({ extra }));
+          const read = await store.getChassis(made.uuid);
+          expect(read?.extra).toEqual(JSON.parse(JSON.stringify(extra)));
+          await store.deleteChassis(made.uuid);
+        }),
+        { numRuns: 25 },
+      );
+    });
+  });
+}
