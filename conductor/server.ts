@@ -53,10 +53,10 @@ export function createConductor(
   options: { logger: Logger; drivers?: DriverRegistry; store?: Store; sign?: UrlSigner },
 ): Conductor {
   const { logger } = options;
-  const auth = resolveAuth(config, logger);
   const tls = loadTlsMaterial(config.tls);
   mkdirSync(httpBootRoot(config), { recursive: true });
   const store = options.store ?? openStore(config.databasePath);
+  const auth = resolveAuth(config, logger, store);
   let listeningUrl: string | undefined;
   const publicUrl = (): string => publicUrlOf(config, listeningUrl);
   const metrics = createMetrics();

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { Authenticator } from "./authenticator.ts";
 import { NOAUTH_IDENTITY, type Identity } from "./identity.ts";
 import { allowed } from "./policy.ts";
-import type { TokenService } from "./tokens.ts";
+import { TooManyTokens, type TokenService } from "./tokens.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -78,7 +78,12 @@ async function refuse(
  */
 export function registerAuth(
   app: FastifyInstance,
-  auth: { authenticator: Authenticator; tokens?: TokenService },
+  auth: {
+    authenticator: Authenticator;
+    tokens?: TokenService;
+    /** The user's entry a new token is bound to (UserStore.credential). */
+    credential?: (user: string) => string | undefined;
+  },
 ): void {
   // fastify wants null for an object decorator; the hook below always sets it
   app.decorateRequest("identity", null as unknown as Identity);
@@ -102,10 +107,14 @@ export function registerAuth(
       request.identity = result.identity;
     });
   }
-  if (tokens) registerTokenRoutes(app, tokens);
+  if (tokens && auth.credential) registerTokenRoutes(app, { tokens, credential: auth.credential });
 }
 
-function registerTokenRoutes(app: FastifyInstance, tokens: TokenService): void {
+function registerTokenRoutes(
+  app: FastifyInstance,
+  auth: { tokens: TokenService; credential: (user: string) => string | undefined },
+): void {
+  const { tokens, credential } = auth;
   const mayManage = (request: FastifyRequest, user: string): boolean =>
     request.identity.user === user || allowed("baremetal:node:create", request.identity);
   const notFound = (reply: FastifyReply, id: string) =>
@@ -116,7 +125,15 @@ function registerTokenRoutes(app: FastifyInstance, tokens: TokenService): void {
     if (request.identity.method !== "http_basic")
       return refuse(reply, { status: 401, message: "Tokens are issued for a user name and password" });
     const body = TokenBody.parse(request.body);
-    const issued = tokens.issue(request.identity.user, body?.ttl_s);
+    const entry = credential(request.identity.user);
+    if (entry === undefined) return refuse(reply, { status: 401, message: "Incorrect username or password" });
+    let issued: Awaited<ReturnType<TokenService["issue"]>>;
+    try {
+      issued = await tokens.issue(request.identity.user, entry, body?.ttl_s);
+    } catch (error) {
+      if (error instanceof TooManyTokens) return reply.code(409).send(authErrorBody(409, error.message));
+      throw error;
+    }
     return reply.code(201).header("Cache-Control", "no-store").send({
       id: issued.id,
       token: issued.token,
@@ -127,16 +144,15 @@ function registerTokenRoutes(app: FastifyInstance, tokens: TokenService): void {
   });
 
   app.get("/v1/auth/tokens", async (request) => ({
-    tokens: tokens
-      .list()
+    tokens: (await tokens.list())
       .filter((t) => mayManage(request, t.user))
       .map((t) => ({ id: t.id, user: t.user, created_at: t.createdAt, expires_at: t.expiresAt })),
   }));
 
   app.delete<{ Params: { id: string } }>("/v1/auth/tokens/:id", async (request, reply) => {
-    const record = tokens.get(request.params.id);
+    const record = await tokens.get(request.params.id);
     if (!record || !mayManage(request, record.user)) return notFound(reply, request.params.id);
-    tokens.revoke(record.id);
+    await tokens.revoke(record.id);
     return reply.code(204).send();
   });
 }

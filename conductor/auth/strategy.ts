@@ -1,6 +1,7 @@
 import type { Logger } from "../../shared/log.ts";
 import type { ConductorConfig } from "../config.ts";
 import { HttpBasicAuthenticator, noAuth, type Authenticator } from "./authenticator.ts";
+import type { TokenStore } from "../db/store.ts";
 import { TokenService } from "./tokens.ts";
 import { UserStore, rolesFileFor } from "./user-store.ts";
 import { isLoopback } from "../listen-address.ts";
@@ -8,6 +9,8 @@ import { isLoopback } from "../listen-address.ts";
 export interface ConductorAuth {
   authenticator: Authenticator;
   tokens?: TokenService;
+  /** The user's entry a new token is bound to. */
+  credential?: (user: string) => string | undefined;
 }
 
 export class AuthConfigError extends Error {
@@ -22,7 +25,7 @@ export class AuthConfigError extends Error {
  * says so); any other address needs http_basic, or noauth named explicitly.
  * @throws AuthConfigError, InvalidUserFile, ZodError (bad roles file)
  */
-export function resolveAuth(config: ConductorConfig, logger: Logger): ConductorAuth {
+export function resolveAuth(config: ConductorConfig, logger: Logger, tokenStore: TokenStore): ConductorAuth {
   const { auth } = config;
   const strategy = auth.auth_strategy;
   if (strategy === undefined || strategy === "noauth") {
@@ -43,7 +46,7 @@ export function resolveAuth(config: ConductorConfig, logger: Logger): ConductorA
   if (userFile === undefined)
     throw new AuthConfigError("auth_strategy=http_basic needs http_basic_auth_user_file");
   const rolesFile = rolesFileFor(userFile, auth.rolesFile);
-  const tokens = new TokenService({ ttlS: auth.tokenTtlS });
+  const tokens = new TokenService({ store: tokenStore, ttlS: auth.tokenTtlS });
   // the store reloads before the authenticator exists (at start): the hook finds it once it does
   const late: { authenticator?: HttpBasicAuthenticator } = {};
   const users = new UserStore({
@@ -68,5 +71,5 @@ export function resolveAuth(config: ConductorConfig, logger: Logger): ConductorA
   if (rolesFile === null)
     logger.warn({ userFile }, "http_basic without a roles file: every user is a system administrator");
   logger.info({ auth_strategy: "http_basic", userFile, rolesFile }, "authentication on");
-  return { authenticator, tokens };
+  return { authenticator, tokens, credential: (user) => users.credential(user) };
 }

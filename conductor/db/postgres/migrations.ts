@@ -184,4 +184,19 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE INDEX nodes_ramdisk_prepared_by ON nodes (ramdisk_prepared_by) WHERE ramdisk_prepared_by IS NOT NULL;
   CREATE INDEX nodes_instance_prepared_by ON nodes (instance_prepared_by) WHERE instance_prepared_by IS NOT NULL;
   `,
+  `
+  -- Bearer tokens, shared by every conductor on the database: SHA-256 digests only, with the credential
+  -- fingerprint they were issued for (a changed password or role no longer matches it)
+  CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    digest TEXT NOT NULL UNIQUE,
+    user_name TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    revoked BOOLEAN NOT NULL DEFAULT FALSE
+  );
+  CREATE INDEX tokens_user ON tokens (user_name);
+  CREATE INDEX tokens_expires ON tokens (expires_at);
+  `,
 ];
