@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "../shared/log.ts";
 import { AllocationService } from "./allocations/service.ts";
-import { resolveAuth } from "./auth/strategy.ts";
+import { ClusterSecretRequired, clusterPeers, resolveAuth } from "./auth/strategy.ts";
 import { HistoryRecorder } from "./history/recorder.ts";
 import { loadTlsMaterial } from "./tls/material.ts";
 import { lookupAllowed, storeDirectory } from "./agents/directory-store.ts";
@@ -57,6 +57,7 @@ export function createConductor(
   mkdirSync(httpBootRoot(config), { recursive: true });
   const store = options.store ?? openStore(config.databasePath);
   const auth = resolveAuth(config, logger, store);
+  const peers = clusterPeers(config);
   let listeningUrl: string | undefined;
   const publicUrl = (): string => publicUrlOf(config, listeningUrl);
   const metrics = createMetrics();
@@ -130,6 +131,7 @@ export function createConductor(
     auth,
     history,
     tls: tls ?? undefined,
+    ...(peers ? { peers } : {}),
   });
   void app.register(uiPlugin({ store }));
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
@@ -192,6 +194,11 @@ export function createConductor(
       for (const hw of drivers.list()) await hw.boot.start?.();
       // registered before anything is locked under our identity (takeover relies on that order)
       await membership.join(null);
+      const others = membership.alive().filter((r) => r.identity !== membership.identity);
+      if (!peers && auth.authenticator.strategy === "http_basic" && others.length > 0) {
+        await membership.leave();
+        throw new ClusterSecretRequired(others.map((r) => r.hostname));
+      }
       // dead conductors' locks are freed and their in-flight work settled; then their waiting nodes adopted,
       // and agents of nodes now owned elsewhere sent to the owner
       const freeOrphans = (options: { everyHolder?: boolean } = {}) =>

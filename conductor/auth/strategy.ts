@@ -1,7 +1,9 @@
 import type { Logger } from "../../shared/log.ts";
 import type { ConductorConfig } from "../config.ts";
 import { HttpBasicAuthenticator, noAuth, type Authenticator } from "./authenticator.ts";
+import { isPostgresUrl } from "../db/open-store.ts";
 import type { TokenStore } from "../db/store.ts";
+import { PeerAuth, readClusterSecret } from "./peer-identity.ts";
 import { TokenService } from "./tokens.ts";
 import { UserStore, rolesFileFor } from "./user-store.ts";
 import { isLoopback } from "../listen-address.ts";
@@ -72,4 +74,29 @@ export function resolveAuth(config: ConductorConfig, logger: Logger, tokenStore:
     logger.warn({ userFile }, "http_basic without a roles file: every user is a system administrator");
   logger.info({ auth_strategy: "http_basic", userFile, rolesFile }, "authentication on");
   return { authenticator, tokens, credential: (user) => users.credential(user) };
+}
+
+/** Another conductor shares the database and this one has no cluster secret (with http_basic). */
+export class ClusterSecretRequired extends AuthConfigError {
+  constructor(others: readonly string[]) {
+    super(
+      `conductors ${others.join(", ")} share this database: with http_basic every conductor needs the same cluster secret (cluster.secret_file, --cluster-secret-file), or a forwarded call could not say who asked`,
+    );
+    this.name = "ClusterSecretRequired";
+  }
+}
+
+/**
+ * The MACs that let conductors assert a forwarded call's identity to each other, from the cluster secret.
+ * PostgreSQL means a cluster: with http_basic it needs the secret from the start.
+ * @throws AuthConfigError, Error (unreadable, short or group-readable secret file)
+ */
+export function clusterPeers(config: ConductorConfig): PeerAuth | undefined {
+  const file = config.cluster.secretFile;
+  if (file !== undefined) return new PeerAuth({ secret: readClusterSecret(file) });
+  if (config.auth.auth_strategy === "http_basic" && isPostgresUrl(config.databasePath))
+    throw new AuthConfigError(
+      "http_basic on a PostgreSQL database (a cluster) needs cluster.secret_file (--cluster-secret-file): a file of at least 32 random bytes, mode 600, the same on every conductor",
+    );
+  return undefined;
 }
