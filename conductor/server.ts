@@ -81,6 +81,7 @@ export function createConductor(
     deadAfterS: config.cluster.deadAfterS,
     partitionExponent: config.cluster.partitionExponent,
     logger,
+    scheme: tls ? "https:" : "http:",
   });
   const gateway = createAgentGateway({
     directory: storeDirectory(store, { fastTrack: config.agent.fastTrack }),
@@ -110,6 +111,7 @@ export function createConductor(
         membership
           .alive()
           .filter((r) => r.identity !== membership.identity && r.conductor_group === config.cluster.group)
+          .filter((r) => membership.sameTlsMode(r))
           .flatMap((r) => (r.url ? [r.url] : [])),
       publish: (e) => events.publish(e),
     },
