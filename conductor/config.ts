@@ -240,6 +240,11 @@ export const ConductorConfig = z.object({
       deadAfterS: z.number().positive().default(60),
       /** 2^n ring points per conductor (Ironic's hash_partition_exponent is 5). */
       partitionExponent: z.number().int().min(0).max(12).default(7),
+      /**
+       * A file of at least 32 random bytes (mode 600), the same on every conductor: forwarded calls carry the
+       * client's identity under its MAC. Required with http_basic when several conductors share a database.
+       */
+      secretFile: z.string().optional(),
     })
     .prefault({}),
 });

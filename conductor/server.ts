@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "../shared/log.ts";
 import { AllocationService } from "./allocations/service.ts";
-import { resolveAuth } from "./auth/strategy.ts";
+import { ClusterSecretRequired, clusterPeers, resolveAuth } from "./auth/strategy.ts";
 import { HistoryRecorder } from "./history/recorder.ts";
 import { loadTlsMaterial } from "./tls/material.ts";
 import { lookupAllowed, storeDirectory } from "./agents/directory-store.ts";
@@ -53,10 +53,11 @@ export function createConductor(
   options: { logger: Logger; drivers?: DriverRegistry; store?: Store; sign?: UrlSigner },
 ): Conductor {
   const { logger } = options;
-  const auth = resolveAuth(config, logger);
   const tls = loadTlsMaterial(config.tls);
   mkdirSync(httpBootRoot(config), { recursive: true });
   const store = options.store ?? openStore(config.databasePath);
+  const auth = resolveAuth(config, logger, store);
+  const peers = clusterPeers(config);
   let listeningUrl: string | undefined;
   const publicUrl = (): string => publicUrlOf(config, listeningUrl);
   const metrics = createMetrics();
@@ -80,6 +81,7 @@ export function createConductor(
     deadAfterS: config.cluster.deadAfterS,
     partitionExponent: config.cluster.partitionExponent,
     logger,
+    scheme: tls ? "https:" : "http:",
   });
   const gateway = createAgentGateway({
     directory: storeDirectory(store, { fastTrack: config.agent.fastTrack }),
@@ -109,6 +111,7 @@ export function createConductor(
         membership
           .alive()
           .filter((r) => r.identity !== membership.identity && r.conductor_group === config.cluster.group)
+          .filter((r) => membership.sameTlsMode(r))
           .flatMap((r) => (r.url ? [r.url] : [])),
       publish: (e) => events.publish(e),
     },
@@ -130,6 +133,7 @@ export function createConductor(
     auth,
     history,
     tls: tls ?? undefined,
+    ...(peers ? { peers } : {}),
   });
   void app.register(uiPlugin({ store }));
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
@@ -192,6 +196,11 @@ export function createConductor(
       for (const hw of drivers.list()) await hw.boot.start?.();
       // registered before anything is locked under our identity (takeover relies on that order)
       await membership.join(null);
+      const others = membership.alive().filter((r) => r.identity !== membership.identity);
+      if (!peers && auth.authenticator.strategy === "http_basic" && others.length > 0) {
+        await membership.leave();
+        throw new ClusterSecretRequired(others.map((r) => r.hostname));
+      }
       // dead conductors' locks are freed and their in-flight work settled; then their waiting nodes adopted,
       // and agents of nodes now owned elsewhere sent to the owner
       const freeOrphans = (options: { everyHolder?: boolean } = {}) =>

@@ -46,7 +46,14 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   });
 
   // before anything else, as Ironic's auth middleware wraps its app
-  registerAuth(app, deps.auth ?? { authenticator: noAuth });
+  registerAuth(
+    app,
+    {
+      ...(deps.auth ?? { authenticator: noAuth }),
+      ...(deps.peers ? { peers: { auth: deps.peers, self: () => deps.membership.identity } } : {}),
+    },
+    deps.logger,
+  );
   app.decorateRequest("apiMinor", 1);
   app.addHook("onRequest", async (request, reply) => {
     reply.header("OpenStack-Request-Id", request.id);

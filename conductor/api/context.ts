@@ -7,6 +7,7 @@ import type { ConductorConfig } from "../config.ts";
 import type { EventHub } from "../events/hub.ts";
 import type { AllocationService } from "../allocations/service.ts";
 import type { ConductorMetrics } from "../metrics/metrics.ts";
+import type { PeerAuth } from "../auth/peer-identity.ts";
 import type { ConductorAuth } from "../auth/strategy.ts";
 import type { HistoryRecorder } from "../history/recorder.ts";
 import type { Membership } from "../cluster/membership.ts";
@@ -35,6 +36,8 @@ export interface ApiDeps {
    * cluster present certificates from (they share it), so forwarded calls can check them.
    */
   tls?: { cert: string; key: string; trust?: string };
+  /** The cluster secret's MACs on forwarded calls (absent: no secret configured). */
+  peers?: PeerAuth;
 }
 
 declare module "fastify" {

@@ -1,11 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { rootCertificates } from "node:tls";
 import { Agent, request as httpRequest } from "undici";
+import { clientAddress } from "../auth/fastify-auth.ts";
+import { PEER_HEADERS, type PeerAuth } from "../auth/peer-identity.ts";
 import { ConductorError } from "../errors.ts";
 import type { ApiDeps } from "./context.ts";
 
 /** Set on a forwarded request: the receiver serves it itself (one hop, even if two rings disagree briefly). */
-export const FORWARDED_BY = "x-anvil-forwarded-by";
+export const FORWARDED_BY = PEER_HEADERS.by;
 
 /**
  * The node a request names, when its route calls an operation that runs on the node's owner (the route
@@ -31,14 +33,28 @@ const HOP_HEADERS = new Set([
   "upgrade",
 ]);
 
-function forwardedHeaders(request: FastifyRequest, identity: string): Record<string, string> {
+/**
+ * What the client's credentials are not forwarded with: the owner trusts the signed identity instead, so a
+ * password or token never travels a second hop.
+ */
+const CREDENTIAL_HEADERS = new Set(["authorization", "cookie", "proxy-authorization"]);
+
+function forwardedHeaders(
+  request: FastifyRequest,
+  peer: { from: string; to: string; auth?: PeerAuth },
+): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(request.headers)) {
-    if (value === undefined || HOP_HEADERS.has(name)) continue;
+    if (value === undefined || HOP_HEADERS.has(name) || name.startsWith("x-anvil-forwarded-")) continue;
+    if (peer.auth && CREDENTIAL_HEADERS.has(name)) continue;
     headers[name] = Array.isArray(value) ? value.join(", ") : value;
   }
-  headers[FORWARDED_BY] = identity;
-  return headers;
+  if (!peer.auth) return { ...headers, [FORWARDED_BY]: peer.from };
+  const signed = peer.auth.sign(
+    { method: request.method, url: request.url, from: peer.from, to: peer.to },
+    { identity: request.identity, client: clientAddress(request) },
+  );
+  return { ...headers, ...signed };
 }
 
 /** How long the owner may take to answer a forwarded call before it is served here. */
@@ -92,11 +108,20 @@ export function forwardToOwner(app: FastifyInstance, deps: ApiDeps): void {
     if (!node) return undefined; // the route itself answers 404
     const owner = deps.membership.ownerOf(node);
     if (!owner?.url || owner.identity === deps.membership.identity) return undefined;
+    if (!deps.peers && deps.auth?.authenticator.strategy === "http_basic") {
+      // the owner could not tell who asked: served here (the node lock keeps it safe); start refuses this set-up
+      // once another conductor is up, so this is only the moment before one joins
+      return undefined;
+    }
     let response: Awaited<ReturnType<typeof httpRequest>>;
     try {
       response = await httpRequest(`${owner.url}${request.url}`, {
         method: request.method,
-        headers: forwardedHeaders(request, deps.membership.identity),
+        headers: forwardedHeaders(request, {
+          from: deps.membership.identity,
+          to: owner.identity,
+          auth: deps.peers,
+        }),
         body: request.body === undefined ? undefined : JSON.stringify(request.body),
         dispatcher: owners,
       });

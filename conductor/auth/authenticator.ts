@@ -163,8 +163,8 @@ export class HttpBasicAuthenticator implements Authenticator {
     return { ok: true, identity };
   }
 
-  private bearer(token: string, source: string): AuthResult {
-    const record = this.options.tokens.verify(token);
+  private async bearer(token: string, source: string): Promise<AuthResult> {
+    const record = await this.options.tokens.verify(token, (name) => this.options.users.credential(name));
     const user = record && this.options.users.lookup(record.user);
     if (!record || !user) {
       this.failed({ source, reason: "invalid token" });
@@ -190,5 +190,6 @@ export class HttpBasicAuthenticator implements Authenticator {
   /** Forget verified credentials (the user files changed). */
   clearCache(): void {
     this.cache.clear();
+    this.options.tokens.clearCache();
   }
 }

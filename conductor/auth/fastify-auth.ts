@@ -3,12 +3,16 @@ import { z } from "zod";
 import type { Authenticator } from "./authenticator.ts";
 import { NOAUTH_IDENTITY, type Identity } from "./identity.ts";
 import { allowed } from "./policy.ts";
-import type { TokenService } from "./tokens.ts";
+import type { Logger } from "../../shared/log.ts";
+import { claimsIdentity, hasPeerHeaders, type PeerAuth } from "./peer-identity.ts";
+import { TooManyTokens, type TokenService } from "./tokens.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
     /** Who is asking (set before any handler runs; noauth: the system administrator). */
     identity: Identity;
+    /** The client's address a peer conductor asserted for a call it forwarded (verified), else "". */
+    forwardedFor: string;
   }
 }
 
@@ -33,12 +37,12 @@ const PUBLIC_ROUTES = new Set([
 const ANONYMOUS: Identity = { user: "anonymous", role: null, project: null, method: "http_basic" };
 
 /**
- * The address a request is accounted to (failed-login limits, node history): the TCP peer for now. This is
- * the one hook for a call a peer conductor forwards: once peers prove who they are, a forwarded call's real
- * client address replaces the peer's here, so one peer cannot lock its users out for everyone.
+ * The address a request is accounted to (failed-login limits, node history): the TCP peer, or for a call a
+ * peer conductor forwarded (its MAC verified), the client's address that peer saw: one peer never stands for
+ * all its clients.
  */
 export function clientAddress(request: FastifyRequest): string {
-  return request.ip;
+  return request.forwardedFor || request.ip;
 }
 
 export const REALM = 'Basic realm="Baremetal API"';
@@ -78,17 +82,46 @@ async function refuse(
  */
 export function registerAuth(
   app: FastifyInstance,
-  auth: { authenticator: Authenticator; tokens?: TokenService },
+  auth: {
+    authenticator: Authenticator;
+    tokens?: TokenService;
+    /** The user's entry a new token is bound to (UserStore.credential). */
+    credential?: (user: string) => string | undefined;
+    /** Verifies calls other conductors forward (absent: no cluster secret). */
+    peers?: { auth: PeerAuth; self: () => string };
+  },
+  logger?: Logger,
 ): void {
   // fastify wants null for an object decorator; the hook below always sets it
   app.decorateRequest("identity", null as unknown as Identity);
-  const { authenticator, tokens } = auth;
+  app.decorateRequest("forwardedFor", "");
+  const { authenticator, tokens, peers } = auth;
+  // NOTE: first of all: a forwarded call's identity is a peer's assertion, never a client's
+  app.addHook("onRequest", async (request, reply) => {
+    if (!hasPeerHeaders(request.headers)) return undefined;
+    // without a secret, noauth keeps the bare "served here" mark (anyone is an administrator anyway)
+    if (!peers && authenticator.strategy === "noauth" && !claimsIdentity(request.headers)) return undefined;
+    const check = peers
+      ? peers.auth.verify({ method: request.method, url: request.url, self: peers.self() }, request.headers)
+      : ({ ok: false, reason: "no cluster secret configured here" } as const);
+    if (!check.ok) {
+      logger?.warn(
+        { source: request.ip, reason: check.reason, url: request.url },
+        "forwarded identity refused",
+      );
+      return refuse(reply, { status: 401, message: "Forwarded identity refused" });
+    }
+    request.identity = check.asserted.identity;
+    request.forwardedFor = check.asserted.client;
+    return undefined;
+  });
   if (authenticator.strategy === "noauth") {
     app.addHook("onRequest", async (request) => {
-      request.identity = NOAUTH_IDENTITY;
+      if (!request.forwardedFor) request.identity = NOAUTH_IDENTITY;
     });
   } else {
     app.addHook("onRequest", async (request, reply) => {
+      if (request.forwardedFor) return; // a peer's verified assertion: policy applies to it as is
       if (request.routeOptions.url !== undefined && PUBLIC_ROUTES.has(request.routeOptions.url)) {
         request.identity = ANONYMOUS;
         return;
@@ -102,10 +135,14 @@ export function registerAuth(
       request.identity = result.identity;
     });
   }
-  if (tokens) registerTokenRoutes(app, tokens);
+  if (tokens && auth.credential) registerTokenRoutes(app, { tokens, credential: auth.credential });
 }
 
-function registerTokenRoutes(app: FastifyInstance, tokens: TokenService): void {
+function registerTokenRoutes(
+  app: FastifyInstance,
+  auth: { tokens: TokenService; credential: (user: string) => string | undefined },
+): void {
+  const { tokens, credential } = auth;
   const mayManage = (request: FastifyRequest, user: string): boolean =>
     request.identity.user === user || allowed("baremetal:node:create", request.identity);
   const notFound = (reply: FastifyReply, id: string) =>
@@ -116,7 +153,15 @@ function registerTokenRoutes(app: FastifyInstance, tokens: TokenService): void {
     if (request.identity.method !== "http_basic")
       return refuse(reply, { status: 401, message: "Tokens are issued for a user name and password" });
     const body = TokenBody.parse(request.body);
-    const issued = tokens.issue(request.identity.user, body?.ttl_s);
+    const entry = credential(request.identity.user);
+    if (entry === undefined) return refuse(reply, { status: 401, message: "Incorrect username or password" });
+    let issued: Awaited<ReturnType<TokenService["issue"]>>;
+    try {
+      issued = await tokens.issue(request.identity.user, entry, body?.ttl_s);
+    } catch (error) {
+      if (error instanceof TooManyTokens) return reply.code(409).send(authErrorBody(409, error.message));
+      throw error;
+    }
     return reply.code(201).header("Cache-Control", "no-store").send({
       id: issued.id,
       token: issued.token,
@@ -127,16 +172,15 @@ function registerTokenRoutes(app: FastifyInstance, tokens: TokenService): void {
   });
 
   app.get("/v1/auth/tokens", async (request) => ({
-    tokens: tokens
-      .list()
+    tokens: (await tokens.list())
       .filter((t) => mayManage(request, t.user))
       .map((t) => ({ id: t.id, user: t.user, created_at: t.createdAt, expires_at: t.expiresAt })),
   }));
 
   app.delete<{ Params: { id: string } }>("/v1/auth/tokens/:id", async (request, reply) => {
-    const record = tokens.get(request.params.id);
+    const record = await tokens.get(request.params.id);
     if (!record || !mayManage(request, record.user)) return notFound(reply, request.params.id);
-    tokens.revoke(record.id);
+    await tokens.revoke(record.id);
     return reply.code(204).send();
   });
 }

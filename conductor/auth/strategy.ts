@@ -1,6 +1,9 @@
 import type { Logger } from "../../shared/log.ts";
 import type { ConductorConfig } from "../config.ts";
 import { HttpBasicAuthenticator, noAuth, type Authenticator } from "./authenticator.ts";
+import { isPostgresUrl } from "../db/open-store.ts";
+import type { TokenStore } from "../db/store.ts";
+import { PeerAuth, readClusterSecret } from "./peer-identity.ts";
 import { TokenService } from "./tokens.ts";
 import { UserStore, rolesFileFor } from "./user-store.ts";
 import { isLoopback } from "../listen-address.ts";
@@ -8,6 +11,8 @@ import { isLoopback } from "../listen-address.ts";
 export interface ConductorAuth {
   authenticator: Authenticator;
   tokens?: TokenService;
+  /** The user's entry a new token is bound to. */
+  credential?: (user: string) => string | undefined;
 }
 
 export class AuthConfigError extends Error {
@@ -22,7 +27,7 @@ export class AuthConfigError extends Error {
  * says so); any other address needs http_basic, or noauth named explicitly.
  * @throws AuthConfigError, InvalidUserFile, ZodError (bad roles file)
  */
-export function resolveAuth(config: ConductorConfig, logger: Logger): ConductorAuth {
+export function resolveAuth(config: ConductorConfig, logger: Logger, tokenStore: TokenStore): ConductorAuth {
   const { auth } = config;
   const strategy = auth.auth_strategy;
   if (strategy === undefined || strategy === "noauth") {
@@ -43,7 +48,7 @@ export function resolveAuth(config: ConductorConfig, logger: Logger): ConductorA
   if (userFile === undefined)
     throw new AuthConfigError("auth_strategy=http_basic needs http_basic_auth_user_file");
   const rolesFile = rolesFileFor(userFile, auth.rolesFile);
-  const tokens = new TokenService({ ttlS: auth.tokenTtlS });
+  const tokens = new TokenService({ store: tokenStore, ttlS: auth.tokenTtlS });
   // the store reloads before the authenticator exists (at start): the hook finds it once it does
   const late: { authenticator?: HttpBasicAuthenticator } = {};
   const users = new UserStore({
@@ -68,5 +73,30 @@ export function resolveAuth(config: ConductorConfig, logger: Logger): ConductorA
   if (rolesFile === null)
     logger.warn({ userFile }, "http_basic without a roles file: every user is a system administrator");
   logger.info({ auth_strategy: "http_basic", userFile, rolesFile }, "authentication on");
-  return { authenticator, tokens };
+  return { authenticator, tokens, credential: (user) => users.credential(user) };
+}
+
+/** Another conductor shares the database and this one has no cluster secret (with http_basic). */
+export class ClusterSecretRequired extends AuthConfigError {
+  constructor(others: readonly string[]) {
+    super(
+      `conductors ${others.join(", ")} share this database: with http_basic every conductor needs the same cluster secret (cluster.secret_file, --cluster-secret-file), or a forwarded call could not say who asked`,
+    );
+    this.name = "ClusterSecretRequired";
+  }
+}
+
+/**
+ * The MACs that let conductors assert a forwarded call's identity to each other, from the cluster secret.
+ * PostgreSQL means a cluster: with http_basic it needs the secret from the start.
+ * @throws AuthConfigError, Error (unreadable, short or group-readable secret file)
+ */
+export function clusterPeers(config: ConductorConfig): PeerAuth | undefined {
+  const file = config.cluster.secretFile;
+  if (file !== undefined) return new PeerAuth({ secret: readClusterSecret(file) });
+  if (config.auth.auth_strategy === "http_basic" && isPostgresUrl(config.databasePath))
+    throw new AuthConfigError(
+      "http_basic on a PostgreSQL database (a cluster) needs cluster.secret_file (--cluster-secret-file): a file of at least 32 random bytes, mode 600, the same on every conductor",
+    );
+  return undefined;
 }

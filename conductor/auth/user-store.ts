@@ -78,6 +78,17 @@ export class UserStore {
     return { digest, roles: Object.hasOwn(this.roles.users, user) ? this.roles.users[user] : undefined };
   }
 
+  /**
+   * The user's entry as a token is bound to it (password digest, and role and project when a roles file is
+   * used), or undefined when the user is gone: any change to the entry voids the user's tokens.
+   */
+  credential(user: string): string | undefined {
+    const record = this.lookup(user);
+    if (!record) return undefined;
+    const roles = this.hasRolesFile ? (record.roles ?? null) : "admin";
+    return JSON.stringify([record.digest, roles]);
+  }
+
   private maybeReload(): void {
     const now = this.now();
     if (now - this.lastCheck < (this.options.checkIntervalMs ?? 1000)) return;

@@ -16,6 +16,33 @@ export interface MembershipOptions {
   partitionExponent?: number;
   logger: Logger;
   now?: () => number;
+  /**
+   * How this conductor serves (its TLS mode): a member registered under the other scheme is refused at join
+   * and never owns nodes here, so no agent or forwarded call is sent to it in the clear. Default "http:".
+   */
+  scheme?: "http:" | "https:";
+}
+
+/** A live conductor of the cluster serves under the other TLS mode than this one (https vs http). */
+export class ClusterTlsMismatch extends Error {
+  constructor(scheme: string, others: readonly { hostname: string; url: string }[]) {
+    super(
+      `this conductor serves ${scheme.replace(":", "")} but the cluster's live members ${others
+        .map((o) => `${o.hostname} (${o.url})`)
+        .join(", ")} do not: every conductor of a cluster runs with TLS or none does; refusing to join`,
+    );
+    this.name = "ClusterTlsMismatch";
+  }
+}
+
+/** The scheme of a registered URL ("http:", "https:"), or null for none or an unparsable one. */
+function schemeOf(url: string | null): string | null {
+  if (url === null) return null;
+  try {
+    return new URL(url).protocol;
+  } catch {
+    return null;
+  }
 }
 
 /** Where a node lives on the ring: its uuid and conductor group. */
@@ -47,6 +74,8 @@ export class Membership {
   private ringShape = "";
   private liveShape = "";
   private liveGeneration = 0;
+  /** Members already reported as serving under the other TLS mode (said once each). */
+  private readonly refusedTls = new Set<string>();
 
   constructor(
     private readonly store: Store,
@@ -66,6 +95,10 @@ export class Membership {
    * @throws ConductorAlreadyRegistered while a live conductor has the same name
    */
   async join(url: string | null): Promise<void> {
+    await this.refresh();
+    const mismatched = this.alive().filter((r) => r.url !== null && !this.sameTlsMode(r));
+    if (mismatched.length > 0)
+      throw new ClusterTlsMismatch(this.scheme, mismatched as { hostname: string; url: string }[]);
     const here = machineName();
     const crashed = (await this.store.listConductors())
       .filter((r) => r.online && r.hostname === this.options.hostname)
@@ -138,6 +171,15 @@ export class Membership {
     }
     const byGroup = new Map<string, string[]>();
     for (const row of this.alive()) {
+      if (!this.sameTlsMode(row)) {
+        if (this.refusedTls.has(row.identity)) continue;
+        this.refusedTls.add(row.identity);
+        this.options.logger.error(
+          { conductor: row.hostname, url: row.url, scheme: this.scheme },
+          "a live conductor serves under the other TLS mode: it owns no nodes here and gets no calls or agents",
+        );
+        continue;
+      }
       byGroup.set(row.conductor_group, [...(byGroup.get(row.conductor_group) ?? []), row.hostname]);
     }
     const shape = JSON.stringify([...byGroup].sort());
@@ -147,6 +189,18 @@ export class Membership {
       this.ringShape = shape;
       this.rings = new GroupedRings(byGroup, this.options.partitionExponent);
     }
+  }
+
+  private get scheme(): string {
+    return this.options.scheme ?? "http:";
+  }
+
+  /**
+   * Whether a member serves under this conductor's TLS mode. A member without a URL yet (it has not
+   * finished starting) is given the benefit: it cannot be sent anything until it registers one.
+   */
+  sameTlsMode(record: ConductorRecord): boolean {
+    return record.url === null || record.identity === this.identity || schemeOf(record.url) === this.scheme;
   }
 
   /** Every registered conductor as last read (online or not). */

@@ -128,8 +128,36 @@ export interface AllocationFilter {
   owner?: string;
 }
 
+/** A bearer token as the database keeps it: never the token itself, only its SHA-256 digest. */
+export interface StoredToken {
+  id: string;
+  /** hex SHA-256 of the token */
+  digest: string;
+  user: string;
+  /**
+   * HMAC-SHA256, keyed by the token itself, of the user's htpasswd entry and roles line when it was issued:
+   * a changed password, role or project no longer matches, so the token dies without a scan of the table.
+   */
+  fingerprint: string;
+  created_at: string;
+  expires_at: string;
+  revoked: boolean;
+}
+
+/** Where tokens live: the conductors' shared database (Store implements it), or memory in unit tests. */
+export interface TokenStore {
+  /** Adds `token` unless its user already holds `maxPerUser` live ones; purges dead rows first. */
+  insertToken(token: StoredToken, options: { now: string; maxPerUser: number }): Promise<boolean>;
+  tokenByDigest(digest: string): Promise<StoredToken | null>;
+  tokenById(id: string): Promise<StoredToken | null>;
+  /** Live (unrevoked, unexpired at `now`) tokens, oldest first. */
+  listTokens(now: string): Promise<StoredToken[]>;
+  /** @returns whether a live token was revoked */
+  revokeToken(id: string): Promise<boolean>;
+}
+
 /** Persistence for nodes, ports and allocations. Every method is atomic on its own. */
-export interface Store {
+export interface Store extends TokenStore {
   createNode(node: NodeRecord): Promise<NodeRecord>;
   /** By uuid or by name. */
   getNode(ident: string): Promise<NodeRecord | null>;

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import bcrypt from "bcryptjs";
 import { startBenchConductor } from "./conductor-process.ts";
 import { HttpBasicAuthenticator } from "../../conductor/auth/authenticator.ts";
-import { TokenService } from "../../conductor/auth/tokens.ts";
+import { MemoryTokenStore, TokenService } from "../../conductor/auth/tokens.ts";
 import { UserStore } from "../../conductor/auth/user-store.ts";
 import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
 import { silentLogger } from "../../shared/log.ts";
@@ -199,7 +199,7 @@ async function authStepCost(): Promise<Record<string, number>> {
   const userFile = join(dir, "htpasswd");
   writeFileSync(userFile, `ops:${bcrypt.hashSync("ops-pass", BCRYPT_COST)}\n`);
   const users = new UserStore({ userFile, rolesFile: null });
-  const tokens = new TokenService({ ttlS: 3600 });
+  const tokens = new TokenService({ store: new MemoryTokenStore(), ttlS: 3600 });
   const make = (cacheTtlMs: number) =>
     new HttpBasicAuthenticator({
       users,
@@ -212,7 +212,12 @@ async function authStepCost(): Promise<Record<string, number>> {
   const basicAuth = `Basic ${Buffer.from("ops:ops-pass").toString("base64")}`;
   const cases: [string, HttpBasicAuthenticator, string, number][] = [
     ["http_basic, cached", make(60_000), basicAuth, 20_000],
-    ["bearer token", make(60_000), `Bearer ${tokens.issue("ops").token}`, 20_000],
+    [
+      "bearer token",
+      make(60_000),
+      `Bearer ${(await tokens.issue("ops", users.credential("ops") ?? "")).token}`,
+      20_000,
+    ],
     ["http_basic, bcrypt", make(0), basicAuth, 8],
   ];
   const out: Record<string, number> = {};

@@ -750,5 +750,34 @@ export function storeContract(
       expect(await store.pruneConductors(dead)).toEqual([]);
       expect(await store.pruneConductors([])).toEqual([]);
     });
+
+    it("keeps tokens by digest for every connection: issued, found, listed while live, revoked, capped", async () => {
+      const now = "2030-01-01T00:00:00.000Z";
+      const token = (user: string, expires: string) => ({
+        id: randomUUID(),
+        digest: randomUUID().replace(/-/g, ""),
+        user,
+        fingerprint: "f".repeat(64),
+        created_at: now,
+        expires_at: expires,
+        revoked: false,
+      });
+      const live = token("contract-alice", "2030-01-01T01:00:00.000Z");
+      const dead = token("contract-alice", "2029-12-31T23:00:00.000Z");
+      expect(await store.insertToken(dead, { now: "2029-01-01T00:00:00.000Z", maxPerUser: 5 })).toBe(true);
+      expect(await store.insertToken(live, { now, maxPerUser: 2 })).toBe(true);
+      const other = second ?? store;
+      expect(await other.tokenByDigest(live.digest)).toEqual(live);
+      // the expired one was purged by the second insert
+      expect(await other.tokenById(dead.id)).toBeNull();
+      expect((await other.listTokens(now)).map((t) => t.id)).toContain(live.id);
+      expect(await store.insertToken(token("contract-alice", live.expires_at), { now, maxPerUser: 1 })).toBe(
+        false,
+      );
+      expect(await other.revokeToken(live.id)).toBe(true);
+      expect(await store.revokeToken(live.id)).toBe(false);
+      expect((await store.tokenByDigest(live.digest))?.revoked).toBe(true);
+      expect((await store.listTokens(now)).map((t) => t.id)).not.toContain(live.id);
+    });
   });
 }

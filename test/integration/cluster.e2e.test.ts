@@ -1,7 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import { execFile } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { readFile, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,7 +20,8 @@ import {
   writeSimulatedMachine,
   type AgentProcess,
 } from "../helpers/agent.ts";
-import { api, spawnConductor } from "../helpers/conductor.ts";
+import { basic, writeUserFiles } from "../helpers/auth.ts";
+import { api as plainApi, spawnConductor } from "../helpers/conductor.ts";
 import { sha256 } from "../helpers/disk.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
@@ -55,8 +56,21 @@ const urls = new Map<Name, string>();
 const children = new Map<Name, ChildProcess>();
 const agents: AgentProcess[] = [];
 
+// the cluster runs as an operator would: http_basic with roles, and the cluster secret between conductors
+const ADMIN = { name: "admin", password: "admin-pass", role: "admin" as const };
+const userFiles = writeUserFiles(dir, [ADMIN]);
+const secretFile = join(dir, "cluster.secret");
+writeFileSync(secretFile, randomBytes(32).toString("hex"), { mode: 0o600 });
+const asAdmin = basic(ADMIN.name, ADMIN.password);
+
+/** The API as the administrator (Basic credentials unless the call brings its own Authorization). */
+const api = (target: string, init: Parameters<typeof plainApi>[1] = {}) =>
+  plainApi(target, { ...init, headers: { ...asAdmin, ...init.headers } });
+
 function conductorArgs(name: Name): string[] {
   return [
+    ...["--auth-strategy", "http_basic", "--http-basic-auth-user-file", userFiles.userFile],
+    ...["--cluster-secret-file", secretFile],
     ...["--db", database, "--name", name, "--data-dir", join(dir, name)],
     ...["--heartbeat-interval", "1", "--dead-after", String(DEAD_AFTER_S), "--power-sync-interval", "0"],
     ...["--timeout-check-interval-s", "1", "--fake-delay-ms", String(FAKE_DELAY_MS), "--log-level", "info"],
@@ -89,10 +103,14 @@ const url = (name: Name): string => urls.get(name)!;
 
 /** The stock client from Debian's python3-ironicclient, pointed at one conductor. */
 async function baremetal(name: Name, ...args: string[]): Promise<unknown> {
+  // the password through the environment (the client reads OS_PASSWORD as --os-password), never argv
   const { stdout } = await run(
     "baremetal",
-    ["--os-auth-type", "none", "--os-endpoint", url(name), ...args, "-f", "json"],
-    { env: { ...process.env, OS_CLOUD: "" }, timeout: 60_000 },
+    [
+      ...["--os-auth-type", "http_basic", "--os-username", ADMIN.name],
+      ...["--os-endpoint", url(name), ...args, "-f", "json"],
+    ],
+    { env: { ...process.env, OS_CLOUD: "", OS_PASSWORD: ADMIN.password }, timeout: 60_000 },
   );
   return JSON.parse(stdout) as unknown;
 }
@@ -211,6 +229,26 @@ describe("three conductors on one PostgreSQL", () => {
     console.log(
       `cluster e2e: ${all.length} nodes, shares by the ring: ${NAMES.map((n) => `${n}=${share.get(n) ?? 0}`).join(" ")}`,
     );
+
+    // ---- a bearer token issued by one conductor works through it on nodes the others own ----
+    const issued = await api(`${url("c2")}/v1/auth/tokens`, { method: "POST" });
+    expect(issued.status).toBe(201);
+    const bearer = { Authorization: `Bearer ${(issued.body as { token: string }).token}` };
+    const ring = new HashRing([...NAMES]);
+    const elsewhere = fake.filter((uuid) => ring.lookup(uuid, 1)[0] !== "c2").slice(0, 2);
+    expect(elsewhere.length).toBe(2);
+    for (const uuid of elsewhere) {
+      const set = await api(`${url("c2")}/v1/nodes/${uuid}/management/boot_device`, {
+        method: "PUT",
+        body: { boot_device: "pxe", persistent: true },
+        headers: bearer,
+      });
+      expect(set.status).toBe(204);
+      // fake management keeps the device on the conductor that set it: the owner
+      const owner = ring.lookup(uuid, 1)[0] as Name;
+      const atOwner = await api(`${url(owner)}/v1/nodes/${uuid}/management/boot_device`, { headers: bearer });
+      expect(atOwner.body).toEqual({ boot_device: "pxe", persistent: true });
+    }
 
     // ---- every node to available (sent round-robin: each request runs on the node's owner) ----
     await Promise.all(

@@ -4,7 +4,7 @@ import { decodeBasic } from "../../conductor/auth/authenticator.ts";
 import { CredentialCache } from "../../conductor/auth/credential-cache.ts";
 import { InvalidUserFile, parseHtpasswd } from "../../conductor/auth/htpasswd.ts";
 import { FailureLimiter } from "../../conductor/auth/rate-limit.ts";
-import { TokenService } from "../../conductor/auth/tokens.ts";
+import { MemoryTokenStore, TokenService } from "../../conductor/auth/tokens.ts";
 import { htpasswdLine } from "../helpers/auth.ts";
 
 describe("htpasswd", () => {
@@ -102,23 +102,57 @@ describe("failure limiter", () => {
 });
 
 describe("tokens", () => {
-  it("verify until expiry or revocation; only digests are kept", () => {
+  const entries = new Map([["alice", "alice-entry-1"]]);
+  const credential = (user: string) => entries.get(user);
+
+  it("verify until expiry or revocation; only digests are kept", async () => {
     let now = 1_000_000;
-    const tokens = new TokenService({ ttlS: 60, now: () => now });
-    const issued = tokens.issue("alice");
-    expect(tokens.verify(issued.token)?.user).toBe("alice");
-    expect(tokens.verify(issued.token + "x")).toBeUndefined();
-    const stored = JSON.stringify([...(tokens as unknown as { byDigest: Map<string, unknown> }).byDigest]);
-    expect(stored).not.toContain(issued.token);
+    const store = new MemoryTokenStore();
+    const tokens = new TokenService({ store, ttlS: 60, now: () => now, cacheTtlMs: 0 });
+    const issued = await tokens.issue("alice", "alice-entry-1");
+    expect((await tokens.verify(issued.token, credential))?.user).toBe("alice");
+    expect(await tokens.verify(issued.token + "x", credential)).toBeUndefined();
+    expect(JSON.stringify([...store.rows])).not.toContain(issued.token);
     now += 60_000;
-    expect(tokens.verify(issued.token)).toBeUndefined();
-    const second = tokens.issue("alice");
-    expect(tokens.revoke(second.id)).toBe(true);
-    expect(tokens.verify(second.token)).toBeUndefined();
+    expect(await tokens.verify(issued.token, credential)).toBeUndefined();
+    const second = await tokens.issue("alice", "alice-entry-1");
+    expect(await tokens.revoke(second.id)).toBe(true);
+    expect(await tokens.verify(second.token, credential)).toBeUndefined();
   });
 
-  it("never outlives the configured TTL, whatever the client asks", () => {
-    const tokens = new TokenService({ ttlS: 60, now: () => 0 });
-    expect(tokens.issue("a", 10_000).expiresAt).toBe(new Date(60_000).toISOString());
+  it("dies with its user's entry: changed password or role, or user removed", async () => {
+    const store = new MemoryTokenStore();
+    const tokens = new TokenService({ store, ttlS: 60 });
+    const issued = await tokens.issue("alice", "alice-entry-1");
+    expect(await tokens.verify(issued.token, () => "alice-entry-1")).toBeDefined();
+    expect(await tokens.verify(issued.token, () => "alice-entry-2")).toBeUndefined();
+    expect(await tokens.verify(issued.token, () => undefined)).toBeUndefined();
+    // the stored fingerprint is keyed by the token: the entry alone does not reproduce it
+    expect(JSON.stringify([...store.rows])).not.toContain("alice-entry-1");
+  });
+
+  it("a revocation elsewhere is seen once the cache entry expires", async () => {
+    let now = 0;
+    const store = new MemoryTokenStore();
+    const here = new TokenService({ store, ttlS: 60, now: () => now, cacheTtlMs: 2000 });
+    const elsewhere = new TokenService({ store, ttlS: 60, now: () => now });
+    const issued = await here.issue("alice", "alice-entry-1");
+    expect(await here.verify(issued.token, credential)).toBeDefined();
+    expect(await elsewhere.revoke(issued.id)).toBe(true);
+    now += 2001;
+    expect(await here.verify(issued.token, credential)).toBeUndefined();
+  });
+
+  it("never outlives the configured TTL, whatever the client asks", async () => {
+    const tokens = new TokenService({ store: new MemoryTokenStore(), ttlS: 60, now: () => 0 });
+    expect((await tokens.issue("a", "e", 10_000)).expiresAt).toBe(new Date(60_000).toISOString());
+  });
+
+  it("bounds the live tokens of one user", async () => {
+    const tokens = new TokenService({ store: new MemoryTokenStore(), ttlS: 60, maxPerUser: 2 });
+    await tokens.issue("a", "e");
+    await tokens.issue("a", "e");
+    await expect(tokens.issue("a", "e")).rejects.toThrow(/too many live tokens/);
+    await expect(tokens.issue("b", "e")).resolves.toBeDefined();
   });
 });

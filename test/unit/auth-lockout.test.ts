@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { HttpBasicAuthenticator } from "../../conductor/auth/authenticator.ts";
-import { TokenService } from "../../conductor/auth/tokens.ts";
+import { MemoryTokenStore, TokenService } from "../../conductor/auth/tokens.ts";
 import { UserStore } from "../../conductor/auth/user-store.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { basic, htpasswdLine } from "../helpers/auth.ts";
@@ -17,7 +17,7 @@ function authenticator(lines: string[], maxFailures: number): HttpBasicAuthentic
   writeFileSync(userFile, lines.join("\n") + "\n");
   return new HttpBasicAuthenticator({
     users: new UserStore({ userFile, rolesFile: null }),
-    tokens: new TokenService({ ttlS: 60 }),
+    tokens: new TokenService({ store: new MemoryTokenStore(), ttlS: 60 }),
     logger: silentLogger,
     cacheTtlMs: 0,
     maxFailures,

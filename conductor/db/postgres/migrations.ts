@@ -224,4 +224,19 @@ export const PG_MIGRATIONS: readonly string[] = [
     doc JSONB NOT NULL
   );
   `,
+  `
+  -- Bearer tokens, shared by every conductor on the database: SHA-256 digests only, with the credential
+  -- fingerprint they were issued for (a changed password or role no longer matches it)
+  CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    digest TEXT NOT NULL UNIQUE,
+    user_name TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    revoked BOOLEAN NOT NULL DEFAULT FALSE
+  );
+  CREATE INDEX tokens_user ON tokens (user_name);
+  CREATE INDEX tokens_expires ON tokens (expires_at);
+  `,
 ];

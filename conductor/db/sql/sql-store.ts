@@ -23,6 +23,7 @@ import {
   type PortFilter,
   type ReservedNode,
   type Store,
+  type StoredToken,
   type VolumeFilter,
 } from "../store.ts";
 import { lastUuidOf, storedSummariesJson, summaryLinksSql, type SummaryJsonPage } from "../summary-json.ts";
@@ -853,6 +854,61 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
 
   getNodeHistory(nodeUuid: string, eventUuid: string): Promise<NodeHistoryRecord | null> {
     return this.docBy<NodeHistoryRecord>("node_history", { node_uuid: nodeUuid, uuid: eventUuid });
+  }
+
+  async insertToken(token: StoredToken, options: { now: string; maxPerUser: number }): Promise<boolean> {
+    return this.d.transaction(async (db) => {
+      const p = this.params();
+      await db.run(
+        `DELETE FROM tokens WHERE expires_at <= ${p.add(options.now)} OR revoked = ${this.d.true}`,
+        p.values,
+      );
+      const q = this.params();
+      const [held] = await db.all<{ n: number | string }>(
+        `SELECT COUNT(*) AS n FROM tokens WHERE user_name = ${q.add(token.user)}`,
+        q.values,
+      );
+      if (Number(held?.n ?? 0) >= options.maxPerUser) return false;
+      const { user, revoked, ...rest } = token;
+      await this.insert("tokens", { ...rest, user_name: user, revoked: this.d.bool(revoked) }, { db });
+      return true;
+    });
+  }
+
+  async tokenByDigest(digest: string): Promise<StoredToken | null> {
+    return (await this.tokens("digest", digest))[0] ?? null;
+  }
+
+  async tokenById(id: string): Promise<StoredToken | null> {
+    return (await this.tokens("id", id))[0] ?? null;
+  }
+
+  listTokens(now: string): Promise<StoredToken[]> {
+    return this.tokens("live", now);
+  }
+
+  async revokeToken(id: string): Promise<boolean> {
+    const p = this.params();
+    const sql = `UPDATE tokens SET revoked = ${this.d.true} WHERE id = ${p.add(id)} AND revoked = ${this.d.false}`;
+    return (await this.d.run(sql, p.values)) > 0;
+  }
+
+  private async tokens(by: "digest" | "id" | "live", value: string): Promise<StoredToken[]> {
+    const p = this.params();
+    const where =
+      by === "live"
+        ? `revoked = ${this.d.false} AND expires_at > ${p.add(value)} ORDER BY created_at, id`
+        : `${by} = ${p.add(value)}`;
+    type Row = Omit<StoredToken, "user" | "revoked"> & { user_name: string; revoked: unknown };
+    const rows = await this.d.all<Row>(
+      `SELECT id, digest, user_name, fingerprint, created_at, expires_at, revoked FROM tokens WHERE ${where}`,
+      p.values,
+    );
+    return rows.map(({ user_name, revoked, ...rest }) => ({
+      ...rest,
+      user: user_name,
+      revoked: revoked === true || revoked === 1,
+    }));
   }
 
   close(): Promise<void> {

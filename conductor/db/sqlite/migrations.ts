@@ -176,4 +176,19 @@ export const MIGRATIONS: readonly string[] = [
     doc TEXT NOT NULL
   );
   `,
+  `
+  -- Bearer tokens, shared by every conductor on the database: SHA-256 digests only, with the credential
+  -- fingerprint they were issued for (a changed password or role no longer matches it)
+  CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    digest TEXT NOT NULL UNIQUE,
+    user_name TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    revoked INTEGER NOT NULL DEFAULT 0
+  );
+  CREATE INDEX tokens_user ON tokens (user_name);
+  CREATE INDEX tokens_expires ON tokens (expires_at);
+  `,
 ];
