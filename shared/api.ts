@@ -85,6 +85,21 @@ export const PortCreateBody = z
   .strict();
 export type PortCreateBody = z.infer<typeof PortCreateBody>;
 
+/** Ironic's PORTGROUP_SCHEMA (before 1.102: no physical_network, no category). */
+export const PortgroupCreateBody = z
+  .object({
+    uuid: UUID.nullable().optional(),
+    address: z.string().max(64).nullable().optional(),
+    node_uuid: UUID,
+    name: z.string().max(255).nullable().optional(),
+    standalone_ports_supported: Booleanish.nullable().optional(),
+    extra: JsonObject.nullable().optional(),
+    mode: z.string().max(255).nullable().optional(),
+    properties: JsonObject.nullable().optional(),
+  })
+  .strict();
+export type PortgroupCreateBody = z.infer<typeof PortgroupCreateBody>;
+
 export const AllocationCreateBody = z
   .object({
     uuid: UUID.optional(),

@@ -1,6 +1,12 @@
 import type { NodeHistoryRecord } from "../../shared/history.ts";
 import { Conflict, NotFound } from "../errors.ts";
-import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import type {
+  AllocationRecord,
+  ConductorRecord,
+  NodeRecord,
+  PortRecord,
+  PortgroupRecord,
+} from "../../shared/resources.ts";
 import type { CandidateRequest } from "./candidates.ts";
 
 /**
@@ -105,7 +111,15 @@ export interface NodeFilter {
 export interface PortFilter {
   node_uuid?: string;
   address?: string;
+  portgroup_uuid?: string;
   /** only ports of nodes this project owns or leases */
+  project?: string;
+}
+
+export interface PortgroupFilter {
+  node_uuid?: string;
+  address?: string;
+  /** only port groups of nodes this project owns or leases */
   project?: string;
 }
 
@@ -200,6 +214,16 @@ export interface Store {
   listPorts(filter: PortFilter, page: Page): Promise<PortRecord[]>;
   updatePort(uuid: string, patch: Partial<PortRecord>): Promise<PortRecord>;
   deletePort(uuid: string): Promise<void>;
+
+  /** @throws NodeNotFound, Duplicate (uuid, name or address taken) */
+  createPortgroup(portgroup: PortgroupRecord): Promise<PortgroupRecord>;
+  /** By uuid or by name. */
+  getPortgroup(ident: string): Promise<PortgroupRecord | null>;
+  listPortgroups(filter: PortgroupFilter, page: Page): Promise<PortgroupRecord[]>;
+  /** @throws NotFound, Duplicate */
+  updatePortgroup(uuid: string, patch: Partial<PortgroupRecord>): Promise<PortgroupRecord>;
+  /** @throws NotFound */
+  deletePortgroup(uuid: string): Promise<void>;
 
   createAllocation(allocation: AllocationRecord): Promise<AllocationRecord>;
   getAllocation(ident: string): Promise<AllocationRecord | null>;

@@ -184,4 +184,16 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE INDEX nodes_ramdisk_prepared_by ON nodes (ramdisk_prepared_by) WHERE ramdisk_prepared_by IS NOT NULL;
   CREATE INDEX nodes_instance_prepared_by ON nodes (instance_prepared_by) WHERE instance_prepared_by IS NOT NULL;
   `,
+  `
+  -- Port groups (bonds of a node's ports): Ironic's portgroups table, the document beside its unique columns
+  CREATE TABLE portgroups (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    name TEXT UNIQUE,
+    address TEXT UNIQUE,
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    doc JSONB NOT NULL
+  );
+  CREATE INDEX portgroups_node ON portgroups (node_uuid);
+  `,
 ];
