@@ -85,6 +85,16 @@ export const PortCreateBody = z
   .strict();
 export type PortCreateBody = z.infer<typeof PortCreateBody>;
 
+/** POST /v1/nodes/{id}/vifs: the VIF's id (Neutron's port), optionally the port or port group to use (1.67). */
+export const VifAttachBody = z
+  .object({
+    id: z.string().min(1).max(255),
+    port_uuid: UUID.optional(),
+    portgroup_uuid: UUID.optional(),
+  })
+  .loose();
+export type VifAttachBody = z.infer<typeof VifAttachBody>;
+
 /** Ironic's PORTGROUP_SCHEMA (before 1.102: no physical_network, no category). */
 export const PortgroupCreateBody = z
   .object({

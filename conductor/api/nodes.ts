@@ -16,6 +16,7 @@ import { NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import * as actions from "./node-actions.ts";
 import { listNodes } from "./node-list.ts";
 import { patchNode } from "./node-patch.ts";
+import { nodeVifRoutes } from "./node-vifs.ts";
 import { type IdentParams, calls, checkFields, nodeFor } from "./node-request.ts";
 import * as sub from "./node-subresources.ts";
 import { FieldsQuery, parseQuery } from "./query.ts";
@@ -135,5 +136,6 @@ export function nodesPlugin(deps: ApiDeps) {
     app.get<IdentParams>(`${node}/inventory`, on(sub.getInventory));
     app.get<IdentParams>(`${node}/ports`, sub.nodePorts(deps, false));
     app.get<IdentParams>(`${node}/ports/detail`, sub.nodePorts(deps, true));
+    nodeVifRoutes(app, deps);
   };
 }

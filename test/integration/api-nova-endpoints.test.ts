@@ -153,3 +153,76 @@ describe("port groups", () => {
     expect((await api(`${ctx.url}/v1/portgroups/${pg}`)).status).toBe(404);
   });
 });
+
+describe("VIFs", () => {
+  const vifs = async (ident: string) =>
+    ((await api(`${ctx.url}/v1/nodes/${ident}/vifs`)).body as { vifs: { id: string }[] }).vifs.map(
+      (v) => v.id,
+    );
+  const attach = (ident: string, body: unknown, version = "1.78") =>
+    api(`${ctx.url}/v1/nodes/${ident}/vifs`, { method: "POST", body, headers: at(version) });
+
+  it("needs a free port: 400 with Ironic's text on a node without one", async () => {
+    const r = await attach("nova-b", { id: "vif-none" });
+    expect(r.status).toBe(400);
+    expect(faultOf(r.body)).toBe("Unable to attach VIF vif-none, not enough free physical ports.");
+  });
+
+  it("attaches to the PXE port first, lists, refuses a duplicate, detaches", async () => {
+    const quiet = await api(`${ctx.url}/v1/ports`, {
+      method: "POST",
+      body: { node_uuid: otherNode, address: "52:54:00:bb:00:01", pxe_enabled: false },
+    });
+    const pxe = await api(`${ctx.url}/v1/ports`, {
+      method: "POST",
+      body: { node_uuid: otherNode, address: "52:54:00:bb:00:02" },
+    });
+    expect([quiet.status, pxe.status]).toEqual([201, 201]);
+    const first = await attach("nova-b", { id: "vif-1" });
+    expect(first.status, JSON.stringify(first.body)).toBe(204);
+    expect(first.headers.get("x-openstack-ironic-api-version")).toBe("1.78");
+    const pxeUuid = (pxe.body as { uuid: string }).uuid;
+    const port = await api(`${ctx.url}/v1/ports/${pxeUuid}`);
+    expect((port.body as { internal_info: unknown }).internal_info).toEqual({ tenant_vif_port_id: "vif-1" });
+    expect(await vifs("nova-b")).toEqual(["vif-1"]);
+
+    const dup = await attach("nova-b", { id: "vif-1" });
+    expect(dup.status).toBe(409);
+    expect(faultOf(dup.body)).toBe(
+      `Unable to attach VIF because VIF vif-1 is already attached to Ironic Port ${pxeUuid}`,
+    );
+    expect((await attach("nova-b", { id: "vif-2" })).status).toBe(204);
+    const full = await attach("nova-b", { id: "vif-3" });
+    expect(full.status).toBe(400);
+    expect((await vifs("nova-b")).sort()).toEqual(["vif-1", "vif-2"]);
+
+    const gone = await api(`${ctx.url}/v1/nodes/nova-b/vifs/vif-1`, { method: "DELETE" });
+    expect(gone.status).toBe(204);
+    expect(await vifs("nova-b")).toEqual(["vif-2"]);
+    const again = await api(`${ctx.url}/v1/nodes/nova-b/vifs/vif-1`, { method: "DELETE" });
+    expect(again.status).toBe(400);
+    expect(faultOf(again.body)).toBe(
+      `Unable to detach VIF vif-1 from node ${otherNode} because it is not attached to it.`,
+    );
+    expect((await api(`${ctx.url}/v1/nodes/nova-b/vifs/vif-2`, { method: "DELETE" })).status).toBe(204);
+  });
+
+  it("is 404 below 1.28; port_uuid needs 1.67; both targets is 400", async () => {
+    expect((await api(`${ctx.url}/v1/nodes/nova-b/vifs`, { headers: at("1.27") })).status).toBe(404);
+    const early = await attach("nova-b", { id: "v", port_uuid: node }, "1.66");
+    expect(early.status).toBe(400);
+    const both = await attach("nova-b", { id: "v", port_uuid: node, portgroup_uuid: node });
+    expect(both.status).toBe(400);
+    expect(faultOf(both.body)).toBe("Cannot specify both port_uuid and portgroup_uuid");
+  });
+
+  it("the noop network interface records nothing", async () => {
+    const patched = await api(`${ctx.url}/v1/nodes/nova-b`, {
+      method: "PATCH",
+      body: [{ op: "replace", path: "/network_interface", value: "noop" }],
+    });
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    expect((await attach("nova-b", { id: "vif-noop" })).status).toBe(204);
+    expect(await vifs("nova-b")).toEqual([]);
+  });
+});

@@ -43,10 +43,10 @@ const EXPECTED_FAILURES: Partial<Record<Step, string>> = {
   destroy:
     "GET /v1/nodes/{node}/volume/targets?detail=True [1.32] answers 404 in Nova's clean-up; Ironic: 200 with an empty targets list",
   spawn_with_network_and_configdrive:
-    "GET /v1/portgroups/detail?node= [1.23] answers 404 while Nova builds network_data.json",
-  attach_interface: "follows spawn_with_network_and_configdrive; then POST /v1/nodes/{node}/vifs [1.28]",
-  detach_interface: "follows attach_interface; then DELETE /v1/nodes/{node}/vifs/{vif} [1.28]",
-  destroy_with_network: "follows spawn_with_network_and_configdrive; volume targets and VIFs as above",
+    "GET /v1/nodes/{node}/volume/targets?detail=True [1.32] answers 404 in the clean-up after the spawn",
+  attach_interface: "follows spawn_with_network_and_configdrive",
+  detach_interface: "follows attach_interface",
+  destroy_with_network: "follows spawn_with_network_and_configdrive; volume targets as above",
   failed_spawn_cleanup: "GET /v1/nodes/{node}/volume/targets?detail=True [1.32] answers 404 in clean-up",
 };
 
