@@ -2,7 +2,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { JsonPatch, NodeCreateBody } from "../../shared/api.ts";
 import { checkNodeRule, patchRules, redactNodeView } from "../auth/node-access.ts";
 import { PolicyForbidden, allowed, authorize } from "../auth/policy.ts";
-import { GET_BOOT_DEVICE, SET_BOOT_DEVICE, SUPPORTED_BOOT_DEVICES } from "../operations/boot-device.ts";
+import {
+  GET_BOOT_DEVICE,
+  INJECT_NMI,
+  SET_BOOT_DEVICE,
+  SUPPORTED_BOOT_DEVICES,
+} from "../operations/boot-device.ts";
 import { deleteNode } from "../operations/delete-node.ts";
 import { checkName, newNode } from "../operations/node-record.ts";
 import { hardwareOf } from "../operations/operation.ts";
@@ -125,6 +130,7 @@ export function nodesPlugin(deps: ApiDeps) {
       on(actions.supportedDevices),
     );
     app.put<IdentParams>(`${node}/management/boot_device`, calls(SET_BOOT_DEVICE), on(actions.putBootDevice));
+    app.put<IdentParams>(`${node}/management/inject_nmi`, calls(INJECT_NMI), on(actions.putInjectNmi));
 
     app.get<IdentParams>(`${node}/traits`, on(sub.listTraits));
     app.put<IdentParams>(`${node}/traits`, on(sub.replaceTraits));

@@ -226,3 +226,16 @@ describe("VIFs", () => {
     expect(await vifs("nova-b")).toEqual([]);
   });
 });
+
+describe("inject_nmi", () => {
+  it("is 204 through the fake management interface at 1.29, 404 before", async () => {
+    const path = `${ctx.url}/v1/nodes/nova-a/management/inject_nmi`;
+    expect((await api(path, { method: "PUT", body: {}, headers: at("1.28") })).status).toBe(404);
+    const r = await api(path, { method: "PUT", body: {}, headers: at("1.29") });
+    expect(r.status, JSON.stringify(r.body)).toBe(204);
+    expect(r.headers.get("x-openstack-ironic-api-version")).toBe("1.29");
+    const missing = await api(`${ctx.url}/v1/nodes/no-such-node/management/inject_nmi`, { method: "PUT" });
+    expect(missing.status).toBe(404);
+    expect(faultOf(missing.body)).toBe("Node no-such-node could not be found.");
+  });
+});

@@ -39,7 +39,6 @@ type Step = (typeof STEPS)[number];
  * brackets). When an endpoint lands its steps start passing, `it.fails` turns red, and the entry goes.
  */
 const EXPECTED_FAILURES: Partial<Record<Step, string>> = {
-  trigger_crash_dump: "PUT /v1/nodes/{node}/management/inject_nmi [1.29] answers 404; Ironic: 202",
   destroy:
     "GET /v1/nodes/{node}/volume/targets?detail=True [1.32] answers 404 in Nova's clean-up; Ironic: 200 with an empty targets list",
   spawn_with_network_and_configdrive:
