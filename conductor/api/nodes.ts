@@ -44,7 +44,9 @@ async function createNode(deps: ApiDeps, request: FastifyRequest, reply: Fastify
   checkStoredJson(body, NODE_JSON_FIELDS, deps.config.api);
   checkName(body.name);
   const hw = hardwareOf(deps.drivers, body.driver, body.conductor_group);
-  const node = await deps.store.createNode(newNode(body, hw));
+  // before 1.11 (no enroll state yet) a node starts available, as Ironic's initial_node_provision_state
+  const initial = request.apiMinor < 11 ? "available" : "enroll";
+  const node = await deps.store.createNode(newNode(body, hw, initial));
   deps.events.publish({ type: "created", node: node.uuid });
   await reply
     .code(201)

@@ -12,10 +12,15 @@ export function checkName(name: string | null | undefined): void {
 }
 
 /**
- * A new node record in `enroll`, as POST /v1/nodes creates it: the hardware type's default interfaces unless
- * the body picks one of its alternatives. @throws Invalid naming an interface the type does not offer
+ * A new node record, as POST /v1/nodes creates it: in `enroll`, or in `available` for a client speaking a
+ * microversion before 1.11 (Ironic's initial_node_provision_state); the hardware type's default interfaces
+ * unless the body picks one of its alternatives. @throws Invalid naming an interface the type does not offer
  */
-export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
+export function newNode(
+  body: NodeCreateBody,
+  hw: HardwareType,
+  initialState: "enroll" | "available" = "enroll",
+): NodeRecord {
   const interfaces = { ...hw.interfaces };
   for (const key of Object.keys(interfaces) as (keyof typeof interfaces)[]) {
     const requested = body[key];
@@ -40,7 +45,7 @@ export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
     instance_uuid: null,
     allocation_uuid: null,
     extra: body.extra ?? {},
-    provision_state: "enroll",
+    provision_state: initialState,
     target_provision_state: null,
     provision_updated_at: null,
     power_state: null,

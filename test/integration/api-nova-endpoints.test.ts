@@ -239,3 +239,57 @@ describe("inject_nmi", () => {
     expect(faultOf(missing.body)).toBe("Node no-such-node could not be found.");
   });
 });
+
+describe("differences clients hit", () => {
+  it("a node created below 1.11 starts available; from 1.11 in enroll", async () => {
+    const old = await api(`${ctx.url}/v1/nodes`, {
+      method: "POST",
+      body: { driver: "fake-hardware" },
+      headers: at("1.10"),
+    });
+    expect(old.status).toBe(201);
+    expect((old.body as { provision_state: string }).provision_state).toBe("available");
+    const current = await api(`${ctx.url}/v1/nodes`, {
+      method: "POST",
+      body: { driver: "fake-hardware" },
+      headers: at("1.11"),
+    });
+    expect((current.body as { provision_state: string }).provision_state).toBe("enroll");
+  });
+
+  it("retired on an available node is 409 with Ironic's text", async () => {
+    const created = await api(`${ctx.url}/v1/nodes`, {
+      method: "POST",
+      body: { driver: "fake-hardware" },
+      headers: at("1.10"),
+    });
+    const uuid = (created.body as { uuid: string }).uuid;
+    const r = await api(`${ctx.url}/v1/nodes/${uuid}`, {
+      method: "PATCH",
+      body: [{ op: "replace", path: "/retired", value: true }],
+    });
+    expect(r.status).toBe(409);
+    expect(faultOf(r.body)).toBe(
+      `Node ${uuid} can not have 'retired' set in provision state 'available', the current state is 'available'`,
+    );
+    const enrolled = await api(`${ctx.url}/v1/nodes`, { method: "POST", body: { driver: "fake-hardware" } });
+    const other = (enrolled.body as { uuid: string }).uuid;
+    const ok = await api(`${ctx.url}/v1/nodes/${other}`, {
+      method: "PATCH",
+      body: [{ op: "replace", path: "/retired", value: true }],
+    });
+    expect(ok.status).toBe(200);
+  });
+
+  it("a malformed uuid is answered with Ironic's args.uuid text", async () => {
+    const r = await api(`${ctx.url}/v1/portgroups`, { method: "POST", body: { node_uuid: "not-a-uuid" } });
+    expect(r.status).toBe(400);
+    expect(faultOf(r.body)).toBe("Expected UUID for node_uuid: not-a-uuid");
+    const node = await api(`${ctx.url}/v1/nodes`, {
+      method: "POST",
+      body: { driver: "fake-hardware", uuid: "1234" },
+    });
+    expect(node.status).toBe(400);
+    expect(faultOf(node.body)).toBe("Expected UUID for uuid: 1234");
+  });
+});
