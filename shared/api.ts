@@ -11,7 +11,12 @@ import { UUID_PATTERN } from "./uuid.ts";
  */
 export const Booleanish = StrictBool;
 
-const UUID = z.string().regex(UUID_PATTERN, "Expected a UUID");
+/** A UUID field: a bad value is answered with Ironic's args.uuid text, "Expected UUID for <field>: <value>". */
+const UUID = z.string().superRefine((value, ctx) => {
+  // NOTE: the value travels as the message; the API's error mapper writes Ironic's sentence around it
+  if (!UUID_PATTERN.test(value))
+    ctx.addIssue({ code: "custom", message: value, params: { expected: "UUID" } });
+});
 /** Ironic names: host-name-like, no spaces, not a UUID. */
 export const ResourceName = z
   .string()
@@ -84,6 +89,31 @@ export const PortCreateBody = z
   })
   .strict();
 export type PortCreateBody = z.infer<typeof PortCreateBody>;
+
+/** POST /v1/nodes/{id}/vifs: the VIF's id (Neutron's port), optionally the port or port group to use (1.67). */
+export const VifAttachBody = z
+  .object({
+    id: z.string().min(1).max(255),
+    port_uuid: UUID.optional(),
+    portgroup_uuid: UUID.optional(),
+  })
+  .loose();
+export type VifAttachBody = z.infer<typeof VifAttachBody>;
+
+/** Ironic's PORTGROUP_SCHEMA (before 1.102: no physical_network, no category). */
+export const PortgroupCreateBody = z
+  .object({
+    uuid: UUID.nullable().optional(),
+    address: z.string().max(64).nullable().optional(),
+    node_uuid: UUID,
+    name: z.string().max(255).nullable().optional(),
+    standalone_ports_supported: Booleanish.nullable().optional(),
+    extra: JsonObject.nullable().optional(),
+    mode: z.string().max(255).nullable().optional(),
+    properties: JsonObject.nullable().optional(),
+  })
+  .strict();
+export type PortgroupCreateBody = z.infer<typeof PortgroupCreateBody>;
 
 export const AllocationCreateBody = z
   .object({

@@ -86,6 +86,22 @@ export const PortRecord = z.object({
 });
 export type PortRecord = z.infer<typeof PortRecord>;
 
+/** A port group (Ironic's portgroup): a bond of the node's ports. */
+export const PortgroupRecord = z.object({
+  uuid: z.string(),
+  name: nullableString,
+  address: nullableString,
+  node_uuid: z.string(),
+  standalone_ports_supported: z.boolean(),
+  internal_info: JsonObject,
+  extra: JsonObject,
+  mode: nullableString,
+  properties: JsonObject,
+  created_at: z.string(),
+  updated_at: nullableString,
+});
+export type PortgroupRecord = z.infer<typeof PortgroupRecord>;
+
 export const ALLOCATION_STATES = ["allocating", "active", "error"] as const;
 
 /** Beyond Ironic: a flavor-like request an allocation may carry. */

@@ -16,6 +16,7 @@ import { lookupPlugin } from "./lookup.ts";
 import { metricsPlugin } from "./metrics.ts";
 import { MAX_VERSION_STRING, MIN_VERSION_STRING, parseVersionHeader } from "./microversion.ts";
 import { nodesPlugin } from "./nodes.ts";
+import { portgroupsPlugin } from "./portgroups.ts";
 import { portsPlugin } from "./ports.ts";
 import { rootPlugin } from "./root.ts";
 
@@ -115,6 +116,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     rootPlugin,
     nodesPlugin,
     portsPlugin,
+    portgroupsPlugin,
     driversPlugin,
     allocationsPlugin,
     lookupPlugin,

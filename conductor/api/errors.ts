@@ -28,6 +28,8 @@ function zodMessage(error: ZodError): string {
       // Ironic's args.boolean wording for the strict boolean reader
       if (issue.code === "custom" && issue.params?.strictBool === true)
         return `Invalid ${path}: ${issue.message}`;
+      if (issue.code === "custom" && typeof issue.params?.expected === "string")
+        return `Expected ${issue.params.expected} for ${path}: ${issue.message}`;
       return path ? `Invalid input for field/attribute ${path}. ${issue.message}` : issue.message;
     })
     .join("; ");

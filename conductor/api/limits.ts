@@ -12,6 +12,7 @@ export const NODE_JSON_FIELDS = [
   "network_data",
 ] as const;
 export const PORT_JSON_FIELDS = ["local_link_connection", "extra"] as const;
+export const PORTGROUP_JSON_FIELDS = ["extra", "properties"] as const;
 export const ALLOCATION_JSON_FIELDS = ["extra"] as const;
 
 /**

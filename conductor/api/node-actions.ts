@@ -2,13 +2,13 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { BootDeviceBody, PowerBody, ProvisionBody, StepsQuery } from "../../shared/api.ts";
 import { RaidConfigSchema } from "../../shared/raid.ts";
 import { NotAcceptable } from "../errors.ts";
-import { getBootDevice, setBootDevice, supportedBootDevices } from "../operations/boot-device.ts";
+import { getBootDevice, injectNmi, setBootDevice, supportedBootDevices } from "../operations/boot-device.ts";
 import { hardwareOf } from "../operations/operation.ts";
 import { changePower } from "../operations/power.ts";
 import { setTargetRaidConfig } from "../operations/raid.ts";
 import { validateNode } from "../operations/validate.ts";
 import { type ApiDeps, baseUrl } from "./context.ts";
-import { badRequest } from "./errors.ts";
+import { badRequest, notFound } from "./errors.ts";
 import { type IdentParams, nodeFor } from "./node-request.ts";
 import { parseQuery } from "./query.ts";
 
@@ -127,5 +127,13 @@ export async function putBootDevice(deps: ApiDeps, request: Request, reply: Fast
     device: body.boot_device,
     persistent: body.persistent ?? false,
   });
+  await reply.code(204).send();
+}
+
+/** PUT /v1/nodes/{id}/management/inject_nmi (1.29; 204 as Ironic's, whose handler reads no body) */
+export async function putInjectNmi(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
+  if (request.apiMinor < 29) throw notFound("The resource could not be found.");
+  const node = await nodeFor(deps, request, "baremetal:node:inject_nmi");
+  await injectNmi(deps.provisioner, node);
   await reply.code(204).send();
 }

@@ -2,7 +2,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { JsonPatch, NodeCreateBody } from "../../shared/api.ts";
 import { checkNodeRule, patchRules, redactNodeView } from "../auth/node-access.ts";
 import { PolicyForbidden, allowed, authorize } from "../auth/policy.ts";
-import { GET_BOOT_DEVICE, SET_BOOT_DEVICE, SUPPORTED_BOOT_DEVICES } from "../operations/boot-device.ts";
+import {
+  GET_BOOT_DEVICE,
+  INJECT_NMI,
+  SET_BOOT_DEVICE,
+  SUPPORTED_BOOT_DEVICES,
+} from "../operations/boot-device.ts";
 import { DELETE_NODE, deleteNode } from "../operations/delete-node.ts";
 import { checkName, newNode } from "../operations/node-record.ts";
 import { hardwareOf } from "../operations/operation.ts";
@@ -18,6 +23,7 @@ import { NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import * as actions from "./node-actions.ts";
 import { listNodes } from "./node-list.ts";
 import { patchNode } from "./node-patch.ts";
+import { nodeVifRoutes } from "./node-vifs.ts";
 import { type IdentParams, calls, checkFields, nodeFor } from "./node-request.ts";
 import * as sub from "./node-subresources.ts";
 import { FieldsQuery, parseQuery } from "./query.ts";
@@ -41,7 +47,9 @@ async function createNode(deps: ApiDeps, request: FastifyRequest, reply: Fastify
   checkName(body.name);
   const hw = hardwareOf(deps.drivers, body.driver, body.conductor_group);
   await checkNodeChassis(deps, { ...body, previous: null, minor: request.apiMinor });
-  const node = await deps.store.createNode(newNode(body, hw));
+  // before 1.11 (no enroll state yet) a node starts available, as Ironic's initial_node_provision_state
+  const initial = request.apiMinor < 11 ? "available" : "enroll";
+  const node = await deps.store.createNode(newNode(body, hw, initial));
   deps.events.publish({ type: "created", node: node.uuid });
   await reply
     .code(201)
@@ -130,6 +138,7 @@ export function nodesPlugin(deps: ApiDeps) {
       on(actions.supportedDevices),
     );
     app.put<IdentParams>(`${node}/management/boot_device`, calls(SET_BOOT_DEVICE), on(actions.putBootDevice));
+    app.put<IdentParams>(`${node}/management/inject_nmi`, calls(INJECT_NMI), on(actions.putInjectNmi));
 
     app.get<IdentParams>(`${node}/traits`, on(sub.listTraits));
     app.put<IdentParams>(`${node}/traits`, calls(UPDATE_NODE), on(sub.replaceTraits));
@@ -149,5 +158,6 @@ export function nodesPlugin(deps: ApiDeps) {
     app.get<IdentParams>(`${node}/inventory`, on(sub.getInventory));
     app.get<IdentParams>(`${node}/ports`, sub.nodePorts(deps, false));
     app.get<IdentParams>(`${node}/ports/detail`, sub.nodePorts(deps, true));
+    nodeVifRoutes(app, deps);
   };
 }

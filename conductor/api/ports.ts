@@ -74,6 +74,18 @@ async function checkNodeFree(deps: ApiDeps, nodeUuid: string): Promise<void> {
   }
 }
 
+/**
+ * A port's port group must exist and be on the port's node (Ironic's texts; a missing group is a 400, as a
+ * field naming nothing). @throws Invalid
+ */
+async function checkPortgroup(deps: ApiDeps, portgroupUuid: string | null | undefined, nodeUuid: string) {
+  if (!portgroupUuid) return;
+  const portgroup = await deps.store.getPortgroup(portgroupUuid);
+  if (!portgroup) throw badRequest(`Portgroup ${portgroupUuid} could not be found.`);
+  if (portgroup.node_uuid !== nodeUuid)
+    throw badRequest("Port can not be added to a portgroup belonging to a different node.");
+}
+
 /** Ports: the node's NICs (MAC addresses), used for PXE and agent lookup. */
 export function portsPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
@@ -82,12 +94,19 @@ export function portsPlugin(deps: ApiDeps) {
       const scope = listScope("port", request.identity);
       let nodeUuid = query.node_uuid;
       if (query.node !== undefined) nodeUuid = (await visibleNode(deps, request.identity, query.node)).uuid;
+      let portgroupUuid: string | undefined;
+      if (query.portgroup !== undefined) {
+        const portgroup = await deps.store.getPortgroup(query.portgroup);
+        if (!portgroup) throw notFound(`Portgroup ${query.portgroup} could not be found.`);
+        portgroupUuid = portgroup.uuid;
+      }
       const limit = effectiveLimit(query.limit);
       const ports = await deps.store.listPorts(
         {
           ...scope,
           node_uuid: nodeUuid,
           address: query.address === undefined ? undefined : mac(query.address),
+          portgroup_uuid: portgroupUuid,
         },
         { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir },
       );
@@ -116,6 +135,7 @@ export function portsPlugin(deps: ApiDeps) {
       if (target) checkNodeRule("baremetal:port:create", request.identity, target);
       else authorize("baremetal:port:create", request.identity);
       await checkNodeFree(deps, body.node_uuid);
+      await checkPortgroup(deps, body.portgroup_uuid, body.node_uuid);
       const port = await deps.store.createPort({
         uuid: body.uuid ?? randomUUID(),
         address,
@@ -185,6 +205,8 @@ export function portsPlugin(deps: ApiDeps) {
       }
       await checkNodeFree(deps, port.node_uuid);
       if (checked.node_uuid !== port.node_uuid) await checkNodeFree(deps, checked.node_uuid);
+      if (touched.has("portgroup_uuid") || touched.has("node_uuid"))
+        await checkPortgroup(deps, checked.portgroup_uuid, checked.node_uuid);
       const updated = await deps.store.updatePort(port.uuid, checked);
       return portView(updated, viewContext(request, deps), { detail: true });
     });

@@ -50,6 +50,11 @@ export const PortListQuery = PageQuery.extend({
   portgroup: z.string().optional(),
 }).strict();
 
+export const PortgroupListQuery = PageQuery.extend({
+  node: z.string().max(255).optional(),
+  address: z.string().max(64).optional(),
+}).strict();
+
 export const AllocationListQuery = PageQuery.extend({
   node: z.string().max(255).optional(),
   resource_class: z.string().max(80).optional(),

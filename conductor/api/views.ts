@@ -1,5 +1,5 @@
 import { NodeRecord as NodeRecordSchema } from "../../shared/resources.ts";
-import type { AllocationRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import type { AllocationRecord, NodeRecord, PortRecord, PortgroupRecord } from "../../shared/resources.ts";
 import { NODE_SUMMARY_FIELDS, type NodeSummary, type NodeSummaryField } from "../db/store.ts";
 import { SUMMARY_JSON_FIELDS } from "../db/summary-json.ts";
 import { MASK, maskSecrets } from "../../shared/secrets.ts";
@@ -193,6 +193,36 @@ export function portView(
   const out: Record<string, unknown> = {};
   for (const field of wanted) if (field in all && portFieldVisible(field, ctx.minor)) out[field] = all[field];
   out.links = links(ctx, `ports/${port.uuid}`);
+  return out;
+}
+
+export const PORTGROUP_LIST_FIELDS = ["uuid", "address", "name"];
+/** Every field a port group view can carry (for ?fields=). */
+export const PORTGROUP_VIEW_FIELDS = new Set([
+  ...["uuid", "name", "address", "node_uuid", "standalone_ports_supported", "internal_info", "extra"],
+  ...["mode", "properties", "created_at", "updated_at", "links", "ports"],
+]);
+
+/** Ironic's portgroup view: mode and properties from 1.26, `ports` links beside `links`. */
+export function portgroupView(
+  portgroup: PortgroupRecord,
+  ctx: ViewContext,
+  options: { fields?: readonly string[]; detail: boolean },
+): Record<string, unknown> {
+  const path = `portgroups/${portgroup.uuid}`;
+  const all: Record<string, unknown> = {
+    ...portgroup,
+    links: links(ctx, path),
+    ports: links(ctx, `${path}/ports`),
+  };
+  if (ctx.minor < 26) {
+    delete all.mode;
+    delete all.properties;
+  }
+  const wanted = options.fields ?? (options.detail ? Object.keys(all) : [...PORTGROUP_LIST_FIELDS, "links"]);
+  const out: Record<string, unknown> = {};
+  for (const field of wanted) if (field in all) out[field] = all[field];
+  if (options.fields) out.links = all.links;
   return out;
 }
 

@@ -1,6 +1,12 @@
 import type { NodeHistoryRecord } from "../../shared/history.ts";
 import { Conflict, Invalid, NotFound } from "../errors.ts";
-import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import type {
+  AllocationRecord,
+  ConductorRecord,
+  NodeRecord,
+  PortRecord,
+  PortgroupRecord,
+} from "../../shared/resources.ts";
 import type { ChassisRecord } from "../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../shared/deploy-template.ts";
 import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../shared/volume.ts";
@@ -110,6 +116,7 @@ export interface NodeFilter {
 export interface PortFilter {
   node_uuid?: string;
   address?: string;
+  portgroup_uuid?: string;
   /** only ports of nodes this project owns or leases */
   project?: string;
 }
@@ -118,6 +125,13 @@ export interface PortFilter {
 export interface VolumeFilter {
   node_uuid?: string;
   /** only those of nodes this project owns or leases */
+  project?: string;
+}
+
+export interface PortgroupFilter {
+  node_uuid?: string;
+  address?: string;
+  /** only port groups of nodes this project owns or leases */
   project?: string;
 }
 
@@ -240,6 +254,16 @@ export interface Store extends TokenStore {
   listPorts(filter: PortFilter, page: Page): Promise<PortRecord[]>;
   updatePort(uuid: string, patch: Partial<PortRecord>): Promise<PortRecord>;
   deletePort(uuid: string): Promise<void>;
+
+  /** @throws NodeNotFound, Duplicate (uuid, name or address taken) */
+  createPortgroup(portgroup: PortgroupRecord): Promise<PortgroupRecord>;
+  /** By uuid or by name. */
+  getPortgroup(ident: string): Promise<PortgroupRecord | null>;
+  listPortgroups(filter: PortgroupFilter, page: Page): Promise<PortgroupRecord[]>;
+  /** @throws NotFound, Duplicate */
+  updatePortgroup(uuid: string, patch: Partial<PortgroupRecord>): Promise<PortgroupRecord>;
+  /** @throws NotFound */
+  deletePortgroup(uuid: string): Promise<void>;
 
   createAllocation(allocation: AllocationRecord): Promise<AllocationRecord>;
   getAllocation(ident: string): Promise<AllocationRecord | null>;

@@ -42,6 +42,8 @@ export interface ManagementInterface {
     node: DriverNode,
     options?: CallOptions,
   ): Promise<{ boot_device: BootDevice | null; persistent: boolean | null }>;
+  /** Sends the node a non-maskable interrupt (a crash dump in its OS): Ironic's inject_nmi. */
+  injectNmi(node: DriverNode, options?: CallOptions): Promise<void>;
 }
 
 /** Makes the node boot the deploy ramdisk, or its own disk afterwards. */

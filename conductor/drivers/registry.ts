@@ -42,7 +42,7 @@ export function fakeHardware(config: ConductorConfig): HardwareType {
       deploy_interface: "fake",
       inspect_interface: "fake",
       management_interface: "fake",
-      network_interface: "noop",
+      network_interface: "flat",
       power_interface: "fake",
       raid_interface: "fake",
       rescue_interface: "fake",
@@ -58,6 +58,7 @@ export function fakeHardware(config: ConductorConfig): HardwareType {
     // like Ironic's fake-hardware, the agent's in-band interfaces can be mixed with fake power and boot
     alternatives: {
       deploy_interface: ["direct"],
+      network_interface: ["noop"],
       inspect_interface: ["agent"],
       raid_interface: ["agent", "no-raid"],
     },
@@ -79,7 +80,7 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
       deploy_interface: "direct",
       inspect_interface: "agent",
       management_interface: "ipmitool",
-      network_interface: "noop",
+      network_interface: "flat",
       power_interface: "ipmitool",
       raid_interface: "no-raid",
       rescue_interface: "no-rescue",
@@ -96,7 +97,8 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
     inspect: [agentInspect],
     // NOTE: as in Ironic, no-raid is the default; `--raid-interface agent` builds software RAID in band
     raid: [noRaid, agentRaidOf(config)],
-    alternatives: { raid_interface: ["agent"] },
+    // flat records VIFs on ports (Ironic's default where it is enabled); noop records nothing
+    alternatives: { raid_interface: ["agent"], network_interface: ["noop"] },
     properties: {
       ipmi_address: "IP address or hostname of the node's BMC. Required.",
       ipmi_port: "UDP port of the BMC. Optional, default 623.",

@@ -50,3 +50,15 @@ export async function setBootDevice(
     },
   });
 }
+
+/** PUT .../management/inject_nmi: through the management interface under the exclusive lock (1.29). */
+export const INJECT_NMI = defineOperation({ purpose: "inject nmi", shared: false, onOwner: true });
+
+/** @throws Invalid (unknown driver), NodeLocked (409), DriverError */
+export async function injectNmi(ctx: OperationContext, node: NodeRecord): Promise<void> {
+  hardwareOf(ctx.drivers, node.driver);
+  await underLock(ctx, node, {
+    spec: INJECT_NMI,
+    body: async (task) => task.hw.management.injectNmi(await task.driverNode(), { signal: task.signal }),
+  });
+}

@@ -35,10 +35,15 @@ export function chooseInterfaces(
 }
 
 /**
- * A new node record in `enroll`, as POST /v1/nodes creates it: the hardware type's default interfaces unless
- * the body picks one of its alternatives. @throws Invalid naming an interface the type does not offer
+ * A new node record, as POST /v1/nodes creates it: in `enroll`, or in `available` for a client speaking a
+ * microversion before 1.11 (Ironic's initial_node_provision_state); the hardware type's default interfaces
+ * unless the body picks one of its alternatives. @throws Invalid naming an interface the type does not offer
  */
-export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
+export function newNode(
+  body: NodeCreateBody,
+  hw: HardwareType,
+  initialState: "enroll" | "available" = "enroll",
+): NodeRecord {
   const interfaces = chooseInterfaces(hw, body);
   refuseDeployImageCredentials(body.driver_info ?? {});
   return {
@@ -52,7 +57,7 @@ export function newNode(body: NodeCreateBody, hw: HardwareType): NodeRecord {
     instance_uuid: null,
     allocation_uuid: null,
     extra: body.extra ?? {},
-    provision_state: "enroll",
+    provision_state: initialState,
     target_provision_state: null,
     provision_updated_at: null,
     power_state: null,

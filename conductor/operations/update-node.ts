@@ -79,12 +79,23 @@ export async function updateNode(
       ) {
         throw new Conflict(`Node ${task.node.uuid} is associated with instance ${task.node.instance_uuid}.`);
       }
+      checkRetired(task.node, changes);
       const fields = Object.keys(changes);
       return { node: fields.length ? await task.update(changes) : task.node, fields };
     },
   });
   ctx.deps.publish({ type: "updated", node: node.uuid, fields: result.fields });
   return result;
+}
+
+/** Ironic's _check_update_retired: an available node is not retired; un-retiring clears the reason. */
+function checkRetired(node: NodeRecord, changes: Partial<NodeRecord>): void {
+  if (changes.retired === undefined || changes.retired === node.retired) return;
+  if (!changes.retired) changes.retired_reason = null;
+  else if (node.provision_state === "available")
+    throw new Conflict(
+      `Node ${node.uuid} can not have 'retired' set in provision state 'available', the current state is '${node.provision_state}'`,
+    );
 }
 
 /** Sets or clears maintenance (a clear also clears the fault). @throws NodeLocked (409) */

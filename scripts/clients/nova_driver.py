@@ -95,8 +95,9 @@ class Harness:
         harness = self
         service = objects.Service(host=CONF.host, binary="nova-compute", disabled=False)
 
-        def get_by_uuid(_ctx, instance_uuid, *args, **kwargs):
-            return harness.instances[instance_uuid]
+        # Nova calls it both positionally and as get_by_uuid(ctx, uuid=..., expected_attrs=...)
+        def get_by_uuid(_ctx, instance_uuid=None, *args, uuid=None, **kwargs):
+            return harness.instances[instance_uuid or uuid]
 
         def get_uuids_by_host(_ctx, host):
             return [i.uuid for i in harness.instances.values() if i.host == host]

@@ -239,4 +239,16 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE INDEX tokens_user ON tokens (user_name);
   CREATE INDEX tokens_expires ON tokens (expires_at);
   `,
+  `
+  -- Port groups (bonds of a node's ports): Ironic's portgroups table, the document beside its unique columns
+  CREATE TABLE portgroups (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    name TEXT UNIQUE,
+    address TEXT UNIQUE,
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    doc JSONB NOT NULL
+  );
+  CREATE INDEX portgroups_node ON portgroups (node_uuid);
+  `,
 ];

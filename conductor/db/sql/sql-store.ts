@@ -1,7 +1,13 @@
 import type { NodeHistoryRecord } from "../../../shared/history.ts";
 import type { ChassisRecord } from "../../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../../shared/deploy-template.ts";
-import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../../shared/resources.ts";
+import type {
+  AllocationRecord,
+  ConductorRecord,
+  NodeRecord,
+  PortRecord,
+  PortgroupRecord,
+} from "../../../shared/resources.ts";
 import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../../shared/volume.ts";
 import { isUuid } from "../../../shared/uuid.ts";
 import { candidateQuery, matchColumns, TRAIT_BATCH, type CandidateRequest } from "../candidates.ts";
@@ -21,6 +27,7 @@ import {
   type NodeSummaryField,
   type Page,
   type PortFilter,
+  type PortgroupFilter,
   type ReservedNode,
   type Store,
   type StoredToken,
@@ -443,7 +450,11 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
 
   listPorts(filter: PortFilter, page: Page): Promise<PortRecord[]> {
     const p = this.params();
-    const conditions = equal(p, { node_uuid: filter.node_uuid, address: filter.address });
+    const conditions = equal(p, {
+      node_uuid: filter.node_uuid,
+      address: filter.address,
+      [this.d.jsonText("doc", "portgroup_uuid")]: filter.portgroup_uuid,
+    });
     if (filter.project !== undefined) {
       conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, filter.project)})`);
     }
@@ -462,6 +473,58 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
 
   deletePort(uuid: string): Promise<void> {
     return this.deleteBy("ports", { uuid }, new NotFound(`Port ${uuid} could not be found.`));
+  }
+
+  async createPortgroup(portgroup: PortgroupRecord): Promise<PortgroupRecord> {
+    const { uuid, name, address, node_uuid } = portgroup;
+    const row = { uuid, name, address, node_uuid, doc: JSON.stringify(portgroup) };
+    await this.insert("portgroups", row).catch((error: unknown) => {
+      throw this.portgroupError(error, portgroup);
+    });
+    return portgroup;
+  }
+
+  /** Ironic's PortgroupAlreadyExists, PortgroupDuplicateName and PortgroupMACAlreadyExists texts. */
+  private portgroupError(error: unknown, portgroup: Partial<PortgroupRecord>): unknown {
+    if (this.d.violation(error)?.kind === "foreign") return new NodeNotFound(portgroup.node_uuid ?? "");
+    return this.conflict(error, (detail) => {
+      if (detail.includes("address"))
+        return `A portgroup with MAC address ${portgroup.address} already exists.`;
+      if (detail.includes("name")) return `A portgroup with name ${portgroup.name} already exists.`;
+      return `A portgroup with UUID ${portgroup.uuid} already exists.`;
+    });
+  }
+
+  getPortgroup(ident: string): Promise<PortgroupRecord | null> {
+    return this.docBy<PortgroupRecord>("portgroups", byIdent(ident));
+  }
+
+  listPortgroups(filter: PortgroupFilter, page: Page): Promise<PortgroupRecord[]> {
+    const p = this.params();
+    const conditions = equal(p, { node_uuid: filter.node_uuid, address: filter.address });
+    if (filter.project !== undefined) {
+      conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, filter.project)})`);
+    }
+    return this.docs<PortgroupRecord>(
+      this.select("portgroups", "doc", { conditions, p, page }).sql,
+      p.values,
+    );
+  }
+
+  /** One statement, as updatePort. */
+  async updatePortgroup(uuid: string, patch: Partial<PortgroupRecord>): Promise<PortgroupRecord> {
+    const edit = topLevelEdit({ ...patch, updated_at: now() }, ["name", "address", "node_uuid"]);
+    const [updated] = await this.edit<PortgroupRecord>("portgroups", edit, { where: { uuid } }).catch(
+      (error: unknown) => {
+        throw this.portgroupError(error, { uuid, ...patch });
+      },
+    );
+    if (!updated) throw new NotFound(`Portgroup ${uuid} could not be found.`);
+    return updated;
+  }
+
+  deletePortgroup(uuid: string): Promise<void> {
+    return this.deleteBy("portgroups", { uuid }, new NotFound(`Portgroup ${uuid} could not be found.`));
   }
 
   async createAllocation(allocation: AllocationRecord): Promise<AllocationRecord> {

@@ -191,4 +191,16 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX tokens_user ON tokens (user_name);
   CREATE INDEX tokens_expires ON tokens (expires_at);
   `,
+  `
+  -- Port groups (bonds of a node's ports): Ironic's portgroups table, the document beside its unique columns
+  CREATE TABLE portgroups (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    uuid TEXT NOT NULL UNIQUE,
+    name TEXT UNIQUE,
+    address TEXT UNIQUE,
+    node_uuid TEXT NOT NULL REFERENCES nodes (uuid) ON DELETE CASCADE,
+    doc TEXT NOT NULL
+  );
+  CREATE INDEX portgroups_node ON portgroups (node_uuid);
+  `,
 ];

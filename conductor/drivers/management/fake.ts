@@ -6,7 +6,15 @@ import type { CallOptions, DriverNode, ManagementInterface } from "../interfaces
 export class FakeManagement implements ManagementInterface {
   private readonly devices = new Map<string, { boot_device: BootDevice; persistent: boolean }>();
 
+  /** How many NMIs each node was sent (what a test can read back). */
+  readonly nmis = new Map<string, number>();
+
   validate(_node: DriverNode): void {}
+
+  async injectNmi(node: DriverNode, _options?: CallOptions): Promise<void> {
+    this.nmis.set(node.uuid, (this.nmis.get(node.uuid) ?? 0) + 1);
+    return Promise.resolve();
+  }
 
   supportedBootDevices(): readonly BootDevice[] {
     return BOOT_DEVICES;

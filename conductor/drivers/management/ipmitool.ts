@@ -69,6 +69,11 @@ export class IpmitoolManagement implements ManagementInterface {
     await this.ipmitool.run(info, command, options);
   }
 
+  /** `chassis power diag`, as Ironic's ipmitool management. @throws InvalidDriverInfo, IpmiCommandError */
+  async injectNmi(node: DriverNode, options: CallOptions = {}): Promise<void> {
+    await this.ipmitool.run(parseIpmiDriverInfo(node.driver_info), ["chassis", "power", "diag"], options);
+  }
+
   /** @throws InvalidDriverInfo, IpmiCommandError, DriverError */
   async getBootDevice(
     node: DriverNode,
