@@ -1,8 +1,13 @@
 // API benchmark: 10,000 nodes created through the API (concurrency 8), then list/detail/show latencies and the
 // conductor's RSS, printed beside real Ironic 21.4 measured on this machine kind (shared/reference/ironic-bench.md).
-import { mkdtempSync, rmSync } from "node:fs";
+// BENCH_AUTH=token: the conductor runs http_basic and every call carries a bearer token.
+// BENCH_BASELINE_REV=<revision>: that revision's conductor (extracted with git archive) is measured first, in
+// the same run, and both are printed with the ratio.
+import bcrypt from "bcryptjs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { Agent, request } from "node:http";
 import { startBenchConductor } from "./conductor-process.ts";
 import { percentile } from "./percentile.ts";
@@ -12,7 +17,12 @@ const NODES = Number(process.env.BENCH_NODES ?? 10_000);
 const CONCURRENCY = 8;
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 30);
 
+const AUTH = process.env.BENCH_AUTH === "token" ? "token" : "noauth";
+const BASELINE_REV = process.env.BENCH_BASELINE_REV;
+
 const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+/** Sent with every call (the bearer token once issued). */
+const auth: Record<string, string> = {};
 
 function call(url: string, method: string, body?: unknown): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
@@ -23,6 +33,7 @@ function call(url: string, method: string, body?: unknown): Promise<{ status: nu
       headers: {
         "Content-Type": "application/json",
         "X-OpenStack-Ironic-API-Version": "1.78",
+        ...auth,
         ...(payload ? { "Content-Length": Buffer.byteLength(payload) } : {}),
       },
     });
@@ -52,10 +63,64 @@ async function timed(
   return { p50: percentile(times, 50), p99: percentile(times, 99), rps: samples / total };
 }
 
+/** http_basic with one admin, and a bearer token for it issued through the API. */
+function authArgs(dir: string): string[] {
+  if (AUTH === "noauth") return [];
+  const userFile = join(dir, "htpasswd");
+  writeFileSync(userFile, `ops:${bcrypt.hashSync("ops-pass", 4)}\n`);
+  return ["--auth-strategy", "http_basic", "--http-basic-auth-user-file", userFile];
+}
+
+async function issueToken(url: string): Promise<void> {
+  if (AUTH === "noauth") return;
+  delete auth.Authorization;
+  auth.Authorization = `Basic ${Buffer.from("ops:ops-pass").toString("base64")}`;
+  const issued = await call(`${url}/v1/auth/tokens`, "POST");
+  if (issued.status !== 201) throw new Error(`token not issued: ${issued.status} ${issued.text}`);
+  auth.Authorization = `Bearer ${(JSON.parse(issued.text) as { token: string }).token}`;
+}
+
+type Shown = { p50: number; p99: number; rps: number };
+
 async function main(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), "anvil-bench-"));
-  const { child, url } = await startBenchConductor(dir);
+  const root = mkdtempSync(join(tmpdir(), "anvil-bench-"));
+  const checkouts: [string, string | undefined][] = [["this checkout", undefined]];
+  if (BASELINE_REV) {
+    const base = join(root, "baseline");
+    mkdirSync(base);
+    execFileSync("bash", ["-c", `git archive ${BASELINE_REV} | tar -x -C ${base}`]);
+    symlinkSync(resolve("node_modules"), join(base, "node_modules"));
+    checkouts.unshift([`baseline ${BASELINE_REV}`, base]);
+  }
+  const shows: [string, Shown][] = [];
   try {
+    for (const [name, cwd] of checkouts) {
+      const dir = join(root, name.replace(/\W+/g, "-"));
+      mkdirSync(dir);
+      console.log(`\n== ${name} (${AUTH}) ==`);
+      shows.push([name, await measure(dir, cwd)]);
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+    agent.destroy();
+  }
+  if (shows.length === 2) {
+    const [[baseName, base], [hereName, here]] = shows as [[string, Shown], [string, Shown]];
+    console.log(`\nGET /v1/nodes/{id}, 1 client, ${AUTH}:`);
+    for (const [name, r] of shows)
+      console.log(
+        `  ${name.padEnd(28)} p50 ${r.p50.toFixed(3)} ms, p99 ${r.p99.toFixed(3)} ms, ${r.rps.toFixed(0)}/s`,
+      );
+    console.log(
+      `  ${hereName} / ${baseName}: p50 ${((here.p50 / base.p50 - 1) * 100).toFixed(1)} %, req/s ${((here.rps / base.rps - 1) * 100).toFixed(1)} % (goal: cost < +10 %)`,
+    );
+  }
+}
+
+async function measure(dir: string, cwd: string | undefined): Promise<Shown> {
+  const { child, url } = await startBenchConductor(dir, { args: authArgs(dir), cwd });
+  try {
+    await issueToken(url);
     let next = 0;
     let failed = 0;
     const createStart = performance.now();
@@ -84,7 +149,7 @@ async function main(): Promise<void> {
       const res = await call(`${url}/v1/nodes/detail?limit=1000`, "GET");
       if (res.status !== 200) throw new Error("bad detail");
     });
-    const one = await timed(Math.max(SAMPLES, 200), async () => {
+    const one = await timed(Math.max(SAMPLES, Number(process.env.BENCH_SHOW_SAMPLES ?? 200)), async () => {
       const res = await call(`${url}/v1/nodes/bench-${Math.floor(Math.random() * NODES)}`, "GET");
       if (res.status !== 200) throw new Error("bad show");
     });
@@ -120,10 +185,9 @@ async function main(): Promise<void> {
       ["RSS < 200 MB", rss < 200],
     ] as const;
     for (const [goal, met] of goals) console.log(`goal ${goal}: ${met ? "met" : "NOT met"}`);
+    return one;
   } finally {
     child.kill("SIGTERM");
-    agent.destroy();
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 
