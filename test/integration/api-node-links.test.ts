@@ -106,6 +106,6 @@ describe("policy holds on every node a request touches", () => {
       body: { resource_class: "links", candidate_nodes: [uuid.nA2, uuid.nB] },
     });
     expect(candidates.status).toBe(400);
-    expect(faultOf(candidates.body)).toBe(`Node ${uuid.nB} could not be found.`);
+    expect(faultOf(candidates.body)).toBe(`Nodes cannot be found: ${uuid.nB}`);
   });
 });
