@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { changeVolume } from "../operations/volume.ts";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
 import { JsonPatch } from "../../shared/api.ts";
@@ -15,9 +16,8 @@ import { canSeeNode, checkNodePolicies, checkNodeRule, listScope } from "../auth
 import { allowed, authorize, type PolicyName } from "../auth/policy.ts";
 import type { Page, VolumeFilter } from "../db/store.ts";
 import { NodeNotFound } from "../db/store.ts";
-import { Invalid } from "../errors.ts";
 import { type ApiDeps, baseUrl } from "./context.ts";
-import { badRequest, conflict, notFound } from "./errors.ts";
+import { badRequest, notFound } from "./errors.ts";
 import { applyJsonPatch } from "./json-patch.ts";
 import { checkStoredJson } from "./limits.ts";
 import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
@@ -25,9 +25,6 @@ import { listParams, resourceLinks, resourceView, sendCollection } from "./resou
 
 /** Volume resources came with microversion 1.32; below it Ironic answers 404 for every method. */
 export const VOLUME_VERSION = 32;
-
-/** Ironic's DELETE_ALLOWED_STATES: a connector or target may go while the node is in one, or powered off. */
-const DELETE_ALLOWED_STATES = new Set(["manageable", "enroll", "adopt failed"]);
 
 const VolumeListQuery = PageQuery.extend({ node: PageQuery.shape.marker }).strict();
 
@@ -137,25 +134,6 @@ async function loadVolume<R extends Stored>(
   if (!canSeeNode(access.who, owners)) throw missing;
   checkNodeRule(access.rule, access.who, owners);
   return { record, node };
-}
-
-/**
- * Ironic's rule for changing a node's volume resources, as its conductor checks under the node lock: the node
- * must not be locked, and powered off (deletion is also allowed in enroll, manageable and adopt failed).
- * NOTE: read, not locked: taking the node lock here is the operations layer's (one module per operation).
- */
-function checkNodeAllows(node: NodeRecord, action: string, options: { deleting: boolean }): void {
-  if (node.reservation !== null) {
-    throw conflict(
-      `Node ${node.uuid} is locked by host ${node.reservation}, please retry after the current operation is completed.`,
-    );
-  }
-  if (options.deleting && DELETE_ALLOWED_STATES.has(node.provision_state)) return;
-  if (node.power_state !== "power off") {
-    throw new Invalid(
-      `The requested action "${action}" can not be performed on node "${node.uuid}" while it is in state "${String(node.power_state)}".`,
-    );
-  }
 }
 
 /**
@@ -281,10 +259,14 @@ function volumeRoutes<R extends Stored>(app: FastifyInstance, deps: ApiDeps, kin
     if (checked.node_uuid !== record.node_uuid)
       target = await linkedNode(deps, request.identity, { node, to: checked.node_uuid });
     if (!target) throw new NodeNotFound(record.node_uuid);
-    checkNodeAllows(target, `${action} update`, { deleting: false });
     const changes: Record<string, unknown> = {};
     for (const field of touched) changes[field] = (checked as Record<string, unknown>)[field];
-    return view(request, await kind.update(deps, record.uuid, changes as Partial<R>));
+    const updated = await changeVolume(deps.provisioner, target, {
+      action: `${action} update`,
+      deleting: false,
+      write: () => kind.update(deps, record.uuid, changes as Partial<R>),
+    });
+    return view(request, updated);
   });
 
   app.delete<UuidParams>(`${base}/:uuid`, async (request, reply) => {
@@ -294,8 +276,11 @@ function volumeRoutes<R extends Stored>(app: FastifyInstance, deps: ApiDeps, kin
       rule: "baremetal:volume:delete",
     });
     if (!node) throw new NodeNotFound(record.node_uuid);
-    checkNodeAllows(node, `${action} deletion`, { deleting: true });
-    await kind.remove(deps, record.uuid);
+    await changeVolume(deps.provisioner, node, {
+      action: `${action} deletion`,
+      deleting: true,
+      write: () => kind.remove(deps, record.uuid),
+    });
     await reply.code(204).send();
   });
 }
