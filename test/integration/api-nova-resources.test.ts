@@ -279,6 +279,20 @@ describe("volume connectors and targets (1.32)", () => {
     const patched = await at("1.32", `/v1/volume/targets/${second}`, { method: "PATCH", body: change });
     expect(patched.status).toBe(200);
     expect((patched.body as { boot_index: number }).boot_index).toBe(2);
+    // a node another action holds is not changed behind its back: NodeLocked, and the record stays as it was
+    await ctx.conductor.store.reserveNode(node, "another-conductor");
+    try {
+      const locked = await at("1.32", `/v1/volume/targets/${second}`, {
+        method: "PATCH",
+        body: [{ op: "replace", path: "/boot_index", value: 3 }],
+      });
+      expect(locked.status).toBe(409);
+      expect(faultOf(locked.body)).toContain("is locked by host another-conductor");
+      const kept = await at("1.32", `/v1/volume/targets/${second}`);
+      expect((kept.body as { boot_index: number }).boot_index).toBe(2);
+    } finally {
+      await ctx.conductor.store.releaseNode(node, "another-conductor");
+    }
   });
 });
 
