@@ -16,17 +16,20 @@ export const VolumeConnectorRecord = z.object({
 });
 export type VolumeConnectorRecord = z.infer<typeof VolumeConnectorRecord>;
 
+/** Ironic stores boot_index as a 32-bit integer; 0 is the boot volume. */
+const BootIndex = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 31 - 1);
+
 /** A volume a node may attach or boot from (Ironic's VolumeTarget); boot_index 0 is the boot volume. */
 export const VolumeTargetRecord = z.object({
   uuid: z.string(),
   node_uuid: z.string(),
   volume_type: z.string().min(1).max(64),
   volume_id: z.string().min(1).max(36),
-  boot_index: z
-    .number()
-    .int()
-    .min(0)
-    .max(2 ** 31 - 1),
+  boot_index: BootIndex,
   properties: JsonObject,
   extra: JsonObject,
   created_at: z.string(),
@@ -53,11 +56,7 @@ export const VolumeTargetCreateBody = z
     node_uuid: UUID,
     volume_type: z.string().min(1).max(64),
     volume_id: z.string().min(1).max(36),
-    boot_index: z
-      .number()
-      .int()
-      .min(0)
-      .max(2 ** 31 - 1),
+    boot_index: BootIndex,
     properties: JsonObject.nullable().optional(),
     extra: JsonObject.nullable().optional(),
   })
