@@ -1,6 +1,6 @@
 import type { CommandHandler } from "./command.ts";
 
-export const syncDisks: CommandHandler<"sync"> = async (_args, { backend }) => {
+export const sync: CommandHandler<"sync"> = async (_args, { backend }) => {
   await backend.sync();
   return {};
 };

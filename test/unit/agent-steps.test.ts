@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { COMMANDS, offeredSteps } from "../../agent/commands/registry.ts";
+import { COMMANDS, implementedCommands, offeredSteps } from "../../agent/commands/registry.ts";
 import { agentDeploy } from "../../conductor/drivers/deploy/agent.ts";
 import { agentRaid } from "../../conductor/drivers/raid/agent.ts";
 import { fakeRaid } from "../../conductor/drivers/raid/fake.ts";
@@ -45,9 +45,10 @@ describe("the agent catalogue", () => {
     }
   });
 
-  it("has a handler in the agent for every command that serves a step", () => {
+  it("has a handler in the agent for every command that serves a step", async () => {
     const serving = new Set(AGENT_STEPS.map((s) => s.command));
-    expect([...serving].filter((name) => COMMANDS[name] === undefined)).toEqual([]);
+    const implemented = await implementedCommands();
+    expect([...serving].filter((name) => !implemented.has(name))).toEqual([]);
   });
 
   it.each(["clean", "deploy"] as const)(
@@ -60,15 +61,15 @@ describe("the agent catalogue", () => {
       expect(new Set(agent.map((s) => JSON.stringify(s)))).toEqual(
         new Set(conductor.map((s) => JSON.stringify(s))),
       );
-      expect(agent).toEqual(offeredSteps(kind));
+      expect(agent).toEqual(await offeredSteps(kind));
     },
   );
 
   it.each(["clean", "deploy"] as const)(
     "merging the agent's %s steps changes no descriptor the conductor declared",
-    (kind) => {
+    async (kind) => {
       const declared = [...agentDeploy.steps, ...agentRaid.steps].filter((s) => s.kind === kind);
-      const merged = mergeAgentSteps(declared, parseReportedSteps(offeredSteps(kind), kind));
+      const merged = mergeAgentSteps(declared, parseReportedSteps(await offeredSteps(kind), kind));
       expect(merged.map((s) => s.descriptor)).toEqual(declared.map((s) => s.descriptor));
     },
   );

@@ -12,7 +12,7 @@ import {
 } from "../../conductor/tasks/step-plan.ts";
 import { offeredSteps } from "../../agent/commands/registry.ts";
 
-const CLEAN_STEPS = offeredSteps("clean");
+const CLEAN_STEPS = await offeredSteps("clean");
 
 /** The automated clean plan of a node with the direct deploy and agent RAID, after the agent reported its steps. */
 function automatedClean(priorities: RaidStepPriorities): string[] {

@@ -154,8 +154,8 @@ describe("GRUB command lines", () => {
 });
 
 describe("the agent's step lists", () => {
-  it("are StepDescriptors with Ironic's priorities", () => {
-    const [CLEAN_STEPS, DEPLOY_STEPS] = [offeredSteps("clean"), offeredSteps("deploy")];
+  it("are StepDescriptors with Ironic's priorities", async () => {
+    const [CLEAN_STEPS, DEPLOY_STEPS] = [await offeredSteps("clean"), await offeredSteps("deploy")];
     for (const step of [...CLEAN_STEPS, ...DEPLOY_STEPS])
       expect(StepDescriptorSchema.parse(step)).toEqual(step);
     const priorities = (steps: StepDescriptor[]) =>

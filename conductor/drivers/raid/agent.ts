@@ -1,13 +1,13 @@
+import { AGENT_STEPS } from "../../../shared/agent-steps.ts";
 import { SOFTWARE_RAID_LEVELS, type LogicalDisk, type RaidConfig } from "../../../shared/raid.ts";
 import { Invalid } from "../../errors.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 import { agentCommand } from "../agent-command.ts";
 import type { RaidInterface } from "../interfaces.ts";
-import { agentStep, type Step } from "../step.ts";
+import { agentStep, type AgentStepRun, type Step } from "../step.ts";
 import {
   logicalDisksToCreate,
   raidConfigFrom,
-  raidStep,
   type ApplyConfiguration,
   type CreateConfiguration,
 } from "./raid-steps.ts";
@@ -54,30 +54,38 @@ export function agentRaidInterface(priorities: RaidStepPriorities = {}): RaidInt
   };
 }
 
+/**
+ * The conductor's side of the agent's RAID-interface steps; a catalogue step missing here sends its command
+ * with its arguments as they are (agentStep's default).
+ */
+const RUNS: Readonly<Record<string, AgentStepRun>> = {
+  create_configuration: (task, raw) => {
+    const args = raw as CreateConfiguration; // parsed by the catalogue's schema
+    return build(task, logicalDisksToCreate(task, args), args.delete_existing ?? true);
+  },
+  async delete_configuration(task) {
+    await agentCommand(task, { name: "delete_raid", args: {} });
+    await task.update({ raid_config: {} });
+  },
+  async apply_configuration(task, raw) {
+    const args = raw as ApplyConfiguration; // parsed by the catalogue's schema
+    await task.update({ target_raid_config: args.raid_config });
+    await build(task, args.raid_config.logical_disks, args.delete_existing ?? true);
+  },
+};
+
+/** Every RAID-interface step of the agent catalogue, with the conductor's configured priorities. */
 function raidSteps(priorities: RaidStepPriorities): Step[] {
-  return [
-    agentStep(raidStep("create_configuration"), {
-      priority: priorities.createConfiguration,
-      run: (task, raw) => {
-        const args = raw as CreateConfiguration; // parsed by the catalogue's schema
-        return build(task, logicalDisksToCreate(task, args), args.delete_existing ?? true);
-      },
+  const configured: Readonly<Record<string, number | undefined>> = {
+    create_configuration: priorities.createConfiguration,
+    delete_configuration: priorities.deleteConfiguration,
+  };
+  return AGENT_STEPS.filter((s) => s.interface === "raid").map((s) =>
+    agentStep(s, {
+      ...(Object.hasOwn(RUNS, s.step) ? { run: RUNS[s.step] } : {}),
+      priority: configured[s.step],
     }),
-    agentStep(raidStep("delete_configuration"), {
-      priority: priorities.deleteConfiguration,
-      async run(task) {
-        await agentCommand(task, { name: "delete_raid", args: {} });
-        await task.update({ raid_config: {} });
-      },
-    }),
-    agentStep(raidStep("apply_configuration"), {
-      async run(task, raw) {
-        const args = raw as ApplyConfiguration; // parsed by the catalogue's schema
-        await task.update({ target_raid_config: args.raid_config });
-        await build(task, args.raid_config.logical_disks, args.delete_existing ?? true);
-      },
-    }),
-  ];
+  );
 }
 
 /** The agent RAID interface with the agent's own step priorities. */

@@ -1,25 +1,11 @@
 import { z } from "zod";
-import {
-  findAgentStep,
-  type AgentStep,
-  type ApplyConfigurationArgs,
-  type CreateConfigurationArgs,
-} from "../../../shared/agent-steps.ts";
+import type { ApplyConfigurationArgs, CreateConfigurationArgs } from "../../../shared/agent-steps.ts";
 import { RaidConfigSchema, type LogicalDisk, type RaidConfig } from "../../../shared/raid.ts";
 import { Invalid } from "../../errors.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 
 export type CreateConfiguration = z.infer<typeof CreateConfigurationArgs>;
 export type ApplyConfiguration = z.infer<typeof ApplyConfigurationArgs>;
-
-/** The catalogue's RAID-interface step of this name. */
-export function raidStep(
-  name: "create_configuration" | "delete_configuration" | "apply_configuration",
-): AgentStep {
-  const step = findAgentStep({ interface: "raid", step: name });
-  if (step === undefined) throw new Error(`the agent catalogue lacks raid.${name}`);
-  return step;
-}
 
 /**
  * The logical disks create_configuration builds from the node's target_raid_config, with Ironic's root /
