@@ -28,6 +28,8 @@ import { parseListenAddress } from "./listen-address.ts";
 import { uiPlugin } from "./ui/ui-plugin.ts";
 import type { UrlSigner } from "./images/image-request.ts";
 import { Provisioner } from "./operations/provisioner.ts";
+import { adoptBoot, takeOver } from "./operations/recovery.ts";
+import { failTimedOut } from "./operations/wait-timeouts.ts";
 import { createUrlSigner } from "./images/url-signer.ts";
 import { localImagesPlugin } from "./images/local-images-plugin.ts";
 
@@ -209,7 +211,7 @@ export function createConductor(
             store,
             membership,
             logger,
-            takeOver: (uuid, holder, cause) => provisioner.takeOver(uuid, holder, cause),
+            takeOver: (uuid, holder, cause) => takeOver(provisioner, { uuid, holder, cause }),
           },
           options,
         );
@@ -217,7 +219,7 @@ export function createConductor(
         store,
         membership,
         logger,
-        adoptBoot: (uuid) => provisioner.adoptBoot(uuid),
+        adoptBoot: (uuid) => adoptBoot(provisioner, uuid),
       });
       const takeover = async (): Promise<void> => {
         await freeOrphans();
@@ -253,7 +255,7 @@ export function createConductor(
       ) => mine(node) && !awaitsAdoption(node, membership);
       every(
         config.timeoutCheckIntervalS,
-        () => provisioner.failTimedOut(Date.now(), timesOutHere),
+        () => failTimedOut(provisioner, { isMine: timesOutHere }),
         "timeout check",
       );
       every(

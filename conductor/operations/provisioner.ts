@@ -1,9 +1,7 @@
-import type { ConfigDriveContent, ProvisionBody } from "../../shared/api.ts";
-import { bootFromVolumeProblem, deployTemplateEntries } from "../tasks/deploy-templates.ts";
+import type { ProvisionBody } from "../../shared/api.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { ProvisionState } from "../../shared/states.ts";
 import type { PlannedStep, StepKind } from "../../shared/steps.ts";
-import { buildConfigDrive } from "../images/configdrive.ts";
 import { NodeLocked, NodeNotFound } from "../db/store.ts";
 import {
   nodeInterfaces,
@@ -12,41 +10,20 @@ import {
   type NodeInterfaces,
 } from "../drivers/hardware-type.ts";
 import { Invalid } from "../errors.ts";
-import type { Flow } from "../flows/flow.ts";
+import { WORKING_STATE, driveFlow, flowOf, guarded } from "../flows/drive.ts";
+import { needsAgent, previewSteps } from "../flows/step-runner.ts";
 import type { UrlSigner } from "../images/image-request.ts";
-import { prepareInstanceBoot } from "../drivers/boot/instance-boot.ts";
-import { rewriteRamdiskBoot } from "../flows/ramdisk.ts";
-import { flowFor } from "../flows/select.ts";
-import { TRANSIENT_STATES, WAIT_STATES, nextState, verbEvent } from "../states/machine.ts";
+import { WAIT_STATES, nextState, verbEvent } from "../states/machine.ts";
+import { bootFromVolumeProblem, deployTemplateEntries } from "../tasks/deploy-templates.ts";
 import { TaskManager, type NodeLock } from "../tasks/lock.ts";
-import { awaitsAgentAnswer, bookkeeping, needsAgent, previewSteps } from "../flows/step-runner.ts";
-import { declaredSteps, stepId, validateRequested } from "../tasks/step-plan.ts";
+import { declaredSteps, stepId } from "../tasks/step-plan.ts";
 import type { Task, TaskDeps } from "../tasks/task.ts";
 import { InvalidTransition } from "../tasks/transition.ts";
 import { defineOperation, type OperationContext } from "./operation.ts";
+import { configDriveOf, requestedSteps } from "./provision-request.ts";
 
 /** PUT /v1/nodes/{id}/states/provision (Ironic's do_node_deploy, do_node_clean, do_provisioning_action...). */
 export const PROVISION = defineOperation({ purpose: "provision", shared: false, onOwner: true });
-
-const WAIT_TIMEOUT_KEY: Record<string, keyof TaskDeps["config"]["timeouts"]> = {
-  "inspect wait": "inspectWaitS",
-  "clean wait": "cleanWaitS",
-  "wait call-back": "deployWaitS",
-  "rescue wait": "rescueWaitS",
-  "service wait": "serviceWaitS",
-};
-
-/** The transient state whose flow owns a wait or hold state's clean-up and resume. */
-const WORKING_STATE: Partial<Record<ProvisionState, ProvisionState>> = {
-  "inspect wait": "inspecting",
-  "clean wait": "cleaning",
-  "clean hold": "cleaning",
-  "wait call-back": "deploying",
-  "deploy hold": "deploying",
-  "rescue wait": "rescuing",
-  "service wait": "servicing",
-  "service hold": "servicing",
-};
 
 /** Which step plan a wait state belongs to. */
 const STEP_KIND: Partial<Record<ProvisionState, StepKind>> = {
@@ -54,21 +31,19 @@ const STEP_KIND: Partial<Record<ProvisionState, StepKind>> = {
   "wait call-back": "deploy",
 };
 
-/** A config drive as Ironic stores it: a string (base64 gzipped ISO, or a URL) as given, the JSON form built into an ISO. */
-async function configDriveOf(value: string | ConfigDriveContent): Promise<string> {
-  return typeof value === "string" ? value : buildConfigDrive(value);
-}
-
-/** States whose boot files a new owner writes again after a takeover: the wait states, and active. */
-function adoptable(state: ProvisionState): boolean {
-  return WAIT_STATES.includes(state) || state === "active";
-}
-
-/** The step plan a transient state runs, where its steps may wait on the agent. */
-const PLAN_OF_STATE: Partial<Record<ProvisionState, StepKind>> = { cleaning: "clean", deploying: "deploy" };
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+/**
+ * What a deploy checks under the node's lock, as Ironic's do_node_deploy does inside task_manager.acquire:
+ * no boot from a volume, and the steps of the deploy templates named by the node's instance traits. Read
+ * from the node as reserved, so a trait or volume change that lands between the API's read and the lock
+ * cannot slip by (node changes take the same lock). Returns the template entries to record with the
+ * transition: the deploy plans from those, not from the templates as they may be edited later.
+ * @throws Invalid (400)
+ */
+async function deployChecks(task: Task): Promise<Record<string, unknown>> {
+  const { store } = task.deps;
+  const volume = await bootFromVolumeProblem(store, task.node);
+  if (volume !== null) throw new Invalid(volume);
+  return deployTemplateEntries(store, task.node, declaredSteps(task.interfaces, "deploy"));
 }
 
 /**
@@ -134,139 +109,24 @@ export class Provisioner implements OperationContext {
     this.stopped = true;
   }
 
-  private acquire(node: NodeRecord, purpose: string): Promise<NodeLock> {
+  /** The node's exclusive lock for `purpose`. @throws NodeLocked (409), NodeNotFound */
+  acquire(node: NodeRecord, purpose: string): Promise<NodeLock> {
     return this.tasks.acquire(node, purpose);
   }
 
-  /** The flow of a state for this task's node; null when none (or the node's interfaces are unknown). */
-  private flowOf(task: Task, state: ProvisionState = task.node.provision_state): Flow | null {
+  /** The node's lock, or undefined when other work holds it or the node is gone (background sweeps). */
+  async tryAcquire(node: NodeRecord, purpose: string): Promise<NodeLock | undefined> {
     try {
-      return flowFor(state, task.interfaces);
-    } catch {
-      return null;
-    }
-  }
-
-  /** Background work: its failures land in the state's failure state. */
-  private guarded(work: (task: Task) => Promise<void>): (task: Task) => Promise<void> {
-    return async (task) => {
-      try {
-        await work(task);
-      } catch (error) {
-        await this.fail(task, errorMessage(error));
-      }
-    };
-  }
-
-  private async fail(task: Task, message: string, flow?: Flow | null): Promise<void> {
-    task.log.warn({ error: message, state: task.node.provision_state }, "provisioning failed");
-    const failingFlow = flow ?? this.flowOf(task);
-    try {
-      // clean up first: whoever sees the failed state also sees the node powered off
-      await failingFlow?.onFail?.(task);
-      if (nextState(task.node.provision_state, "fail")) await task.fire("fail", { last_error: message });
-      else await task.update({ last_error: message });
+      return await this.tasks.acquire(node, purpose);
     } catch (error) {
-      task.log.error({ err: error }, "could not record a failure");
+      if (error instanceof NodeLocked || error instanceof NodeNotFound) return undefined;
+      throw error;
     }
   }
 
-  /** Drives the flow of the node's current transient state until it waits, holds, settles or fails. */
-  private async drive(task: Task, entry: "start" | "resume"): Promise<void> {
-    let phase = entry;
-    for (;;) {
-      const flow = this.flowOf(task);
-      if (!flow) return;
-      let outcome;
-      try {
-        outcome = phase === "resume" && flow.resume ? await flow.resume(task) : await flow.start(task);
-      } catch (error) {
-        const handed =
-          this.stopped && (await this.handToAgent(task, "conductor stopping").catch(() => false));
-        if (handed) return;
-        await this.fail(task, errorMessage(error), flow);
-        return;
-      }
-      if (outcome.kind === "wait" || outcome.kind === "hold") {
-        await task.fire(outcome.kind);
-        return;
-      }
-      await task.fire(outcome.kind === "chain" ? outcome.event : "done");
-      phase = "start";
-    }
-  }
-
-  /**
-   * A clean or deploy step cut off while it waits for its agent's answer (the conductor stops, or died and
-   * this one takes over): the node goes to its wait state, and the agent's call-back runs the step again, which
-   * asks for the same command and gets its result. False when the node's step waits for no such answer.
-   */
-  private async handToAgent(task: Task, why: string): Promise<boolean> {
-    const state = task.node.provision_state;
-    const kind = PLAN_OF_STATE[state];
-    if (!kind || !awaitsAgentAnswer(task.node, kind) || !nextState(state, "wait")) return false;
-    await task.fire("wait", { target_power_state: null });
-    task.log.warn(
-      { why, state, waiting: task.node.provision_state },
-      "a step waiting on its agent: the agent's call-back resumes it",
-    );
-    return true;
-  }
-
-  /**
-   * The operator's steps of a provision request, validated against the node's interfaces before anything is
-   * locked or changed (Ironic's rules: clean_steps only and always with `clean`, deploy_steps with
-   * `active`/`rebuild`, disable_ramdisk with `clean`). @throws Invalid (400)
-   */
-  private requestedSteps(node: NodeRecord, body: ProvisionBody): Record<string, unknown> {
-    const clean = bookkeeping("clean");
-    const deploy = bookkeeping("deploy");
-    if (body.clean_steps !== undefined && body.target !== "clean") {
-      throw new Invalid('"clean_steps" is only valid when setting target provision state to clean');
-    }
-    if (body.deploy_steps !== undefined && body.target !== "active" && body.target !== "rebuild") {
-      throw new Invalid(
-        '"deploy_steps" is only valid when setting target provision state to active or rebuild',
-      );
-    }
-    if (body.disable_ramdisk !== undefined && body.target !== "clean") {
-      throw new Invalid('"disable_ramdisk" is only valid when setting target provision state to clean');
-    }
-    switch (body.target) {
-      case "clean": {
-        if (body.clean_steps === undefined) {
-          throw new Invalid('"clean_steps" is required when setting target provision state to clean');
-        }
-        const disableRamdisk = body.disable_ramdisk === true;
-        const steps = validateRequested(body.clean_steps, declaredSteps(this.interfacesOf(node), "clean"), {
-          kind: "clean",
-          disableRamdisk,
-        });
-        return { [clean.requested]: steps, [clean.disableRamdisk]: disableRamdisk };
-      }
-      case "active":
-      case "rebuild": {
-        const steps =
-          body.deploy_steps === undefined
-            ? undefined
-            : validateRequested(body.deploy_steps, declaredSteps(this.interfacesOf(node), "deploy"), {
-                kind: "deploy",
-              });
-        return { [deploy.requested]: steps };
-      }
-      case "provide":
-      case "deleted":
-        return { [clean.requested]: undefined, [clean.disableRamdisk]: undefined };
-      case "manage":
-      case "inspect":
-      case "abort":
-      case "rescue":
-      case "unrescue":
-      case "adopt":
-      case "service":
-      case "unhold":
-        return {};
-    }
+  /** Drives the node's flow in the background once the lock's holder lets go of it. */
+  private drive(entry: "start" | "resume"): (task: Task) => Promise<void> {
+    return guarded((t) => driveFlow(t, entry, () => this.stopped));
   }
 
   /**
@@ -281,16 +141,12 @@ export class Provisioner implements OperationContext {
     if ((body.target === "active" || body.target === "rebuild") && node.maintenance) {
       throw new Invalid(`Node ${node.uuid} is in maintenance mode; it cannot be deployed.`);
     }
-    const steps = this.requestedSteps(node, body);
-    if (body.target === "active" || body.target === "rebuild") {
-      const volume = await bootFromVolumeProblem(this.deps.store, node);
-      if (volume !== null) throw new Invalid(volume);
-      const deploySteps = declaredSteps(this.interfacesOf(node), "deploy");
-      Object.assign(steps, await deployTemplateEntries(this.deps.store, node, deploySteps));
-    }
+    const steps = requestedSteps(() => this.interfacesOf(node), body);
     const configdrive = body.configdrive === undefined ? undefined : await configDriveOf(body.configdrive);
     const lock = await this.acquire(node, body.target);
     await lock.run(async (task) => {
+      if (body.target === "active" || body.target === "rebuild")
+        Object.assign(steps, await deployChecks(task));
       const extra: Partial<NodeRecord> = {
         last_error: null,
         driver_internal_info: { ...task.node.driver_internal_info, ...steps },
@@ -298,7 +154,7 @@ export class Provisioner implements OperationContext {
       if (configdrive !== undefined) extra.instance_info = { ...task.node.instance_info, configdrive };
       await task.fire(event, extra);
       // unhold returns to a wait state: the agent's next call-back (or, with no agent needed, we) resume
-      if (body.target !== "unhold") lock.spawnAfter(this.guarded((t) => this.drive(t, "start")));
+      if (body.target !== "unhold") lock.spawnAfter(this.drive("start"));
     });
     if (body.target === "unhold") await this.resumeAfterUnhold(node.uuid);
   }
@@ -332,7 +188,7 @@ export class Provisioner implements OperationContext {
   private async abort(node: NodeRecord): Promise<void> {
     const lock = await this.acquire(node, "abort");
     await lock.run(async (task) => {
-      await this.flowOf(task, WORKING_STATE[node.provision_state] ?? node.provision_state)?.onFail?.(task);
+      await flowOf(task, WORKING_STATE[node.provision_state] ?? node.provision_state)?.onFail?.(task);
       const step = node.clean_step as Partial<PlannedStep>;
       const message =
         node.provision_state === "clean wait" || node.provision_state === "clean hold"
@@ -347,7 +203,7 @@ export class Provisioner implements OperationContext {
     const lock = await this.acquire(node, "resume");
     await lock.run(async (task) => {
       await task.fire("resume");
-      lock.spawnAfter(this.guarded((t) => this.drive(t, "resume")));
+      lock.spawnAfter(this.drive("resume"));
     });
   }
 
@@ -376,123 +232,5 @@ export class Provisioner implements OperationContext {
   /** The steps a node runs next (Anvil's GET /v1/nodes/{id}/steps): its current plan, else a new one's. */
   stepsOf(node: NodeRecord, kind: StepKind): ReturnType<typeof previewSteps> {
     return previewSteps({ node, interfaces: this.interfacesOf(node) }, kind);
-  }
-
-  /**
-   * After a restart: release the locks this conductor left and fail the work that was in flight
-   * (wait and hold states stay: their agents call back, the operator unholds, or their timeout fails them).
-   */
-  async recover(): Promise<string[]> {
-    const failed: string[] = [];
-    for (const uuid of await this.deps.store.releaseAllReservations(this.deps.holder)) {
-      if (await this.abandon(uuid, "The conductor restarted")) failed.push(uuid);
-    }
-    return failed;
-  }
-
-  /**
-   * Takeover: a dead conductor's lock on a node this one now owns is freed, and its in-flight work settled
-   * by the same rules as a restart. Returns whether the node was failed.
-   */
-  async takeOver(uuid: string, deadHolder: string, cause: string): Promise<boolean> {
-    await this.deps.store.releaseNode(uuid, deadHolder);
-    return this.abandon(uuid, cause);
-  }
-
-  /**
-   * Takeover of boot files a conductor now gone wrote (they lived on its disk), as Ironic's takeover does:
-   * - a node waiting for its agent (Ironic keeps wait states across a takeover) gets its ramdisk boot
-   *   configuration written again here, so a reboot lands on this conductor, and its wait timer restarts; the
-   *   agent's call-back (here, or redirected here) resumes the flow. The agent token is kept.
-   * - an `active` node gets its instance boot configuration written again (Ironic's prepare_instance).
-   * Nothing is powered. Returns false when the node is locked, gone or in neither case any more.
-   */
-  async adoptBoot(uuid: string): Promise<boolean> {
-    const node = await this.deps.store.getNode(uuid);
-    if (!node || !adoptable(node.provision_state)) return false;
-    let lock: NodeLock;
-    try {
-      lock = await this.acquire(node, "takeover");
-    } catch (error) {
-      if (error instanceof NodeLocked || error instanceof NodeNotFound) return false;
-      throw error;
-    }
-    const adopted = await lock.run(async (task) => {
-      const state = task.node.provision_state;
-      if (WAIT_STATES.includes(state)) await rewriteRamdiskBoot(task);
-      else if (state === "active") await prepareInstanceBoot(task);
-      else return false;
-      return true;
-    });
-    // an agent that reconnected here before the takeover saw the node as ours: its call-back resumes now
-    if (adopted && this.deps.agents.isConnected(uuid)) await this.agentConnected(uuid);
-    return adopted;
-  }
-
-  /**
-   * Settles an unlocked node's abandoned transient state and clears a pending power change. A clean or deploy
-   * step that was waiting for the agent's answer to a command goes to its wait state: the agent keeps working
-   * and keeps its result, and its call-back here runs the step again, which asks for the same command and gets
-   * that result (Ironic keeps such nodes in their wait state across a takeover too); if the agent never calls
-   * back, the wait's timeout fails the node. Any other transient state is failed. Wait and hold states stay
-   * (their agents call back, the operator unholds, or their timeout fails them). Returns whether it failed.
-   */
-  private async abandon(uuid: string, cause: string): Promise<boolean> {
-    const node = await this.deps.store.getNode(uuid);
-    const inFlight = node !== null && TRANSIENT_STATES.includes(node.provision_state);
-    if (!node || (!inFlight && node.target_power_state === null)) return false;
-    let lock: NodeLock;
-    try {
-      lock = await this.acquire(node, "takeover");
-    } catch (error) {
-      if (error instanceof NodeLocked) return false; // someone else got to it first
-      throw error;
-    }
-    let outcome = "unchanged" as "failed" | "waiting" | "unchanged";
-    await lock.run(async (task) => {
-      if (inFlight && (await this.handToAgent(task, cause))) {
-        outcome = "waiting";
-        return;
-      }
-      const message = `${cause} while the node was in "${node.provision_state}"; the operation was abandoned.`;
-      await task.update({ target_power_state: null, last_error: message });
-      if (!inFlight) return;
-      await this.fail(task, message);
-      outcome = "failed";
-    });
-    // an agent already connected here (it reconnected before the takeover) calls back now
-    if (outcome === "waiting" && this.deps.agents.isConnected(uuid)) await this.agentConnected(uuid);
-    return outcome === "failed";
-  }
-
-  /** Fails nodes that waited for their agent longer than their state's timeout. */
-  async failTimedOut(
-    now = Date.now(),
-    isMine: (node: NodeRecord) => boolean = () => true,
-  ): Promise<string[]> {
-    const failed: string[] = [];
-    for (const state of WAIT_STATES) {
-      const limitS = this.deps.config.timeouts[WAIT_TIMEOUT_KEY[state] ?? "deployWaitS"];
-      for (const node of await this.deps.store.listNodes({ provision_state: state }, {})) {
-        const since = Date.parse(node.provision_updated_at ?? node.updated_at ?? node.created_at);
-        if (now - since < limitS * 1000 || !isMine(node)) continue;
-        let lock: NodeLock;
-        try {
-          lock = await this.acquire(node, "timeout");
-        } catch (error) {
-          if (error instanceof NodeLocked || error instanceof NodeNotFound) continue;
-          throw error;
-        }
-        await lock.run(async (task) => {
-          await this.fail(
-            task,
-            `Timeout reached while waiting for callback for node ${node.uuid} in "${state}"`,
-            this.flowOf(task, WORKING_STATE[state] ?? state),
-          );
-          failed.push(node.uuid);
-        });
-      }
-    }
-    return failed;
   }
 }

@@ -4,6 +4,7 @@ import { agentCommand } from "../../conductor/drivers/agent-command.ts";
 import { NoArgs, defineStep, type Step } from "../../conductor/drivers/step.ts";
 import { IN_FLIGHT_KEY } from "../../conductor/drivers/in-flight-command.ts";
 import { setTargetRaidConfig } from "../../conductor/operations/raid.ts";
+import { recover } from "../../conductor/operations/recovery.ts";
 import type { StepInterface, StepKind } from "../../shared/steps.ts";
 import { stepHarness } from "../helpers/step-harness.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -155,7 +156,7 @@ describe("the step runner", () => {
     });
     await h.provisioner.settle();
     const restarted = h.restart();
-    expect(await restarted.recover()).toEqual([]);
+    expect(await recover(restarted)).toEqual([]);
     await restarted.provision(await h.node(node.uuid), { target: "unhold" });
     await restarted.settle();
     expect(log.filter((l) => !l.startsWith("start"))).toEqual(["first", "second"]);
@@ -172,7 +173,7 @@ describe("the step runner", () => {
     });
     await waitFor(async () => log.includes("start slow"));
     const restarted = h.restart();
-    expect(await restarted.recover()).toEqual([node.uuid]);
+    expect(await recover(restarted)).toEqual([node.uuid]);
     const failed = await h.node(node.uuid);
     expect(failed.provision_state).toBe("clean failed");
     expect(failed.last_error).toContain("conductor restarted");
@@ -223,7 +224,7 @@ describe("the step runner", () => {
 
     h.agents.stalled.delete("sync");
     const restarted = h.restart();
-    expect(await restarted.recover()).toEqual([]); // not failed: waiting for the agent, which is connected
+    expect(await recover(restarted)).toEqual([]); // not failed: waiting for the agent, which is connected
     await restarted.settle();
     const syncs = h.agents.calls.filter((c) => c.name === "sync");
     expect(syncs.map((c) => c.id)).toEqual([sent, sent]);
@@ -241,7 +242,7 @@ describe("the step runner", () => {
     const during = await h.node(node.uuid);
     expect(during.driver_internal_info[IN_FLIGHT_KEY]).toMatchObject({ settled: ["sync"] });
     const restarted = h.restart();
-    expect(await restarted.recover()).toEqual([node.uuid]);
+    expect(await recover(restarted)).toEqual([node.uuid]);
     const failed = await h.node(node.uuid);
     expect(failed.provision_state).toBe("clean failed");
     expect(failed.last_error).toContain("conductor restarted");
@@ -256,7 +257,7 @@ describe("the step runner", () => {
     const first = h.agents.calls.find((c) => c.name === "sync")!.id;
     h.agents.connected.delete(node.uuid); // the agent is gone too: the node waits, then the operator aborts
     const restarted = h.restart();
-    expect(await restarted.recover()).toEqual([]);
+    expect(await recover(restarted)).toEqual([]);
     expect((await h.node(node.uuid)).provision_state).toBe("clean wait");
     await restarted.provision(await h.node(node.uuid), { target: "abort" });
     await restarted.settle();

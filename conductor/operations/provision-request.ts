@@ -1,0 +1,69 @@
+import type { ConfigDriveContent, ProvisionBody } from "../../shared/api.ts";
+import type { NodeInterfaces } from "../drivers/hardware-type.ts";
+import { Invalid } from "../errors.ts";
+import { bookkeeping } from "../flows/step-runner.ts";
+import { buildConfigDrive } from "../images/configdrive.ts";
+import { declaredSteps, validateRequested } from "../tasks/step-plan.ts";
+
+/** A config drive as Ironic stores it: a string (base64 gzipped ISO, or a URL) as given, the JSON form built into an ISO. */
+export async function configDriveOf(value: string | ConfigDriveContent): Promise<string> {
+  return typeof value === "string" ? value : buildConfigDrive(value);
+}
+
+/**
+ * The operator's steps of a provision request, validated against the node's interfaces before anything is
+ * locked or changed (Ironic's rules: clean_steps only and always with `clean`, deploy_steps with
+ * `active`/`rebuild`, disable_ramdisk with `clean`). Returns the driver_internal_info entries to record.
+ * @throws Invalid (400)
+ */
+export function requestedSteps(
+  interfaces: () => NodeInterfaces,
+  body: ProvisionBody,
+): Record<string, unknown> {
+  const clean = bookkeeping("clean");
+  const deploy = bookkeeping("deploy");
+  if (body.clean_steps !== undefined && body.target !== "clean") {
+    throw new Invalid('"clean_steps" is only valid when setting target provision state to clean');
+  }
+  if (body.deploy_steps !== undefined && body.target !== "active" && body.target !== "rebuild") {
+    throw new Invalid(
+      '"deploy_steps" is only valid when setting target provision state to active or rebuild',
+    );
+  }
+  if (body.disable_ramdisk !== undefined && body.target !== "clean") {
+    throw new Invalid('"disable_ramdisk" is only valid when setting target provision state to clean');
+  }
+  switch (body.target) {
+    case "clean": {
+      if (body.clean_steps === undefined) {
+        throw new Invalid('"clean_steps" is required when setting target provision state to clean');
+      }
+      const disableRamdisk = body.disable_ramdisk === true;
+      const steps = validateRequested(body.clean_steps, declaredSteps(interfaces(), "clean"), {
+        kind: "clean",
+        disableRamdisk,
+      });
+      return { [clean.requested]: steps, [clean.disableRamdisk]: disableRamdisk };
+    }
+    case "active":
+    case "rebuild": {
+      const steps =
+        body.deploy_steps === undefined
+          ? undefined
+          : validateRequested(body.deploy_steps, declaredSteps(interfaces(), "deploy"), { kind: "deploy" });
+      return { [deploy.requested]: steps };
+    }
+    case "provide":
+    case "deleted":
+      return { [clean.requested]: undefined, [clean.disableRamdisk]: undefined };
+    case "manage":
+    case "inspect":
+    case "abort":
+    case "rescue":
+    case "unrescue":
+    case "adopt":
+    case "service":
+    case "unhold":
+      return {};
+  }
+}
