@@ -1,11 +1,12 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { newNode } from "../../conductor/operations/node-record.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";
 import { INDEXED_INTERNAL_KEYS, NodeLocked, NodeNotFound, type Store } from "../../conductor/db/store.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
+import { useStores, type StoreHarness } from "./harness.ts";
 
 const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
 const node = (fields: Partial<NodeRecord> = {}): NodeRecord => ({
@@ -17,21 +18,13 @@ const node = (fields: Partial<NodeRecord> = {}): NodeRecord => ({
  * Partial updates of driver_internal_info (updateDriverInternalInfo, setDeployProgress): the database merges
  * the keys into the stored document, so what else the document holds is never read and written back.
  */
-export function partialUpdateContract(
-  name: string,
-  options: { open: () => Promise<Store>; openSecond?: () => Promise<Store>; teardown?: () => Promise<void> },
-): void {
+export function partialUpdateContract(name: string, harness: StoreHarness): void {
   describe(`Store partial updates: ${name}`, () => {
     let store: Store;
     let second: Store | undefined;
-    beforeAll(async () => {
-      store = await options.open();
-      second = await options.openSecond?.();
-    });
-    afterAll(async () => {
-      await second?.close();
-      await store?.close();
-      await options.teardown?.();
+    useStores(harness, (opened, other) => {
+      store = opened;
+      second = other;
     });
 
     it("merges keys, removes undefined ones, bumps updated_at and leaves the rest of the node", async () => {

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { newNode } from "../../conductor/operations/node-record.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";
@@ -9,6 +9,7 @@ import type { ChassisRecord } from "../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../shared/deploy-template.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../shared/volume.ts";
+import { useStores, type StoreHarness } from "./harness.ts";
 
 const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
 const node = (fields: Partial<NodeRecord> = {}): NodeRecord => ({
@@ -57,19 +58,10 @@ const template = (fields: Partial<DeployTemplateRecord> = {}): DeployTemplateRec
 });
 
 /** Chassis, volume connectors and targets, deploy templates: the same behaviour on every database. */
-export function resourcesContract(
-  name: string,
-  options: { open: () => Promise<Store>; teardown?: () => Promise<void> },
-): void {
+export function resourcesContract(name: string, harness: StoreHarness): void {
   describe(`Store resources: ${name}`, () => {
     let store: Store;
-    beforeAll(async () => {
-      store = await options.open();
-    });
-    afterAll(async () => {
-      await store?.close();
-      await options.teardown?.();
-    });
+    useStores(harness, (opened) => (store = opened), { second: false });
 
     it("creates, reads, pages, updates and deletes chassis", async () => {
       const made = await Promise.all([1, 2, 3].map(() => store.createChassis(chassis())));

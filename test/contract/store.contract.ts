@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { newNode } from "../../conductor/operations/node-record.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";
@@ -14,6 +14,7 @@ import {
 } from "../../conductor/db/store.ts";
 import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
 import type { ProvisionState } from "../../shared/states.ts";
+import { useStores, type StoreHarness } from "./harness.ts";
 
 const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
 
@@ -89,21 +90,13 @@ const request = (fields: Partial<Parameters<Store["claimNode"]>[1]> = {}) => ({
  * The behaviour every Store must have, run against each implementation. `open` gives a store on an empty
  * database; `openSecond` (optional) a second, independent connection to the same database (another conductor).
  */
-export function storeContract(
-  name: string,
-  options: { open: () => Promise<Store>; openSecond?: () => Promise<Store>; teardown?: () => Promise<void> },
-): void {
+export function storeContract(name: string, harness: StoreHarness): void {
   describe(`Store contract: ${name}`, () => {
     let store: Store;
     let second: Store | undefined;
-    beforeAll(async () => {
-      store = await options.open();
-      second = await options.openSecond?.();
-    });
-    afterAll(async () => {
-      await second?.close();
-      await store?.close();
-      await options.teardown?.();
+    useStores(harness, (opened, other) => {
+      store = opened;
+      second = other;
     });
 
     it("creates nodes and finds them by uuid or name; names and instances are unique", async () => {
