@@ -4,16 +4,18 @@
 // POST→active p50/p99, how fast a race loser is told, conductor RSS. Printed beside real Ironic 21.4's figures.
 // On one 2-core machine the three conductors share the cores with the server and the client, which the
 // one-conductor row shows the cost of (docs/cluster.md). Run it under `flock /tmp/anvil-heavy.lock`.
+// BENCH_BASELINE_REV=<revision>: that revision's conductors (extracted with git archive; the fleet seeded by
+// its own store code) are measured in every row too, just before this checkout's, and both are printed with
+// the ratio.
 import { throwawayPostgres } from "./throwaway-postgres.ts";
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
-import { openStore } from "../../conductor/db/open-store.ts";
 import { type Dispatcher, request } from "undici";
-import { fakeNode, seedFleet } from "./fleet.ts";
+import { promisify } from "node:util";
 import { percentile } from "./percentile.ts";
 import { rssMiB } from "./rss.ts";
 
@@ -42,6 +44,7 @@ const ALLOCATIONS = Number(process.env.BENCH_ALLOCATIONS ?? 1_000);
 const PAGES = Number(process.env.BENCH_PAGES ?? 200);
 const LIST_PAGES = Number(process.env.BENCH_LIST_PAGES ?? 1_000);
 const CONCURRENCY = 8;
+const BASELINE_REV = process.env.BENCH_BASELINE_REV;
 const HEADERS = { "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": "1.78" };
 
 async function call(
@@ -81,8 +84,12 @@ async function load(
   return { perS: count / seconds, p50: percentile(times, 50), p99: percentile(times, 99) };
 }
 
-async function spawnConductor(args: string[]): Promise<{ child: ChildProcess; url: string }> {
+async function spawnConductor(
+  checkout: string,
+  args: string[],
+): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, ["--import", "tsx", "conductor/main.ts", "--port", "0", ...args], {
+    cwd: checkout,
     stdio: ["ignore", "ignore", "pipe"],
   });
   const url = await new Promise<string>((resolve, reject) => {
@@ -113,19 +120,61 @@ interface Result {
   rss: number[];
 }
 
+/**
+ * Runs a module body in `checkout` (its own store code and schema, so a baseline's database is written by
+ * the baseline); returns what it prints.
+ */
+function inCheckout(checkout: string, body: string, args: string[]): Promise<string> {
+  const fleet = JSON.stringify(join(checkout, "scripts/bench/fleet.ts"));
+  const store = JSON.stringify(join(checkout, "conductor/db/open-store.ts"));
+  const code = `const { seedFleet, fakeNode } = await import(${fleet});
+const { openStore } = await import(${store});
+const [database, arg] = process.argv.slice(1);
+${body}`;
+  return promisify(execFile)(
+    process.execPath,
+    ["--import", "tsx", "--input-type=module", "-e", code, ...args],
+    {
+      cwd: checkout,
+      maxBuffer: 1 << 20,
+    },
+  ).then((out) => out.stdout);
+}
+
+const seed = async (checkout: string, database: string): Promise<number> =>
+  Number(
+    await inCheckout(checkout, "console.log(await seedFleet(database, Number(arg)));", [
+      database,
+      String(NODES),
+    ]),
+  );
+
+/** 10 free nodes of `resourceClass`, for the race. */
+const raceNodes = (checkout: string, database: string, resourceClass: string): Promise<string> =>
+  inCheckout(
+    checkout,
+    `const store = openStore(database);
+for (let i = 0; i < 10; i++) {
+  await store.createNode({ ...fakeNode({ driver: "fake-hardware" }), provision_state: "available",
+    power_state: "power off", resource_class: arg });
+}
+await store.close();`,
+    [database, resourceClass],
+  );
+
 async function measure(
   store: string,
-  setup: { database: string; conductors: number; dir: string },
+  setup: { database: string; conductors: number; dir: string; checkout: string },
 ): Promise<Result> {
-  const { database, conductors } = setup;
+  const { database, conductors, checkout } = setup;
   // each row's conductors get data directories of their own, not those of the row before
   const dir = mkdtempSync(join(setup.dir, `${store}-${conductors}-`));
-  const seedPerS = await seedFleet(database, NODES);
+  const seedPerS = await seed(checkout, database);
   const children: ChildProcess[] = [];
   try {
     const urls: string[] = [];
     for (let i = 0; i < conductors; i++) {
-      const c = await spawnConductor([
+      const c = await spawnConductor(checkout, [
         ...["--db", database, "--name", `bench-${i}`, "--data-dir", join(dir, `c${i}`)],
         ...["--power-sync-interval", "0", "--log-level", "info"],
       ]);
@@ -165,16 +214,7 @@ async function measure(
 
     // the race: 10 free nodes of a fresh class, 20 clients at once across the conductors
     const raceClass = `race-${randomUUID().slice(0, 6)}`;
-    const raceStore = openStore(database);
-    for (let i = 0; i < 10; i++) {
-      await raceStore.createNode({
-        ...fakeNode({ driver: "fake-hardware" }),
-        provision_state: "available",
-        power_state: "power off",
-        resource_class: raceClass,
-      });
-    }
-    await raceStore.close();
+    await raceNodes(checkout, database, raceClass);
     const race = await Promise.all(
       Array.from({ length: 20 }, async (_, i) => {
         const t = performance.now();
@@ -246,29 +286,78 @@ function report(r: Result): void {
   );
 }
 
+/** Baseline against this checkout, one line a figure: both values and the ratio (this / baseline). */
+function compare(base: Result, here: Result): void {
+  const row = `${here.store}, ${here.conductors} conductor(s)`;
+  console.log(`\n== ${row}: baseline ${BASELINE_REV} → this checkout ==`);
+  const rows: [string, number, number, string, number][] = [
+    ["seed (Store)", base.seedPerS, here.seedPerS, "/s", 0],
+    ["node create (API)", base.createPerS, here.createPerS, "/s", 0],
+    ["list p50", base.list.p50, here.list.p50, "ms", 1],
+    ["list p99", base.list.p99, here.list.p99, "ms", 1],
+    ["detail p50", base.detail.p50, here.detail.p50, "ms", 1],
+    ["detail p99", base.detail.p99, here.detail.p99, "ms", 1],
+    ["allocations (class)", base.alloc.perS, here.alloc.perS, "/s", 0],
+    ["allocation p99", base.alloc.p99, here.alloc.p99, "ms", 1],
+    ["allocations (+trait)", base.traits.perS, here.traits.perS, "/s", 0],
+    ["allocations (exact)", base.exact.perS, here.exact.perS, "/s", 0],
+    ["race losers told p50", base.raceLoserP50, here.raceLoserP50, "ms", 1],
+    ["conductor RSS (max)", Math.max(...base.rss), Math.max(...here.rss), "MiB", 0],
+  ];
+  for (const [name, a, b, unit, digits] of rows) {
+    console.log(
+      `${name.padEnd(26)} ${fmt(a, digits).padStart(9)} → ${fmt(b, digits).padStart(9)} ${unit.padEnd(6)} ×${(b / a).toFixed(2)}`,
+    );
+  }
+}
+
 async function main(): Promise<void> {
   const only = process.env.BENCH_STORES?.split(",") ?? ["postgresql", "sqlite"];
   const pgConductors = (process.env.BENCH_PG_CONDUCTORS ?? "3,1").split(",").map(Number);
   if (!pgConductors.every((n) => Number.isInteger(n) && n > 0))
     throw new Error(`BENCH_PG_CONDUCTORS: conductor counts separated by commas, such as "3,1"`);
   const dir = mkdtempSync(join(tmpdir(), "anvil-cluster-bench-"));
+  const checkouts: [string, string][] = [["this checkout", resolve(".")]];
+  if (BASELINE_REV) {
+    const base = join(dir, "baseline");
+    mkdirSync(base);
+    execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "bash", BASELINE_REV, base]);
+    symlinkSync(resolve("node_modules"), join(base, "node_modules"));
+    checkouts.unshift([`baseline ${BASELINE_REV}`, base]);
+  }
+  const pairs: Result[][] = [];
   try {
     for (const conductors of only.includes("postgresql") ? pgConductors : []) {
-      // a fresh server for each row (the seed fills its database); its own temp dir, because the server runs
-      // as another user, who cannot enter the bench's private one
-      const postgres = throwawayPostgres("anvil-cluster-bench-pg-");
-      try {
-        const url = postgres.start();
-        report(await measure("PostgreSQL", { database: url, conductors, dir }));
-      } finally {
-        postgres.stop();
+      const row: Result[] = [];
+      for (const [name, checkout] of checkouts) {
+        // a fresh server for each row and checkout (the seed fills its database); its own temp dir, because
+        // the server runs as another user, who cannot enter the bench's private one
+        const postgres = throwawayPostgres("anvil-cluster-bench-pg-");
+        try {
+          const url = postgres.start();
+          console.log(`\n[${name}]`);
+          row.push(await measure("PostgreSQL", { database: url, conductors, dir, checkout }));
+          report(row.at(-1)!);
+        } finally {
+          postgres.stop();
+        }
       }
+      pairs.push(row);
     }
-    if (only.includes("sqlite"))
-      report(await measure("SQLite", { database: join(dir, "bench.sqlite"), conductors: 1, dir }));
+    if (only.includes("sqlite")) {
+      const row: Result[] = [];
+      for (const [i, [name, checkout]] of checkouts.entries()) {
+        console.log(`\n[${name}]`);
+        const database = join(dir, `bench-${i}.sqlite`);
+        row.push(await measure("SQLite", { database, conductors: 1, dir, checkout }));
+        report(row.at(-1)!);
+      }
+      pairs.push(row);
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+  if (BASELINE_REV) for (const [base, here] of pairs) compare(base!, here!);
 }
 
 main().catch((error: unknown) => {
