@@ -316,6 +316,8 @@ export function createConductor(
       await gateway.close();
       provisioner.abortAll("conductor stopping");
       await provisioner.settle();
+      // BMC sessions are a scarce resource on the BMC (often 4-8): end them rather than let them time out
+      for (const hw of drivers.list()) await hw.stop?.().catch(() => undefined);
       await app.close();
       for (const listener of side) await listener.app.close();
       await membership

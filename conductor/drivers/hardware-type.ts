@@ -40,6 +40,8 @@ export interface HardwareType {
   alternatives: Partial<Record<keyof InterfaceNames, readonly string[]>>;
   /** driver_info keys this type reads, with a description: served at /v1/drivers/{name}/properties */
   properties: Record<string, string>;
+  /** Releases what the type holds open (BMC sessions, pooled connections) when the conductor stops. */
+  stop?(): Promise<void>;
 }
 
 /** The interfaces a node works through: its hardware type's, as its *_interface fields choose. */

@@ -1,4 +1,6 @@
+import type { Inventory } from "../../shared/inventory.ts";
 import type { RaidConfig } from "../../shared/raid.ts";
+import type { CallOptions, DriverNode } from "./out-of-band.ts";
 import type { Step } from "./step.ts";
 
 // the out-of-band interfaces live below the step-running ones: a task (which the steps take) may name them
@@ -21,11 +23,18 @@ export interface DeployInterface {
   steps: readonly Step[];
 }
 
-/** Inspects a node's hardware: through the agent (in band) or not at all (fake). */
+/** Inspects a node's hardware: through the agent (in band), through the BMC (out of band) or not at all (fake). */
 export interface InspectInterface {
   name: string;
   inBand: boolean;
+  /** Out of band: reads the inventory from the BMC. @throws DriverError */
+  inspectHardware?(node: DriverNode, options?: CallOptions): Promise<Inventory>;
 }
+
+/** An inspect interface that asks the BMC (Ironic's redfish inspect). */
+export type OutOfBandInspectInterface = InspectInterface & {
+  inspectHardware(node: DriverNode, options?: CallOptions): Promise<Inventory>;
+};
 
 /** Builds and removes RAID volumes from a node's target_raid_config (Ironic's RAIDInterface). */
 export interface RaidInterface {

@@ -14,6 +14,8 @@ import { FakeManagement } from "./management/fake.ts";
 import { IpmitoolManagement } from "./management/ipmitool.ts";
 import { FakePower } from "./power/fake.ts";
 import { IpmitoolPower } from "./power/ipmitool.ts";
+import type { RedfishClientOptions } from "./redfish/client.ts";
+import { redfishHardware } from "./redfish/hardware.ts";
 
 /** Where the HTTP-served boot files live under the data dir. */
 export function httpBootRoot(config: ConductorConfig): string {
@@ -66,6 +68,31 @@ export function fakeHardware(config: ConductorConfig): HardwareType {
   };
 }
 
+function networkBoot(config: ConductorConfig) {
+  const defaults = { kernel: config.boot.deployKernel, ramdisk: config.boot.deployRamdisk };
+  const kernelArgs = ["console=tty0", "console=ttyS0,115200n8"];
+  return config.boot.kind === "ipxe"
+    ? new IpxeBoot({ root: httpBootRoot(config), defaultDeployImages: defaults, kernelArgs })
+    : new PxeBoot({ root: tftpRoot(config), defaultDeployImages: defaults, kernelArgs });
+}
+
+/** Ironic's redfish: Redfish power, management and inspection; network boot and the agent as for ipmi. */
+export function redfishHardwareOf(
+  config: ConductorConfig,
+  options: { client?: RedfishClientOptions; pollIntervalMs?: number } = {},
+): HardwareType {
+  return redfishHardware(config, {
+    boot: networkBoot(config),
+    bootName: config.boot.kind,
+    // fake deploy is offered as Ironic offers it wherever it is enabled (tests, demos)
+    deploy: [agentDeploy, fakeDeploy],
+    inspect: [agentInspect, fakeInspect],
+    raid: [noRaid, agentRaidOf(config)],
+    client: options.client,
+    pollIntervalMs: options.pollIntervalMs,
+  });
+}
+
 /** The real thing: ipmitool power and boot device, iPXE (or PXE) boot, the agent for deploy, inspect and RAID. */
 export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolOptions = {}): HardwareType {
   const ipmitool = new Ipmitool(ipmitoolOptions);
@@ -116,7 +143,11 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
 /** The hardware types a conductor offers; `ipmitool` options reach the BMC runner (metrics hooks). */
 export function defaultDrivers(
   config: ConductorConfig,
-  options: { ipmitool?: IpmitoolOptions } = {},
+  options: { ipmitool?: IpmitoolOptions; redfish?: RedfishClientOptions } = {},
 ): DriverRegistry {
-  return driverRegistry([fakeHardware(config), ipmiHardware(config, options.ipmitool)]);
+  return driverRegistry([
+    fakeHardware(config),
+    ipmiHardware(config, options.ipmitool),
+    redfishHardwareOf(config, { client: options.redfish }),
+  ]);
 }

@@ -1,8 +1,7 @@
-import { randomUUID } from "node:crypto";
 import { InventorySchema } from "../../shared/inventory.ts";
 import type { Task } from "../tasks/task.ts";
 import { DONE, WAIT, type Flow, type FlowOutcome } from "./flow.ts";
-import { propertiesFromInventory, pxeMac } from "./inspection-results.ts";
+import { recordInventory } from "./record-inventory.ts";
 import { bootIntoRamdisk, canFastTrack, leaveRamdisk, powerOffQuietly } from "./ramdisk.ts";
 
 async function collect(task: Task): Promise<FlowOutcome> {
@@ -11,34 +10,7 @@ async function collect(task: Task): Promise<FlowOutcome> {
     { name: "get_inventory", args: {} },
     { signal: task.signal, timeoutMs: 120_000 },
   );
-  const inventory = InventorySchema.parse(raw);
-  const { store } = task.deps;
-  await store.saveInventory(task.node.uuid, { inventory, plugin_data: {} });
-  const bootMac = pxeMac(inventory);
-  const known = new Set((await store.listPorts({ node_uuid: task.node.uuid }, {})).map((p) => p.address));
-  for (const iface of inventory.interfaces) {
-    const address = iface.mac_address.toLowerCase();
-    if (known.has(address) || (await store.listPorts({ address }, {})).length > 0) continue;
-    await store.createPort({
-      uuid: randomUUID(),
-      address,
-      node_uuid: task.node.uuid,
-      portgroup_uuid: null,
-      pxe_enabled: bootMac === null ? true : address === bootMac,
-      physical_network: null,
-      local_link_connection: {},
-      internal_info: {},
-      extra: {},
-      is_smartnic: false,
-      name: null,
-      created_at: new Date().toISOString(),
-      updated_at: null,
-    });
-  }
-  await task.update({
-    properties: propertiesFromInventory(inventory, task.node.properties),
-    inspection_finished_at: new Date().toISOString(),
-  });
+  await recordInventory(task, InventorySchema.parse(raw));
   await leaveRamdisk(task);
   return DONE;
 }

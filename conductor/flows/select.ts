@@ -5,6 +5,7 @@ import { clean } from "./clean.ts";
 import { deploy } from "./deploy.ts";
 import { fakeInspect, fakeRescue, fakeService } from "./fake.ts";
 import { DONE, type Flow } from "./flow.ts";
+import { isOutOfBand, outOfBandInspect } from "./out-of-band-inspect.ts";
 import { teardown } from "./teardown.ts";
 import { verify } from "./verify.ts";
 
@@ -21,7 +22,8 @@ export function flowFor(state: ProvisionState, interfaces: NodeInterfaces): Flow
     case "verifying":
       return verify;
     case "inspecting":
-      return interfaces.inspect.inBand ? agentInspect : fakeInspect;
+      if (interfaces.inspect.inBand) return agentInspect;
+      return isOutOfBand(interfaces.inspect) ? outOfBandInspect(interfaces.inspect) : fakeInspect;
     case "cleaning":
       return clean;
     case "deploying":

@@ -1,7 +1,8 @@
 // One power-sync pass over a large fleet against simulated BMCs whose latency is measured, in the same run, on a
 // real ipmi_sim through real ipmitool: 10^4 nodes (BENCH_SYNC_NODES) on one conductor (SQLite), and 10^5
 // (BENCH_NODES) split by the hash ring across three conductors sharing PostgreSQL, each syncing only what it
-// owns. The pass's concurrency is the conductor's `power_sync.concurrency` (Ironic: sync_power_state_workers);
+// owns; and 10^4 nodes (BENCH_REDFISH_NODES, 0 to skip) with the redfish driver, each its own simulated Redfish
+// BMC answering after the same latency, through the real driver (pools, sessions, zod). The pass's concurrency is the conductor's `power_sync.concurrency` (Ironic: sync_power_state_workers);
 // BENCH_SYNC_CONCURRENCY lists the values tried, "auto" being the conductor's defaults (8 workers, added up to
 // 32 while the pass's pace says it would not end within 80 % of the 60 s interval). The three conductors run in this one process (one event loop
 // for all three: a pessimistic stand-in for three machines). Run under `flock /tmp/anvil-heavy.lock`.
@@ -20,11 +21,13 @@ import { defaultDrivers } from "../../conductor/drivers/registry.ts";
 import { standaloneOperations } from "../../conductor/operations/standalone.ts";
 import { startIpmiSim } from "../../test/helpers/ipmi-sim.ts";
 import { seedFleet } from "./fleet.ts";
+import { redfishPowerSync } from "./power-sync-redfish.ts";
 
 const SINGLE_NODES = Number(process.env.BENCH_SYNC_NODES ?? 10_000);
 const CLUSTER_NODES = Number(process.env.BENCH_NODES ?? 100_000);
 const CONCURRENCY = (process.env.BENCH_SYNC_CONCURRENCY ?? "8,32,auto").split(",");
 const STORES = process.env.BENCH_STORES?.split(",") ?? ["postgresql", "sqlite"];
+const REDFISH_NODES = Number(process.env.BENCH_REDFISH_NODES ?? SINGLE_NODES);
 const GOAL_S = 60;
 
 /** Median wall time of one `chassis power status` to a local ipmi_sim, and the conductor's CPU per call. */
@@ -143,6 +146,27 @@ async function main(): Promise<void> {
       for (const concurrency of CONCURRENCY)
         rows.push({ concurrency, pass: await syncPass(database, { conductors: 1, concurrency, latencyMs }) });
       report("one conductor, SQLite", SINGLE_NODES, rows);
+    }
+    if (REDFISH_NODES > 0) {
+      const rf = await redfishPowerSync(join(dir, "redfish.sqlite"), { count: REDFISH_NODES, latencyMs });
+      console.log(
+        `\nredfish, one conductor, SQLite: ${REDFISH_NODES} nodes, one simulated BMC each (auto workers)`,
+      );
+      for (const [label, pass] of [
+        ["first pass (sessions made)", rf.cold],
+        ["second pass (sessions kept)", rf.warm],
+      ] as const) {
+        console.log(
+          `${label.padStart(28)} | ${pass.seconds.toFixed(1).padStart(5)} s | ` +
+            `${(pass.checked / pass.seconds).toFixed(0).padStart(6)} nodes/s | ${pass.workers} workers | ` +
+            `${pass.inSync === REDFISH_NODES ? "all in sync" : `${pass.inSync} of ${REDFISH_NODES} in sync`}`,
+        );
+      }
+      console.log(
+        `per call, one at a time on a kept connection: redfish ${rf.medianMs.toFixed(1)} ms wall, ` +
+          `${rf.cpuMsPerCall.toFixed(2)} ms conductor CPU; ipmitool ${latency.medianMs.toFixed(1)} ms wall, ` +
+          `${latency.cpuMs.toFixed(1)} ms CPU (with the ipmitool process)`,
+      );
     }
     if (STORES.includes("postgresql")) {
       const url = postgres.start();

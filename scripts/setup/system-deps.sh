@@ -8,6 +8,8 @@ packages=(
   # suites (ironicclient's needs tempest.lib and ddt; both run under Debian's pytest).
   python3-nova python3-openstacksdk python3-tempest python3-ddt python3-pytest
   ipmitool openipmi
+  # The lab's Redfish BMC is checked by the Redfish library Ironic itself uses.
+  python3-sushy
   # strace: a test checks which files ipmitool opens (it must skip the system's enterprise number registry).
   strace
   qemu-system-x86 qemu-utils ipxe-qemu

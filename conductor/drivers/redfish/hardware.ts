@@ -1,0 +1,63 @@
+import type { ConductorConfig } from "../../config.ts";
+import type { BootInterface } from "../interfaces.ts";
+import type { HardwareType } from "../hardware-type.ts";
+import type { DeployInterface, InspectInterface, RaidInterface } from "../interfaces.ts";
+import { RedfishConnections, type RedfishClientOptions } from "./client.ts";
+import { REDFISH_PROPERTIES } from "./driver-info.ts";
+import { RedfishInspect } from "./inspect.ts";
+import { RedfishManagement } from "./management.ts";
+import { RedfishPower } from "./power.ts";
+
+export interface RedfishHardwareParts {
+  /** The boot interface the conductor uses for network boot (iPXE or PXE), as for ipmi. */
+  boot: BootInterface;
+  bootName: string;
+  deploy: readonly DeployInterface[];
+  inspect: readonly InspectInterface[];
+  raid: readonly RaidInterface[];
+  client?: RedfishClientOptions;
+  /** Poll interval while waiting for power states and tasks (tests shorten it). */
+  pollIntervalMs?: number;
+}
+
+/**
+ * Ironic's `redfish` hardware type: Redfish power, management and out-of-band inspection; network boot and
+ * the agent's deploy as for ipmi. `stop()` ends every Redfish session.
+ */
+export function redfishHardware(_config: ConductorConfig, parts: RedfishHardwareParts): HardwareType {
+  const connections = new RedfishConnections(parts.client);
+  const management = new RedfishManagement({ connections });
+  const redfishInspect = new RedfishInspect(connections);
+  const deployNames = parts.deploy.map((d) => d.name);
+  return {
+    name: "redfish",
+    interfaces: {
+      bios_interface: "no-bios",
+      boot_interface: parts.bootName,
+      console_interface: "no-console",
+      deploy_interface: deployNames[0] ?? "direct",
+      inspect_interface: "redfish",
+      management_interface: "redfish",
+      network_interface: "flat",
+      power_interface: "redfish",
+      raid_interface: parts.raid[0]?.name ?? "no-raid",
+      rescue_interface: "no-rescue",
+      storage_interface: "noop",
+      vendor_interface: "no-vendor",
+    },
+    power: new RedfishPower({ connections, management, pollIntervalMs: parts.pollIntervalMs }),
+    management,
+    boot: parts.boot,
+    deploy: parts.deploy,
+    inspect: [redfishInspect, ...parts.inspect],
+    raid: parts.raid,
+    alternatives: {
+      deploy_interface: deployNames.slice(1),
+      inspect_interface: parts.inspect.map((i) => i.name),
+      raid_interface: parts.raid.slice(1).map((r) => r.name),
+      network_interface: ["noop"],
+    },
+    properties: REDFISH_PROPERTIES,
+    stop: () => connections.close(),
+  };
+}

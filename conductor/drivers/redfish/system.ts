@@ -1,0 +1,52 @@
+import { InvalidDriverInfo } from "../errors.ts";
+import type { RedfishClient } from "./client.ts";
+import { RedfishError } from "./client.ts";
+import type { RedfishConnections } from "./client.ts";
+import { parseRedfishDriverInfo } from "./driver-info.ts";
+import type { DriverNode } from "../out-of-band.ts";
+import { CollectionSchema, ComputerSystemSchema, type ComputerSystem } from "./schemas.ts";
+import { quirksFor, type Quirks } from "./quirks.ts";
+
+// the path found for a client without redfish_system_id (the one member of Systems), asked once
+const discovered = new WeakMap<RedfishClient, string>();
+
+/** The ComputerSystem's path: redfish_system_id, or the only member of /redfish/v1/Systems. @throws RedfishError, InvalidDriverInfo */
+export async function systemPath(client: RedfishClient, signal?: AbortSignal): Promise<string> {
+  if (client.info.systemId) return client.info.systemId;
+  const known = discovered.get(client);
+  if (known) return known;
+  const root = await client.serviceRoot(signal);
+  const collection = root.Systems?.["@odata.id"];
+  if (!collection)
+    throw new RedfishError(`Redfish service at ${client.info.origin} has no Systems collection`, {
+      status: 200,
+    });
+  const members = (await client.get(collection, CollectionSchema, signal)).Members;
+  if (members.length !== 1) {
+    throw new InvalidDriverInfo(
+      `driver_info.redfish_system_id is required: the Redfish service at ${client.info.origin} has ${members.length} systems`,
+    );
+  }
+  const path = members[0]!["@odata.id"].replace(/\/+$/, "");
+  discovered.set(client, path);
+  return path;
+}
+
+export interface SystemView {
+  client: RedfishClient;
+  path: string;
+  system: ComputerSystem;
+  quirks: Quirks;
+}
+
+/** Reads the node's ComputerSystem and the quirks its vendor needs. @throws InvalidDriverInfo, RedfishError */
+export async function loadSystem(
+  connections: RedfishConnections,
+  node: DriverNode,
+  signal?: AbortSignal,
+): Promise<SystemView> {
+  const client = connections.client(parseRedfishDriverInfo(node.driver_info));
+  const path = await systemPath(client, signal);
+  const system = await client.get(path, ComputerSystemSchema, signal);
+  return { client, path, system, quirks: quirksFor(system).quirks };
+}

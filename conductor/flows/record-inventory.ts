@@ -1,0 +1,39 @@
+import { randomUUID } from "node:crypto";
+import type { Inventory } from "../../shared/inventory.ts";
+import type { Task } from "../tasks/task.ts";
+import { propertiesFromInventory, pxeMac } from "./inspection-results.ts";
+
+/**
+ * Stores an inventory (whoever read it: the agent or the BMC), creates a port for each MAC no port has yet,
+ * and fills in the node's properties, as Ironic's inspection does.
+ */
+export async function recordInventory(task: Task, inventory: Inventory): Promise<void> {
+  const { store } = task.deps;
+  await store.saveInventory(task.node.uuid, { inventory, plugin_data: {} });
+  const bootMac = pxeMac(inventory);
+  const known = new Set((await store.listPorts({ node_uuid: task.node.uuid }, {})).map((p) => p.address));
+  for (const iface of inventory.interfaces) {
+    const address = iface.mac_address.toLowerCase();
+    if (known.has(address) || (await store.listPorts({ address }, {})).length > 0) continue;
+    known.add(address);
+    await store.createPort({
+      uuid: randomUUID(),
+      address,
+      node_uuid: task.node.uuid,
+      portgroup_uuid: null,
+      pxe_enabled: bootMac === null ? true : address === bootMac,
+      physical_network: null,
+      local_link_connection: {},
+      internal_info: {},
+      extra: {},
+      is_smartnic: false,
+      name: null,
+      created_at: new Date().toISOString(),
+      updated_at: null,
+    });
+  }
+  await task.update({
+    properties: propertiesFromInventory(inventory, task.node.properties),
+    inspection_finished_at: new Date().toISOString(),
+  });
+}

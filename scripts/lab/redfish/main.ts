@@ -1,0 +1,51 @@
+// The lab's Redfish BMC as a process: one service for several systems, each an in-memory machine or a lab
+// QEMU node driven through QMP.
+//   node --import tsx scripts/lab/redfish/main.ts --port 8000 --memory node1 \
+//     --qemu node2=<dir with qemu.args> [--tls-cert c.pem --tls-key k.pem]
+// The user name and password come from ANVIL_REDFISH_USERNAME / ANVIL_REDFISH_PASSWORD (never argv).
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { MemoryMachine } from "./machine.ts";
+import { QemuMachine } from "./qmp.ts";
+import { startRedfishBmc, type SystemSpec } from "./server.ts";
+
+const { values } = parseArgs({
+  options: {
+    port: { type: "string", default: "8000" },
+    memory: { type: "string", multiple: true, default: [] },
+    qemu: { type: "string", multiple: true, default: [] },
+    "tls-cert": { type: "string" },
+    "tls-key": { type: "string" },
+    "latency-ms": { type: "string", default: "0" },
+  },
+});
+
+const systems: SystemSpec[] = [];
+for (const id of values.memory) systems.push({ id, machine: new MemoryMachine() });
+for (const entry of values.qemu) {
+  const [id, dir] = entry.split("=", 2);
+  if (!id || !dir) throw new Error(`--qemu wants <id>=<vm dir>, got ${entry}`);
+  const argv = readFileSync(join(dir, "qemu.args"), "utf8")
+    .split("\n")
+    .filter((line) => line !== "");
+  systems.push({ id, machine: new QemuMachine({ argv, qmpSocket: join(dir, "qmp.sock") }) });
+}
+if (systems.length === 0) systems.push({ id: "system-0", machine: new MemoryMachine() });
+
+const tls =
+  values["tls-cert"] && values["tls-key"]
+    ? { cert: readFileSync(values["tls-cert"]), key: readFileSync(values["tls-key"]) }
+    : undefined;
+const bmc = await startRedfishBmc({
+  systems,
+  port: Number(values.port),
+  tls,
+  latencyMs: Number(values["latency-ms"]),
+  username: process.env.ANVIL_REDFISH_USERNAME ?? "admin",
+  password: process.env.ANVIL_REDFISH_PASSWORD ?? "password",
+});
+console.log(JSON.stringify({ url: bmc.url, systems: systems.map((s) => `/redfish/v1/Systems/${s.id}`) }));
+const stop = () => void bmc.stop().then(() => process.exit(0));
+process.on("SIGINT", stop);
+process.on("SIGTERM", stop);

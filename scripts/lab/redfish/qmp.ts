@@ -1,0 +1,146 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, rmSync } from "node:fs";
+import { connect, type Socket } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Machine, MachinePower, MachineReset } from "./machine.ts";
+
+/** One QMP exchange: connect, negotiate capabilities, run a command, return its "return" value. */
+export async function qmp(socketPath: string, execute: string, timeoutMs = 5000): Promise<unknown> {
+  const socket: Socket = connect(socketPath);
+  socket.setEncoding("utf8");
+  let buffer = "";
+  const lines: unknown[] = [];
+  let wake: (() => void) | undefined;
+  socket.on("data", (chunk: string) => {
+    buffer += chunk;
+    for (let nl = buffer.indexOf("\n"); nl >= 0; nl = buffer.indexOf("\n")) {
+      const line = buffer.slice(0, nl).trim();
+      buffer = buffer.slice(nl + 1);
+      if (line) lines.push(JSON.parse(line));
+      wake?.();
+    }
+  });
+  const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+  socket.on("error", () => wake?.());
+  const next = async (): Promise<Record<string, unknown>> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const line = lines.shift() as Record<string, unknown> | undefined;
+      if (line && !("event" in line)) return line;
+      if (line) continue;
+      if (socket.destroyed || Date.now() > deadline) throw new Error(`QMP ${execute}: no answer`);
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        setTimeout(resolve, 50).unref();
+      });
+    }
+  };
+  try {
+    await next(); // greeting
+    socket.write(JSON.stringify({ execute: "qmp_capabilities" }) + "\n");
+    await next();
+    socket.write(JSON.stringify({ execute }) + "\n");
+    // `quit` may close the socket before answering: that is the answer
+    const answer = await next().catch((error: unknown) => {
+      if (execute === "quit") return { return: {} };
+      throw error;
+    });
+    if ("error" in answer) throw new Error(`QMP ${execute}: ${JSON.stringify(answer.error)}`);
+    return answer.return;
+  } finally {
+    socket.end();
+    await Promise.race([closed, sleep(200)]);
+  }
+}
+
+export interface QemuMachineOptions {
+  /** QEMU's argv without -qmp and -boot (the node's disks, NIC, memory...). */
+  argv: readonly string[];
+  qmpSocket: string;
+  binary?: string;
+}
+
+/** QEMU's boot order letter for a Redfish boot source: the NIC (n), the CD (d), the first disk (c). */
+export function bootOrderOf(source: string): string {
+  return source === "Pxe" ? "n" : source === "Cd" ? "d" : "c";
+}
+
+/**
+ * A lab node: QEMU started on power on (with the boot override as its boot order, as the ipmi_sim lab's hook
+ * does) and driven through QMP, as sushy-tools drives libvirt: quit, system_powerdown, system_reset,
+ * inject-nmi, query-status.
+ */
+export class QemuMachine implements Machine {
+  private child: ChildProcess | undefined;
+  private media: string | null = null;
+
+  constructor(private readonly options: QemuMachineOptions) {}
+
+  async power(): Promise<MachinePower> {
+    if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null) return "Off";
+    try {
+      const status = (await qmp(this.options.qmpSocket, "query-status")) as { status?: string };
+      return status.status === "shutdown" ? "PoweringOff" : "On";
+    } catch {
+      return "PoweringOn";
+    }
+  }
+
+  setMedia(image: string | null): Promise<void> {
+    this.media = image;
+    return Promise.resolve();
+  }
+
+  async reset(type: MachineReset, bootSource: string): Promise<void> {
+    const on = (await this.power()) !== "Off";
+    switch (type) {
+      case "On":
+      case "ForceOn":
+        if (!on) await this.start(bootSource);
+        return;
+      case "ForceOff":
+        if (on) await this.stop();
+        return;
+      case "GracefulShutdown":
+        if (on) await qmp(this.options.qmpSocket, "system_powerdown");
+        return;
+      case "ForceRestart":
+      case "GracefulRestart":
+        // a new boot order needs a new QEMU: off and on, as the ipmi lab's hook does
+        if (on) await this.stop();
+        await this.start(bootSource);
+        return;
+      case "Nmi":
+        if (on) await qmp(this.options.qmpSocket, "inject-nmi");
+        return;
+    }
+  }
+
+  private async start(bootSource: string): Promise<void> {
+    rmSync(this.options.qmpSocket, { force: true });
+    const argv = [
+      ...this.options.argv,
+      "-qmp",
+      `unix:${this.options.qmpSocket},server=on,wait=off`,
+      "-boot",
+      `order=${bootOrderOf(bootSource)}`,
+    ];
+    if (this.media && this.media.startsWith("/")) argv.push("-cdrom", this.media);
+    const child = spawn(this.options.binary ?? "qemu-system-x86_64", argv, { stdio: "ignore" });
+    this.child = child;
+    child.on("error", () => undefined);
+    for (let i = 0; i < 100 && !existsSync(this.options.qmpSocket); i++) await sleep(50);
+  }
+
+  private async stop(): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    await qmp(this.options.qmpSocket, "quit").catch(() => child.kill("SIGKILL"));
+    await Promise.race([exited, sleep(5000).then(() => child.kill("SIGKILL"))]);
+  }
+
+  async close(): Promise<void> {
+    await this.stop();
+  }
+}
