@@ -4,7 +4,8 @@ import type { NodeRecord } from "../../shared/resources.ts";
 import type { ProvisionState } from "../../shared/states.ts";
 import type { PlannedStep, StepKind } from "../../shared/steps.ts";
 import { buildConfigDrive } from "../images/configdrive.ts";
-import { NodeLocked, NodeNotFound } from "../db/store.ts";
+import { NodeLocked, NodeNotFound, type Store } from "../db/store.ts";
+import { vifNetworkData } from "../drivers/network/network-data.ts";
 import {
   nodeInterfaces,
   type DriverRegistry,
@@ -54,9 +55,24 @@ const STEP_KIND: Partial<Record<ProvisionState, StepKind>> = {
   "wait call-back": "deploy",
 };
 
-/** A config drive as Ironic stores it: a string (base64 gzipped ISO, or a URL) as given, the JSON form built into an ISO. */
-async function configDriveOf(value: string | ConfigDriveContent): Promise<string> {
-  return typeof value === "string" ? value : buildConfigDrive(value);
+/**
+ * A config drive as Ironic stores it: a string (base64 gzipped ISO, or a URL) as given, the JSON form built
+ * into an ISO. A JSON form without network_data gets the node's attached VIFs (their ports' MACs) as its
+ * network_data, as Ironic's network interface describes them; an explicit network_data is kept as given.
+ */
+async function configDriveOf(
+  store: Store,
+  node: NodeRecord,
+  value: string | ConfigDriveContent,
+): Promise<string> {
+  if (typeof value === "string") return value;
+  if (value.network_data !== undefined) return buildConfigDrive(value);
+  const [ports, portgroups] = await Promise.all([
+    store.listPorts({ node_uuid: node.uuid }, {}),
+    store.listPortgroups({ node_uuid: node.uuid }, {}),
+  ]);
+  const network_data = vifNetworkData(ports, portgroups);
+  return buildConfigDrive(network_data === null ? value : { ...value, network_data });
 }
 
 /** States whose boot files a new owner writes again after a takeover: the wait states, and active. */
@@ -288,7 +304,10 @@ export class Provisioner implements OperationContext {
       const deploySteps = declaredSteps(this.interfacesOf(node), "deploy");
       Object.assign(steps, await deployTemplateEntries(this.deps.store, node, deploySteps));
     }
-    const configdrive = body.configdrive === undefined ? undefined : await configDriveOf(body.configdrive);
+    const configdrive =
+      body.configdrive === undefined
+        ? undefined
+        : await configDriveOf(this.deps.store, node, body.configdrive);
     const lock = await this.acquire(node, body.target);
     await lock.run(async (task) => {
       const extra: Partial<NodeRecord> = {
