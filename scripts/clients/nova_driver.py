@@ -292,7 +292,8 @@ class Harness:
           needs=["spawn_with_network_and_configdrive"])
 
         fail = self.instance(self.nodes.get("fail"), "fail")
-        s("failed_spawn_cleanup", lambda: self.failed_spawn(fail), needs=["enroll"])
+        fail_info = self.network_info(self.mac(2))
+        s("failed_spawn_cleanup", lambda: self.failed_spawn(fail, fail_info), needs=["enroll"])
 
     def get_available_nodes(self):
         nodes = self.driver.get_available_nodes()
@@ -446,14 +447,19 @@ class Harness:
         self.check(not self.driver.instance_exists(inst), "instance still exists")
         return node.provision_state
 
-    def failed_spawn(self, inst):
-        """A spawn that fails before Ironic deploys (the node fails validation), then Nova's clean-up.
+    def failed_spawn(self, inst, network_info):
+        """A spawn with a network that fails before Ironic deploys (the node fails validation), then
+        Nova's clean-up.
 
-        The driver undoes its own PATCH (remove /instance_info and /instance_uuid) and the compute
-        manager then calls failed_spawn_cleanup, which finds nothing left and returns.
+        The driver undoes its own PATCH (remove /instance_info and /instance_uuid); the compute
+        manager's _build_resources_cleanup then calls clean_networks_preparation (detaching the VIFs)
+        and failed_spawn_cleanup, which finds nothing left and returns.
         """
         conn = self.driver.ironic_connection
         self.driver.prepare_for_spawn(inst)
+        self.driver.prepare_networks_before_block_device_mapping(inst, network_info)
+        vif = network_info[0]
+        self.check(self.vif_holders(inst.node).get(vif["id"]) == vif["address"], "VIF not attached")
         # NOTE: an ipmi node with no BMC address fails power validation, as a mis-enrolled node does.
         conn.update_node(inst.node, driver="ipmi", driver_info={})
         try:
@@ -463,7 +469,9 @@ class Harness:
             self.check("failed to validate" in str(error), f"spawn failed for another reason: {error}")
         else:
             raise AssertionError("spawn on an invalid node succeeded")
+        self.driver.clean_networks_preparation(inst, network_info)
         self.driver.failed_spawn_cleanup(inst)
+        self.check(not self.vif_holders(inst.node), "a port still records the VIF")
         node = conn.get_node(inst.node)
         self.check(node.instance_id is None, f"instance_uuid still {node.instance_id}")
         self.check(not node.instance_info, f"instance_info still {node.instance_info}")
