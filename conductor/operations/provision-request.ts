@@ -2,12 +2,31 @@ import type { ConfigDriveContent, ProvisionBody } from "../../shared/api.ts";
 import type { NodeInterfaces } from "../drivers/hardware-type.ts";
 import { Invalid } from "../errors.ts";
 import { bookkeeping } from "../flows/step-runner.ts";
+import type { NodeRecord } from "../../shared/resources.ts";
+import type { Store } from "../db/store.ts";
+import { vifNetworkData } from "../drivers/network/network-data.ts";
 import { buildConfigDrive } from "../images/configdrive.ts";
 import { declaredSteps, validateRequested } from "../tasks/step-plan.ts";
 
-/** A config drive as Ironic stores it: a string (base64 gzipped ISO, or a URL) as given, the JSON form built into an ISO. */
-export async function configDriveOf(value: string | ConfigDriveContent): Promise<string> {
-  return typeof value === "string" ? value : buildConfigDrive(value);
+/**
+ * A config drive as Ironic stores it: a string (base64 gzipped ISO, or a URL) as given, the JSON form built
+ * into an ISO. A JSON form without network_data gets the node's attached VIFs (their ports' MACs) as its
+ * network_data, as Ironic's network interface describes them; an explicit network_data is kept as given.
+ * Read under the node's lock, so a VIF attached or detached meanwhile cannot be half in the drive.
+ */
+export async function configDriveOf(
+  store: Store,
+  node: NodeRecord,
+  value: string | ConfigDriveContent,
+): Promise<string> {
+  if (typeof value === "string") return value;
+  if (value.network_data !== undefined) return buildConfigDrive(value);
+  const [ports, portgroups] = await Promise.all([
+    store.listPorts({ node_uuid: node.uuid }, {}),
+    store.listPortgroups({ node_uuid: node.uuid }, {}),
+  ]);
+  const network_data = vifNetworkData(ports, portgroups);
+  return buildConfigDrive(network_data === null ? value : { ...value, network_data });
 }
 
 /**

@@ -142,9 +142,12 @@ export class Provisioner implements OperationContext {
       throw new Invalid(`Node ${node.uuid} is in maintenance mode; it cannot be deployed.`);
     }
     const steps = requestedSteps(() => this.interfacesOf(node), body);
-    const configdrive = body.configdrive === undefined ? undefined : await configDriveOf(body.configdrive);
     const lock = await this.acquire(node, body.target);
     await lock.run(async (task) => {
+      const configdrive =
+        body.configdrive === undefined
+          ? undefined
+          : await configDriveOf(this.deps.store, task.node, body.configdrive);
       if (body.target === "active" || body.target === "rebuild")
         Object.assign(steps, await deployChecks(task));
       const extra: Partial<NodeRecord> = {

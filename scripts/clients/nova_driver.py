@@ -1,20 +1,28 @@
 #!/usr/bin/python3
 """Drives Nova's Ironic virt driver (Debian's python3-nova, Zed) against an Anvil conductor.
 
-Usage: /usr/bin/python3 scripts/clients/nova_driver.py --endpoint http://127.0.0.1:PORT [--only a,b]
+Usage: /usr/bin/python3 scripts/clients/nova_driver.py --endpoint http://127.0.0.1:PORT
+       /usr/bin/python3 scripts/clients/nova_driver.py --endpoint URL --agent-node UUID --image-url URL
 
 Everything that talks to the Bare Metal API is Nova's own code (its ironicclient wrapper and its
 openstacksdk connection, noauth with an endpoint override). Only what is not Ironic is stood in for:
-Nova's database (Instance/Service objects), Neutron (security groups, network_info) and placement
-(a ProviderTree in memory). Each step prints one line, `STEP <name> PASS|FAIL <reason>`; the exit
-status is 1 when any step failed. Steps run in order and later ones depend on earlier ones (a step
-whose prerequisite failed is reported as FAIL with "skipped: ...").
+Nova's database (Instance/Service objects, block device mappings), Neutron (security groups,
+network_info), Glance (image metadata) and placement (a ProviderTree in memory). The config drive is
+built by Nova's own code (InstanceMetadata + ConfigDriveBuilder, genisoimage) and sent as Nova sends it.
+Each step prints one line, `STEP <name> PASS|FAIL <reason>`; the exit status is 1 when any step
+failed. Steps run in order and later ones depend on earlier ones (a step whose prerequisite failed is
+reported as FAIL with "skipped: ...").
+
+With --agent-node the harness drives one node that already is `available` (a real agent deploys it):
+spawn with a network and a config drive, then destroy; image metadata names --image-url as the image,
+which is how Nova's image id becomes the node's instance_info.image_source.
 """
 
 import argparse
 import logging
 import re
 import sys
+import time
 import traceback
 import uuid
 from unittest import mock
@@ -32,14 +40,14 @@ RESOURCE_CLASS = "baremetal-small"
 IMAGE_ID = "1b2a7f28-5e6a-4a0e-9d7c-2e3a4b5c6d7e"
 
 
-def configure(endpoint):
+def configure(endpoint, poll_interval=0):
     CONF(args=[], project="nova", default_config_files=[])
     CONF.set_override("host", "anvil-nova-harness")
     CONF.set_override("auth_type", "none", group="ironic")
     CONF.set_override("endpoint_override", endpoint, group="ironic")
     # NOTE: Nova polls with FixedIntervalLoopingCall(api_retry_interval); the fake driver has no delays,
-    # so poll without sleeping and allow enough polls for a fake clean.
-    CONF.set_override("api_retry_interval", 0, group="ironic")
+    # so poll without sleeping and allow enough polls for a fake clean. A real agent takes seconds.
+    CONF.set_override("api_retry_interval", poll_interval, group="ironic")
     CONF.set_override("api_max_retries", 2000, group="ironic")
     # Nova builds config drives with genisoimage (Debian: genisoimage), as a real compute host does.
     CONF.set_override("config_drive_format", "iso9660")
@@ -68,8 +76,10 @@ class HttpErrors(logging.Handler):
 
 
 class Harness:
-    def __init__(self, endpoint, debug=False):
-        configure(endpoint)
+    def __init__(self, endpoint, debug=False, agent_node=None, image_url=None):
+        configure(endpoint, poll_interval=0.2 if agent_node else 0)
+        self.agent_node = agent_node
+        self.image_id = image_url or IMAGE_ID
         objects.register_all()
         from nova.virt.ironic import driver as ironic_driver
 
@@ -128,8 +138,11 @@ class Harness:
             vm_state=vm_states.BUILDING, task_state=task_states.SPAWNING,
             flavor=flavor, config_drive="True" if config_drive else "",
             metadata={}, system_metadata={}, launch_index=0, reservation_id="r-1", key_name=None,
-            key_data=None, user_data=None, availability_zone="nova", default_ephemeral_device=None,
-            root_device_name="/dev/sda", image_ref=IMAGE_ID, launched_at=None, created_at=None,
+            key_data=None, user_data="I2Nsb3VkLWNvbmZpZwo=", availability_zone="nova",
+            # NOTE: Nova's database fills these from the block device mappings; the metadata service
+            # (and so the config drive) reads default_swap_device.
+            default_ephemeral_device=None, default_swap_device=None,
+            root_device_name="/dev/sda", image_ref=self.image_id, launched_at=None, created_at=None,
             ec2_ids=objects.EC2Ids(instance_id="i-00000001", ami_id="ami-00000001", kernel_id=None,
                                    ramdisk_id=None),
             keypairs=objects.KeyPairList(objects=[]), device_metadata=None, numa_topology=None,
@@ -153,7 +166,7 @@ class Harness:
         return network_model.NetworkInfo([vif])
 
     def image_meta(self):
-        return objects.ImageMeta.from_dict({"id": IMAGE_ID, "name": "anvil-image", "disk_format": "raw",
+        return objects.ImageMeta.from_dict({"id": self.image_id, "name": "anvil-image", "disk_format": "raw",
                                             "container_format": "bare", "properties": {}})
 
     # --- the steps -----------------------------------------------------------------------------------
@@ -185,14 +198,22 @@ class Harness:
         print(line[:1500], flush=True)
 
     def enroll(self):
-        """Three fake-hardware nodes, each with a port, brought to available through openstacksdk."""
+        """Three fake-hardware nodes brought to available through openstacksdk.
+
+        Each has a port; the "net" node has a second one, free for the interface attached later.
+        """
         conn = self.driver.ironic_connection
+        if self.agent_node:
+            self.nodes["net"] = self.agent_node
+            return self.agent_node
         for index, key in enumerate(("plain", "net", "fail")):
             node = conn.create_node(
                 driver="fake-hardware", name=f"nova-{key}-{self.run_id}", resource_class=RESOURCE_CLASS,
                 properties={"cpus": 4, "memory_mb": 8192, "local_gb": 100, "cpu_arch": "x86_64"},
             )
             conn.create_port(node_uuid=node.id, address=self.mac(index))
+            if key == "net":
+                conn.create_port(node_uuid=node.id, address=self.mac(0x11))
             conn.set_node_provision_state(node, "manage", wait=True, timeout=60)
             conn.set_node_provision_state(node, "provide", wait=True, timeout=60)
             self.nodes[key] = node.id
@@ -209,51 +230,70 @@ class Harness:
         return self.driver.ironic_connection.get_node(self.nodes[key])
 
     def run(self):
-        d = self.driver
-        s = self.step
         with_patches = self.patches()
         for p in with_patches:
             p.start()
         try:
-            s("enroll", self.enroll)
-            s("init_host", lambda: d.init_host(CONF.host), needs=["enroll"])
-            s("get_available_nodes", self.get_available_nodes, needs=["enroll"])
-            s("get_available_resource", self.get_available_resource, needs=["get_available_nodes"])
-            s("update_provider_tree", self.update_provider_tree, needs=["get_available_nodes"])
-
-            plain = self.instance(self.nodes.get("plain"), "plain")
-            s("spawn", lambda: self.spawn(plain, None), needs=["enroll"])
-            s("list_instances", lambda: self.list_instances(plain), needs=["spawn"])
-            s("instance_exists", lambda: self.check(d.instance_exists(plain), "not found"), needs=["spawn"])
-            s("get_info", lambda: d.get_info(plain, use_cache=False).state, needs=["spawn"])
-            s("power_off", lambda: self.power(plain, "off"), needs=["spawn"])
-            s("power_on", lambda: self.power(plain, "on"), needs=["spawn"])
-            s("reboot_hard", lambda: self.reboot(plain, "HARD"), needs=["spawn"])
-            s("reboot_soft", lambda: self.reboot(plain, "SOFT"), needs=["spawn"])
-            s("rebuild", lambda: self.rebuild(plain), needs=["spawn"])
-            s("rescue", lambda: self.rescue(plain), needs=["spawn"])
-            s("unrescue", lambda: self.unrescue(plain), needs=["rescue"])
-            s("trigger_crash_dump", lambda: d.trigger_crash_dump(plain), needs=["spawn"])
-            s("destroy", lambda: self.destroy(plain, None), needs=["spawn"])
-
-            net = self.instance(self.nodes.get("net"), "net", config_drive=True)
-            net_info = self.network_info(self.mac(1))
-            s("spawn_with_network_and_configdrive", lambda: self.spawn(net, net_info), needs=["enroll"])
-            extra = self.network_info(self.mac(1))
-            s("attach_interface", lambda: self.attach(net, extra[0]),
-              needs=["spawn_with_network_and_configdrive"])
-            s("detach_interface", lambda: self.detach(net, extra[0]), needs=["attach_interface"])
-            s("destroy_with_network", lambda: self.destroy(net, net_info),
-              needs=["spawn_with_network_and_configdrive"])
-
-            fail = self.instance(self.nodes.get("fail"), "fail")
-            s("failed_spawn_cleanup", lambda: self.failed_spawn(fail), needs=["enroll"])
+            if self.agent_node:
+                self.run_agent_steps()
+            else:
+                self.run_steps()
         finally:
             for p in with_patches:
                 p.stop()
         passed = sum(1 for _, ok in self.results if ok)
         print(f"SUMMARY {passed}/{len(self.results)} passed", flush=True)
         return 0 if passed == len(self.results) else 1
+
+    def run_agent_steps(self):
+        """One node a real agent deploys: spawn with a network and a config drive, then destroy."""
+        s = self.step
+        s("enroll", self.enroll)
+        net = self.instance(self.agent_node, "net", config_drive=True)
+        net_info = self.network_info(self.port_macs(self.agent_node)[0])
+        s("spawn_with_network_and_configdrive", lambda: self.spawn_with_network(net, net_info),
+          needs=["enroll"])
+        s("destroy_with_network", lambda: self.destroy(net, net_info),
+          needs=["spawn_with_network_and_configdrive"])
+
+    def run_steps(self):
+        d = self.driver
+        s = self.step
+        s("enroll", self.enroll)
+        s("init_host", lambda: d.init_host(CONF.host), needs=["enroll"])
+        s("get_available_nodes", self.get_available_nodes, needs=["enroll"])
+        s("get_available_resource", self.get_available_resource, needs=["get_available_nodes"])
+        s("update_provider_tree", self.update_provider_tree, needs=["get_available_nodes"])
+
+        plain = self.instance(self.nodes.get("plain"), "plain")
+        s("spawn", lambda: self.spawn(plain, None), needs=["enroll"])
+        s("list_instances", lambda: self.list_instances(plain), needs=["spawn"])
+        s("instance_exists", lambda: self.check(d.instance_exists(plain), "not found"), needs=["spawn"])
+        s("get_info", lambda: d.get_info(plain, use_cache=False).state, needs=["spawn"])
+        s("power_off", lambda: self.power(plain, "off"), needs=["spawn"])
+        s("power_on", lambda: self.power(plain, "on"), needs=["spawn"])
+        s("reboot_hard", lambda: self.reboot(plain, "HARD"), needs=["spawn"])
+        s("reboot_soft", lambda: self.reboot(plain, "SOFT"), needs=["spawn"])
+        s("rebuild", lambda: self.rebuild(plain), needs=["spawn"])
+        s("rescue", lambda: self.rescue(plain), needs=["spawn"])
+        s("unrescue", lambda: self.unrescue(plain), needs=["rescue"])
+        s("trigger_crash_dump", lambda: d.trigger_crash_dump(plain), needs=["spawn"])
+        s("destroy", lambda: self.destroy(plain, None), needs=["spawn"])
+
+        net = self.instance(self.nodes.get("net"), "net", config_drive=True)
+        net_info = self.network_info(self.mac(1))
+        s("spawn_with_network_and_configdrive", lambda: self.spawn_with_network(net, net_info),
+          needs=["enroll"])
+        extra = self.network_info(self.mac(0x11))
+        s("attach_interface", lambda: self.attach(net, extra[0]),
+          needs=["spawn_with_network_and_configdrive"])
+        s("detach_interface", lambda: self.detach(net, extra[0]), needs=["attach_interface"])
+        s("destroy_with_network", lambda: self.destroy(net, net_info),
+          needs=["spawn_with_network_and_configdrive"])
+
+        fail = self.instance(self.nodes.get("fail"), "fail")
+        fail_info = self.network_info(self.mac(2))
+        s("failed_spawn_cleanup", lambda: self.failed_spawn(fail, fail_info), needs=["enroll"])
 
     def get_available_nodes(self):
         nodes = self.driver.get_available_nodes()
@@ -293,10 +333,48 @@ class Harness:
         node = self.driver.ironic_connection.get_node(inst.node)
         self.check(node.provision_state == "active", f"provision_state {node.provision_state}")
         self.check(node.instance_id == inst.uuid, "instance_uuid not set")
-        self.check(node.instance_info.get("image_source") == IMAGE_ID, f"instance_info {node.instance_info}")
+        self.check(node.instance_info.get("image_source") == self.image_id,
+                   f"instance_info {node.instance_info}")
         inst.vm_state = vm_states.ACTIVE
         inst.task_state = None
         return node.provision_state
+
+    def spawn_with_network(self, inst, network_info):
+        """As the compute manager builds a server with a network: VIFs plugged first, then spawn.
+
+        Nova's manager calls prepare_networks_before_block_device_mapping (which attaches every VIF)
+        before spawn, and clean_networks_preparation when the build fails.
+        """
+        started = time.monotonic()
+        try:
+            self.driver.prepare_networks_before_block_device_mapping(inst, network_info)
+            self.spawn(inst, network_info)
+        except Exception:
+            self.driver.clean_networks_preparation(inst, network_info)
+            raise
+        seconds = time.monotonic() - started
+        vif = network_info[0]
+        holders = self.vif_holders(inst.node)
+        self.check(holders.get(vif["id"]) == vif["address"],
+                   f"VIF {vif['id']} not recorded on the port with {vif['address']}: {holders}")
+        self.check(self.vif_ids(inst) == {vif["id"]}, "GET /vifs does not list the VIF")
+        node = self.driver.ironic_connection.get_node(inst.node)
+        # Ironic stores the config drive in instance_info and masks it on the API
+        self.check(node.instance_info.get("configdrive") == "******",
+                   f"config drive not stored: {node.instance_info.get('configdrive')!r}")
+        return f"active vif={vif['id']} mac={vif['address']} seconds={seconds:.2f}"
+
+    def vif_holders(self, node_uuid):
+        """VIF id -> MAC of the port recording it in internal_info.tenant_vif_port_id (Ironic's key)."""
+        holders = {}
+        for port in self.driver.ironic_connection.ports(node_uuid=node_uuid, details=True):
+            vif = (port.internal_info or {}).get("tenant_vif_port_id")
+            if vif:
+                holders[vif] = port.address
+        return holders
+
+    def port_macs(self, node_uuid):
+        return sorted(port.address for port in self.driver.ironic_connection.ports(node_uuid=node_uuid))
 
     def power(self, inst, target):
         if target == "off":
@@ -340,11 +418,18 @@ class Harness:
     def attach(self, inst, vif):
         self.driver.attach_interface(self.ctx, inst, self.image_meta(), vif)
         self.check(vif["id"] in self.vif_ids(inst), "VIF not attached")
+        holders = self.vif_holders(inst.node)
+        self.check(holders.get(vif["id"]) == vif["address"],
+                   f"VIF {vif['id']} not recorded on the free port {vif['address']}: {holders}")
+        self.check(len(holders) == 2, f"the first VIF moved or went: {holders}")
         return vif["id"]
 
     def detach(self, inst, vif):
         self.driver.detach_interface(self.ctx, inst, vif)
         self.check(vif["id"] not in self.vif_ids(inst), "VIF still attached")
+        holders = self.vif_holders(inst.node)
+        self.check(vif["id"] not in holders, f"a port still records {vif['id']}: {holders}")
+        self.check(len(holders) == 1, f"detach touched the other VIF: {holders}")
         return vif["id"]
 
     def destroy(self, inst, network_info):
@@ -354,19 +439,27 @@ class Harness:
         self.check(node.instance_id is None, f"instance_uuid still {node.instance_id}")
         self.check(node.provision_state in ("available", "cleaning", "clean wait"),
                    f"provision_state {node.provision_state}")
+        self.check(not node.instance_info, f"instance_info still {node.instance_info}")
         if network_info:
             self.check(not self.vif_ids(inst), "VIFs left attached")
+            holders = self.vif_holders(inst.node)
+            self.check(not holders, f"ports still record VIFs: {holders}")
         self.check(not self.driver.instance_exists(inst), "instance still exists")
         return node.provision_state
 
-    def failed_spawn(self, inst):
-        """A spawn that fails before Ironic deploys (the node fails validation), then Nova's clean-up.
+    def failed_spawn(self, inst, network_info):
+        """A spawn with a network that fails before Ironic deploys (the node fails validation), then
+        Nova's clean-up.
 
-        The driver undoes its own PATCH (remove /instance_info and /instance_uuid) and the compute
-        manager then calls failed_spawn_cleanup, which finds nothing left and returns.
+        The driver undoes its own PATCH (remove /instance_info and /instance_uuid); the compute
+        manager's _build_resources_cleanup then calls clean_networks_preparation (detaching the VIFs)
+        and failed_spawn_cleanup, which finds nothing left and returns.
         """
         conn = self.driver.ironic_connection
         self.driver.prepare_for_spawn(inst)
+        self.driver.prepare_networks_before_block_device_mapping(inst, network_info)
+        vif = network_info[0]
+        self.check(self.vif_holders(inst.node).get(vif["id"]) == vif["address"], "VIF not attached")
         # NOTE: an ipmi node with no BMC address fails power validation, as a mis-enrolled node does.
         conn.update_node(inst.node, driver="ipmi", driver_info={})
         try:
@@ -376,7 +469,9 @@ class Harness:
             self.check("failed to validate" in str(error), f"spawn failed for another reason: {error}")
         else:
             raise AssertionError("spawn on an invalid node succeeded")
+        self.driver.clean_networks_preparation(inst, network_info)
         self.driver.failed_spawn_cleanup(inst)
+        self.check(not self.vif_holders(inst.node), "a port still records the VIF")
         node = conn.get_node(inst.node)
         self.check(node.instance_id is None, f"instance_uuid still {node.instance_id}")
         self.check(not node.instance_info, f"instance_info still {node.instance_info}")
@@ -388,9 +483,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--endpoint", required=True, help="the conductor's base URL (noauth, loopback)")
     parser.add_argument("--debug", action="store_true", help="log Nova's and the clients' debug output")
+    parser.add_argument("--agent-node", help="drive this available node (a real agent deploys it)")
+    parser.add_argument("--image-url", help="the image Nova deploys (with --agent-node)")
     args = parser.parse_args()
+    if bool(args.agent_node) != bool(args.image_url):
+        parser.error("--agent-node and --image-url go together")
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.CRITICAL, stream=sys.stderr)
-    return Harness(args.endpoint, args.debug).run()
+    return Harness(args.endpoint, args.debug, args.agent_node, args.image_url).run()
 
 
 if __name__ == "__main__":

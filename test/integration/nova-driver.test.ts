@@ -1,7 +1,10 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FakeManagement } from "../../conductor/drivers/management/fake.ts";
+import type { NodeRecord } from "../../shared/resources.ts";
 import { startConductor } from "../helpers/conductor.ts";
+import { readConfigDrive, type ConfigDriveFiles } from "../helpers/config-drive.ts";
 
 const run = promisify(execFile);
 
@@ -35,16 +38,19 @@ type Step = (typeof STEPS)[number];
 
 /**
  * The one list of steps known to fail, each with the request Nova's driver makes that the conductor
- * refuses (Nova negotiates microversion 1.46 and sends it on every request; the endpoint's own minimum is in
- * brackets). When an endpoint lands its steps start passing, `it.fails` turns red, and the entry goes.
+ * refuses. Empty: every step passes. A step that starts failing goes here only with its reason.
  */
-const EXPECTED_FAILURES: Partial<Record<Step, string>> = {
-  spawn_with_network_and_configdrive:
-    "the harness's config drive build needs Nova's block device mappings (default_swap_device), which it does not stand in for yet",
-  attach_interface: "follows spawn_with_network_and_configdrive",
-  detach_interface: "follows attach_interface",
-  destroy_with_network: "follows spawn_with_network_and_configdrive",
-};
+const EXPECTED_FAILURES: Partial<Record<Step, string>> = {};
+
+/** The `key=value` words a step's PASS line carries (the harness reports the VIF it attached that way). */
+function words(reason: string): Record<string, string> {
+  return Object.fromEntries(
+    reason
+      .split(" ")
+      .map((word) => word.split("="))
+      .filter((pair): pair is [string, string] => pair.length === 2),
+  );
+}
 
 /** Nova's Ironic virt driver (Debian's python3-nova, Zed) driving a fake-hardware conductor, step by step. */
 describe("Nova's Ironic driver against the conductor", () => {
@@ -52,9 +58,19 @@ describe("Nova's Ironic driver against the conductor", () => {
   const results = new Map<string, { ok: boolean; reason: string }>();
   const order: string[] = [];
   let output = "";
+  /** Every config drive the conductor stored, by node (what a deploy hands the agent). */
+  const configDrives = new Map<string, string>();
 
   beforeAll(async () => {
     ctx = await startConductor({ fakeDelayMs: 0 });
+    // NOTE: the API masks instance_info.configdrive, and destroy clears it: the test reads what was written.
+    const store = ctx.conductor.store;
+    const updateNode = store.updateNode.bind(store);
+    store.updateNode = async (uuid: string, patch: Partial<NodeRecord>, options) => {
+      const configdrive = patch.instance_info?.configdrive;
+      if (typeof configdrive === "string") configDrives.set(uuid, configdrive);
+      return updateNode(uuid, patch, options);
+    };
     // The script exits 1 when a step fails; its STEP lines are the result either way.
     const { stdout, stderr } = await run(
       "/usr/bin/python3",
@@ -82,6 +98,56 @@ describe("Nova's Ironic driver against the conductor", () => {
 
   it("reports every step once, in order", () => {
     expect(order, output).toEqual([...STEPS]);
+  });
+
+  const nodeUuids = (): { plain: string; net: string; fail: string } => {
+    const [plain = "", net = "", fail = ""] = (results.get("enroll")?.reason ?? "").split(",");
+    return { plain, net, fail };
+  };
+
+  describe("what each step left on Anvil's side", () => {
+    let drive: ConfigDriveFiles | null = null;
+    const spawned = () => words(results.get("spawn_with_network_and_configdrive")?.reason ?? "");
+
+    beforeAll(async () => {
+      const stored = configDrives.get(nodeUuids().net);
+      drive = stored === undefined ? null : await readConfigDrive(stored);
+    });
+
+    it("the config drive Nova built (its own code, genisoimage) was stored as sent, a config-2 ISO", () => {
+      expect(drive?.label).toBe("config-2");
+      expect(drive?.meta_data?.uuid).toBeDefined();
+      expect(drive?.meta_data?.name).toBe("net"); // the server's display name (Nova's metadata)
+      expect(drive?.user_data).toBe("#cloud-config\n");
+    });
+
+    it("the config drive's network_data.json has the VIF Nova attached, with its MAC", () => {
+      const { vif, mac } = spawned();
+      expect(vif).toMatch(/^[0-9a-f-]{36}$/);
+      const links = (drive?.network_data?.links ?? []) as {
+        vif_id?: string;
+        ethernet_mac_address?: string;
+      }[];
+      expect(links.map((l) => [l.vif_id, l.ethernet_mac_address])).toContainEqual([vif, mac]);
+    });
+
+    it("trigger_crash_dump sent the node one NMI (inject_nmi on its management interface)", () => {
+      const management = ctx.conductor.drivers.get("fake-hardware")?.management as FakeManagement;
+      expect(management.nmis.get(nodeUuids().plain)).toBe(1);
+      expect(management.nmis.get(nodeUuids().net)).toBeUndefined();
+    });
+
+    it("destroy left each node available, with no instance and no VIF on any port", async () => {
+      for (const uuid of Object.values(nodeUuids())) {
+        const node = await ctx.conductor.store.getNode(uuid);
+        expect(node?.provision_state).toBe("available");
+        expect(node?.instance_uuid).toBeNull();
+        expect(node?.instance_info).toEqual({});
+        for (const port of await ctx.conductor.store.listPorts({ node_uuid: uuid }, {})) {
+          expect(port.internal_info.tenant_vif_port_id).toBeUndefined();
+        }
+      }
+    });
   });
 
   for (const step of STEPS) {
