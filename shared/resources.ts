@@ -50,6 +50,8 @@ export const NodeRecord = z.object({
   secure_boot: z.boolean().nullable(),
   chassis_uuid: nullableString,
   shard: nullableString,
+  /** 1.83: the node this one is a part of (a DPU in a server); documents older than the field read as null */
+  parent_node: nullableString.default(null),
   inspection_started_at: nullableString,
   inspection_finished_at: nullableString,
   bios_interface: z.string(),

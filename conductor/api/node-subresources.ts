@@ -1,10 +1,12 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { MaintenanceBody, Trait, TraitsBody } from "../../shared/api.ts";
-import type { PolicyName } from "../auth/policy.ts";
+import { listScope } from "../auth/node-access.ts";
+import { PolicyForbidden, type PolicyName } from "../auth/policy.ts";
 import { setMaintenance, setTraits } from "../operations/update-node.ts";
-import { type ApiDeps, viewContext } from "./context.ts";
+import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { notFound } from "./errors.ts";
+import { CHILD_NODES_MINOR } from "./node-list.ts";
 import { type IdentParams, nodeFor } from "./node-request.ts";
 import { FieldsQuery, parseQuery } from "./query.ts";
 import { portView } from "./views.ts";
@@ -96,5 +98,29 @@ export function nodePorts(deps: ApiDeps, detail: boolean) {
     const ports = await deps.store.listPorts({ node_uuid: node.uuid }, {});
     const ctx = viewContext(request, deps);
     return { ports: ports.map((p) => portView(p, ctx, { fields, detail })) };
+  };
+}
+
+/**
+ * GET /v1/nodes/{id}/children (1.83): the uuids of the node's children the caller may see, and a link to
+ * the list filtered by parent. A parent the caller may not read is the same 404 as a missing one.
+ */
+export async function listChildren(
+  deps: ApiDeps,
+  request: Request,
+): Promise<{ children: string[]; links: { href: string; rel: string } }> {
+  if (request.apiMinor < CHILD_NODES_MINOR) throw notFound("Resource could not be found.");
+  let parent;
+  try {
+    parent = await nodeFor(deps, request, "baremetal:node:get");
+  } catch (error) {
+    if (error instanceof PolicyForbidden) throw notFound("Resource could not be found.");
+    throw error;
+  }
+  const scope = listScope("node", request.identity);
+  const children = await deps.store.listNodeSummaries({ ...scope, parent_node: parent.uuid }, {}, ["uuid"]);
+  return {
+    children: children.map((child) => child.uuid),
+    links: { href: `${baseUrl(request)}/v1/nodes?parent_node=${parent.uuid}`, rel: "children" },
   };
 }

@@ -33,6 +33,7 @@ export const WRITABLE_FIELDS: ReadonlySet<string> = new Set([
   "maintenance",
   "maintenance_reason",
   "shard",
+  "parent_node",
   "boot_mode",
   "bios_interface",
   "boot_interface",

@@ -1,0 +1,136 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { api, faultOf, startConductor } from "../helpers/conductor.ts";
+
+/**
+ * Raw requests for each microversion after 1.82, one block per version: the change is absent or refused
+ * below it with Ironic's answer, and present and working at it (api-ref and Ironic's controllers).
+ */
+let ctx: Awaited<ReturnType<typeof startConductor>>;
+const at = (version: string) => ({ "X-OpenStack-Ironic-API-Version": version });
+const keys = (body: unknown): string[] => Object.keys(body as object).sort();
+const uuidOf = (body: unknown): string => (body as { uuid: string }).uuid;
+
+async function createNode(version: string, body: Record<string, unknown> = {}) {
+  return api(`${ctx.url}/v1/nodes`, {
+    method: "POST",
+    headers: at(version),
+    body: { driver: "fake-hardware", ...body },
+  });
+}
+
+async function listUuids(query: string, version = "1.83"): Promise<string[]> {
+  const r = await api(`${ctx.url}/v1/nodes${query}`, { headers: at(version) });
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return (r.body as { nodes: { uuid: string }[] }).nodes.map((n) => n.uuid);
+}
+
+beforeAll(async () => {
+  ctx = await startConductor({ fakeDelayMs: 0 });
+});
+afterAll(async () => {
+  await ctx?.stop();
+});
+
+describe("1.83 child nodes", () => {
+  let parent = "";
+  let child = "";
+
+  it("is refused below 1.83: parent_node on create, the filters, the children endpoint", async () => {
+    const made = await createNode("1.83", { name: "mv-parent" });
+    expect(made.status).toBe(201);
+    parent = uuidOf(made.body);
+    const tooOld = await createNode("1.82", { parent_node: parent });
+    expect(tooOld.status).toBe(406);
+    expect(faultOf(tooOld.body)).toBe("Request not acceptable.");
+    // null is no value: Ironic lets an older client send it
+    expect((await createNode("1.82", { parent_node: null })).status).toBe(201);
+    for (const query of [`?parent_node=${parent}`, "?include_children=true"]) {
+      const r = await api(`${ctx.url}/v1/nodes${query}`, { headers: at("1.82") });
+      expect(r.status).toBe(406);
+      expect(faultOf(r.body)).toBe("Request not acceptable. The minimal required API version should be 1.83");
+    }
+    const children = await api(`${ctx.url}/v1/nodes/${parent}/children`, { headers: at("1.82") });
+    expect(children.status).toBe(404);
+    expect(faultOf(children.body)).toBe("Resource could not be found.");
+    const shown = await api(`${ctx.url}/v1/nodes/${parent}`, { headers: at("1.82") });
+    expect(shown.body).not.toHaveProperty("parent_node");
+    const patched = await api(`${ctx.url}/v1/nodes/${parent}`, {
+      method: "PATCH",
+      headers: at("1.82"),
+      body: [{ op: "add", path: "/parent_node", value: parent }],
+    });
+    expect(patched.status).toBe(406);
+  });
+
+  it("creates a child naming its parent by name and stores the parent's uuid", async () => {
+    const r = await createNode("1.83", { name: "mv-child", parent_node: "mv-parent" });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    child = uuidOf(r.body);
+    expect(r.body).toMatchObject({ parent_node: parent });
+    const plain = await api(`${ctx.url}/v1/nodes/${parent}`, { headers: at("1.83") });
+    expect(plain.body).toHaveProperty("parent_node", null);
+    const fields = await api(`${ctx.url}/v1/nodes/${child}?fields=uuid,parent_node`, { headers: at("1.83") });
+    expect(keys(fields.body)).toEqual(["links", "parent_node", "uuid"]);
+  });
+
+  it("lists children only when asked: by parent, or with include_children", async () => {
+    const all = await listUuids("");
+    expect(all).toContain(parent);
+    expect(all).not.toContain(child);
+    expect(await listUuids("/detail")).not.toContain(child);
+    expect(await listUuids("?fields=uuid,name")).not.toContain(child);
+    // older clients see the same list: Ironic leaves children out at every version
+    expect(await listUuids("", "1.1")).not.toContain(child);
+    expect(await listUuids(`?parent_node=${parent}`)).toEqual([child]);
+    const included = await listUuids("?include_children=true");
+    expect(included).toEqual(expect.arrayContaining([parent, child]));
+    expect(await listUuids("?include_children=false")).not.toContain(child);
+  });
+
+  it("GET /v1/nodes/{id}/children answers Ironic's shape", async () => {
+    const r = await api(`${ctx.url}/v1/nodes/mv-parent/children`, { headers: at("1.83") });
+    expect(r.status).toBe(200);
+    expect(keys(r.body)).toEqual(["children", "links"]);
+    expect(r.body).toEqual({
+      children: [child],
+      links: { href: `${ctx.url}/v1/nodes?parent_node=${parent}`, rel: "children" },
+    });
+    const none = await api(`${ctx.url}/v1/nodes/${child}/children`, { headers: at("1.83") });
+    expect(none.body).toMatchObject({ children: [] });
+    const missing = await api(`${ctx.url}/v1/nodes/no-such-node/children`, { headers: at("1.83") });
+    expect(missing.status).toBe(404);
+  });
+
+  it("PATCH sets, refuses and removes parent_node with Ironic's text", async () => {
+    const other = uuidOf((await createNode("1.83")).body);
+    const patch = (value: unknown, op = "add") =>
+      api(`${ctx.url}/v1/nodes/${other}`, {
+        method: "PATCH",
+        headers: at("1.83"),
+        body: [{ op, path: "/parent_node", ...(op === "remove" ? {} : { value }) }],
+      });
+    for (const bad of ["no-such-node", other]) {
+      const r = await patch(bad);
+      expect(r.status).toBe(400);
+      expect(faultOf(r.body)).toBe(
+        `Unable to apply the requested parent_node '${bad}'. Requested value was invalid.`,
+      );
+    }
+    const set = await patch("mv-parent");
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    expect(set.body).toHaveProperty("parent_node", parent);
+    expect(await listUuids(`?parent_node=${parent}`)).toEqual(expect.arrayContaining([child, other]));
+    const removed = await patch(undefined, "remove");
+    expect(removed.body).toHaveProperty("parent_node", null);
+    expect(await listUuids("")).toContain(other);
+  });
+
+  it("a parent of another owner is refused with the same text as a missing one", async () => {
+    const owned = await createNode("1.83", { owner: "project-a" });
+    const r = await createNode("1.83", { owner: "project-b", parent_node: uuidOf(owned.body) });
+    expect(r.status).toBe(400);
+    expect(faultOf(r.body)).toBe(
+      `Unable to apply the requested parent_node '${uuidOf(owned.body)}'. Requested value was invalid.`,
+    );
+  });
+});
