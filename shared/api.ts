@@ -12,7 +12,7 @@ import { UUID_PATTERN } from "./uuid.ts";
 export const Booleanish = StrictBool;
 
 /** A UUID field: a bad value is answered with Ironic's args.uuid text, "Expected UUID for <field>: <value>". */
-const UUID = z.string().superRefine((value, ctx) => {
+export const UUID = z.string().superRefine((value, ctx) => {
   // NOTE: the value travels as the message; the API's error mapper writes Ironic's sentence around it
   if (!UUID_PATTERN.test(value))
     ctx.addIssue({ code: "custom", message: value, params: { expected: "UUID" } });

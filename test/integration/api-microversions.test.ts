@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, faultOf, startConductor } from "../helpers/conductor.ts";
+import { sampleInventory } from "../helpers/agent.ts";
+import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
 
 /**
  * Raw requests for each microversion after 1.82, one block per version: the change is absent or refused
@@ -132,5 +133,90 @@ describe("1.83 child nodes", () => {
     expect(faultOf(r.body)).toBe(
       `Unable to apply the requested parent_node '${uuidOf(owned.body)}'. Requested value was invalid.`,
     );
+  });
+});
+
+describe("1.84 continue_inspection", () => {
+  const MAC = "52:54:00:84:00:01";
+  let uuid = "";
+  const post = (version: string, body: unknown, query = "") =>
+    api(`${ctx.url}/v1/continue_inspection${query}`, { method: "POST", headers: at(version), body });
+  const provision = (target: string) =>
+    api(`${ctx.url}/v1/nodes/${uuid}/states/provision`, {
+      method: "PUT",
+      headers: at("1.84"),
+      body: { target },
+    });
+
+  beforeAll(async () => {
+    const made = await createNode("1.84", { name: "mv-inspect", inspect_interface: "agent" });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    uuid = uuidOf(made.body);
+    const port = await api(`${ctx.url}/v1/ports`, {
+      method: "POST",
+      body: { node_uuid: uuid, address: MAC },
+    });
+    expect(port.status).toBe(201);
+  });
+
+  it("is a 404 between 1.2 and 1.83, with Ironic's text", async () => {
+    const r = await post("1.83", { inventory: sampleInventory({ macs: [MAC] }) });
+    expect(r.status).toBe(404);
+    expect(faultOf(r.body)).toBe("API version 1.84 or newer is required");
+    const byUuid = await post("1.1", { inventory: sampleInventory({ macs: [MAC] }) }, `?node_uuid=${uuid}`);
+    expect(byUuid.status).toBe(404);
+  });
+
+  it("refuses bad data with a 400 and a node not waiting for inspection with a 404", async () => {
+    const empty = await post("1.84", { inventory: { interfaces: [] } });
+    expect(empty.status).toBe(400);
+    const noKeys = await post("1.84", { inventory: { interfaces: [{ mac_address: "not-a-mac" }] } });
+    expect(noKeys.status).toBe(400);
+    expect(faultOf(noKeys.body)).toBe("No lookup information provided");
+    const enrolled = await post("1.84", { inventory: sampleInventory({ macs: [MAC] }) });
+    expect(enrolled.status).toBe(404);
+    expect(faultOf(enrolled.body)).toBe("Resource could not be found.");
+    const unknown = await post("1.84", { inventory: sampleInventory({ macs: ["52:54:00:84:ff:ff"] }) });
+    expect(unknown.status).toBe(404);
+  });
+
+  it("continues an inspection in inspect wait from a ramdisk's data: 202 and the lookup shape", async () => {
+    expect((await provision("manage")).status).toBe(202);
+    await waitForState(ctx.url, uuid, "manageable");
+    expect((await provision("inspect")).status).toBe(202);
+    await waitForState(ctx.url, uuid, "inspect wait");
+    const inventory = sampleInventory({ macs: [MAC] });
+    const r = await post("1.84", { inventory, collector: "ipa" });
+    expect(r.status, JSON.stringify(r.body)).toBe(202);
+    expect(keys(r.body)).toEqual(["config", "node"]);
+    expect((r.body as { node: { uuid: string } }).node.uuid).toBe(uuid);
+    await waitForState(ctx.url, uuid, "manageable");
+    const node = await api(`${ctx.url}/v1/nodes/${uuid}`, { headers: at("1.84") });
+    expect(node.body).toMatchObject({
+      properties: { cpus: inventory.cpu.count, cpu_arch: inventory.cpu.architecture },
+    });
+    expect((node.body as { driver_internal_info: object }).driver_internal_info).not.toHaveProperty(
+      "inspection_data_posted",
+    );
+    const stored = await api(`${ctx.url}/v1/nodes/${uuid}/inventory`, { headers: at("1.84") });
+    expect(stored.body).toMatchObject({
+      inventory: { cpu: inventory.cpu },
+      plugin_data: { collector: "ipa" },
+    });
+    // done: the node is no longer waiting, so the same data is refused
+    expect((await post("1.84", { inventory })).status).toBe(404);
+  });
+
+  it("answers ironic-inspector's shape at 1.1, and refuses once Anvil's agent holds the boot", async () => {
+    await provision("inspect");
+    await waitForState(ctx.url, uuid, "inspect wait");
+    await ctx.conductor.store.setAgentToken(uuid, { digest: "d", bootId: "b" });
+    const taken = await post("1.84", { inventory: sampleInventory({ macs: [MAC] }) });
+    expect(taken.status).toBe(404);
+    await ctx.conductor.store.setAgentToken(uuid, null);
+    const r = await post("1.1", { inventory: sampleInventory({ macs: [MAC] }) });
+    expect(r.status, JSON.stringify(r.body)).toBe(202);
+    expect(r.body).toEqual({ uuid });
+    await waitForState(ctx.url, uuid, "manageable");
   });
 });
