@@ -220,3 +220,26 @@ describe("1.84 continue_inspection", () => {
     await waitForState(ctx.url, uuid, "manageable");
   });
 });
+
+describe("1.85 unhold verb", () => {
+  it("is a 406 below 1.85 and releases a clean hold at 1.85", async () => {
+    const uuid = uuidOf((await createNode("1.85", { name: "mv-hold" })).body);
+    const provision = (version: string, body: Record<string, unknown>) =>
+      api(`${ctx.url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", headers: at(version), body });
+    expect((await provision("1.85", { target: "manage" })).status).toBe(202);
+    await waitForState(ctx.url, uuid, "manageable");
+    const hold = await provision("1.85", {
+      target: "clean",
+      clean_steps: [{ interface: "deploy", step: "hold" }],
+    });
+    expect(hold.status, JSON.stringify(hold.body)).toBe(202);
+    await waitForState(ctx.url, uuid, "clean hold");
+    const old = await provision("1.84", { target: "unhold" });
+    expect(old.status).toBe(406);
+    expect(faultOf(old.body)).toBe("Request not acceptable.");
+    const states = await api(`${ctx.url}/v1/nodes/${uuid}/states`, { headers: at("1.85") });
+    expect(states.body).toMatchObject({ provision_state: "clean hold" });
+    expect((await provision("1.85", { target: "unhold" })).status).toBe(202);
+    await waitForState(ctx.url, uuid, "manageable");
+  });
+});
