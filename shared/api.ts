@@ -63,6 +63,7 @@ export const NodeCreateBody = z
     boot_interface: interfaceField,
     console_interface: interfaceField,
     deploy_interface: interfaceField,
+    firmware_interface: interfaceField,
     inspect_interface: interfaceField,
     management_interface: interfaceField,
     network_interface: interfaceField,

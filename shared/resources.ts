@@ -58,6 +58,8 @@ export const NodeRecord = z.object({
   boot_interface: z.string(),
   console_interface: z.string(),
   deploy_interface: z.string(),
+  /** 1.86; documents older than the field read as "no-firmware", the only firmware interface */
+  firmware_interface: z.string().default("no-firmware"),
   inspect_interface: z.string(),
   management_interface: z.string(),
   network_interface: z.string(),

@@ -8,7 +8,7 @@ import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { notFound } from "./errors.ts";
 import { CHILD_NODES_MINOR } from "./node-list.ts";
 import { type IdentParams, nodeFor } from "./node-request.ts";
-import { FieldsQuery, parseQuery } from "./query.ts";
+import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
 import { portView } from "./views.ts";
 
 type Request = FastifyRequest<IdentParams>;
@@ -123,4 +123,18 @@ export async function listChildren(
     children: children.map((child) => child.uuid),
     links: { href: `${baseUrl(request)}/v1/nodes?parent_node=${parent.uuid}`, rel: "children" },
   };
+}
+
+/** Ironic's MINOR_86_FIRMWARE_INTERFACE. */
+export const FIRMWARE_MINOR = 86;
+
+/**
+ * GET /v1/nodes/{id}/firmware (1.86): the node's firmware components. Every Anvil node has the
+ * `no-firmware` interface, which records none, so the list is empty, as Ironic's is for such a node.
+ */
+export async function listFirmware(deps: ApiDeps, request: Request): Promise<{ firmware: unknown[] }> {
+  if (request.apiMinor < FIRMWARE_MINOR) throw notFound("The resource could not be found.");
+  parseQuery(PageQuery.pick({ fields: true, detail: true }).strict(), request.query);
+  await nodeFor(deps, request, "baremetal:node:firmware:get");
+  return { firmware: [] };
 }

@@ -178,6 +178,7 @@ export function nodesPlugin(deps: ApiDeps) {
     app.delete<IdentParams>(`${node}/maintenance`, calls(SET_MAINTENANCE), on(sub.maintenanceOff));
     app.get<IdentParams>(`${node}/inventory`, on(sub.getInventory));
     app.get<IdentParams>(`${node}/children`, on(sub.listChildren));
+    app.get<IdentParams>(`${node}/firmware`, on(sub.listFirmware));
     app.get<IdentParams>(`${node}/ports`, sub.nodePorts(deps, false));
     app.get<IdentParams>(`${node}/ports/detail`, sub.nodePorts(deps, true));
     nodeVifRoutes(app, deps);

@@ -58,6 +58,7 @@ const NODE_FIELD_VERSIONS: Record<string, number> = {
   secure_boot: 75,
   shard: 82,
   parent_node: 83,
+  firmware_interface: 86,
 };
 
 /** Ironic's short list fields, in its order: what PostgreSQL keeps per node for the default page. */
@@ -98,6 +99,8 @@ function nodeField(node: NodeSummary | NodeRecord, field: string, ctx: ViewConte
     case "parent_node":
       // a document written before the field existed has none
       return (node as NodeRecord).parent_node ?? null;
+    case "firmware_interface":
+      return (node as NodeRecord).firmware_interface ?? "no-firmware";
     default:
       return (node as Record<string, unknown>)[field];
   }
@@ -143,7 +146,7 @@ export function nodeView(
     return out;
   }
   for (const field of options.fields ?? NODE_LIST_FIELDS) {
-    const shown = field in node || field === "conductor" || field === "parent_node";
+    const shown = field in node || ["conductor", "parent_node", "firmware_interface"].includes(field);
     if (shown && nodeFieldAllowed(field, ctx.minor)) {
       out[field] = nodeField(node, field, ctx);
     }

@@ -39,6 +39,7 @@ export const WRITABLE_FIELDS: ReadonlySet<string> = new Set([
   "boot_interface",
   "console_interface",
   "deploy_interface",
+  "firmware_interface",
   "inspect_interface",
   "management_interface",
   "network_interface",

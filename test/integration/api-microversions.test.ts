@@ -243,3 +243,38 @@ describe("1.85 unhold verb", () => {
     await waitForState(ctx.url, uuid, "manageable");
   });
 });
+
+describe("1.86 firmware interface", () => {
+  it("hides firmware_interface and the firmware list below 1.86, shows them at it", async () => {
+    const refused = await createNode("1.85", { firmware_interface: "no-firmware" });
+    expect(refused.status).toBe(406);
+    const uuid = uuidOf((await createNode("1.86", { firmware_interface: "no-firmware" })).body);
+    const old = await api(`${ctx.url}/v1/nodes/${uuid}`, { headers: at("1.85") });
+    expect(old.body).not.toHaveProperty("firmware_interface");
+    const now = await api(`${ctx.url}/v1/nodes/${uuid}`, { headers: at("1.86") });
+    expect(now.body).toHaveProperty("firmware_interface", "no-firmware");
+    const firmwareOld = await api(`${ctx.url}/v1/nodes/${uuid}/firmware`, { headers: at("1.85") });
+    expect(firmwareOld.status).toBe(404);
+    const firmware = await api(`${ctx.url}/v1/nodes/${uuid}/firmware`, { headers: at("1.86") });
+    expect(firmware.status).toBe(200);
+    expect(firmware.body).toEqual({ firmware: [] });
+    const bad = await createNode("1.86", { firmware_interface: "redfish" });
+    expect(bad.status).toBe(400);
+    const patched = await api(`${ctx.url}/v1/nodes/${uuid}`, {
+      method: "PATCH",
+      headers: at("1.86"),
+      body: [{ op: "replace", path: "/firmware_interface", value: "fake" }],
+    });
+    expect(patched.status).toBe(400);
+  });
+
+  it("drivers show the firmware interfaces from 1.86", async () => {
+    const old = await api(`${ctx.url}/v1/drivers/fake-hardware`, { headers: at("1.85") });
+    expect(old.body).not.toHaveProperty("default_firmware_interface");
+    const now = await api(`${ctx.url}/v1/drivers/fake-hardware`, { headers: at("1.86") });
+    expect(now.body).toMatchObject({
+      default_firmware_interface: "no-firmware",
+      enabled_firmware_interfaces: ["no-firmware"],
+    });
+  });
+});
