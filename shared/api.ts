@@ -12,7 +12,7 @@ import { UUID_PATTERN } from "./uuid.ts";
 export const Booleanish = StrictBool;
 
 /** A UUID field: a bad value is answered with Ironic's args.uuid text, "Expected UUID for <field>: <value>". */
-const UUID = z.string().superRefine((value, ctx) => {
+export const UUID = z.string().superRefine((value, ctx) => {
   // NOTE: the value travels as the message; the API's error mapper writes Ironic's sentence around it
   if (!UUID_PATTERN.test(value))
     ctx.addIssue({ code: "custom", message: value, params: { expected: "UUID" } });
@@ -58,10 +58,12 @@ export const NodeCreateBody = z
     network_data: JsonObject.optional(),
     boot_mode: z.enum(["uefi", "bios"]).nullable().optional(),
     shard: z.string().max(255).nullable().optional(),
+    parent_node: z.string().max(36).nullable().optional(),
     bios_interface: interfaceField,
     boot_interface: interfaceField,
     console_interface: interfaceField,
     deploy_interface: interfaceField,
+    firmware_interface: interfaceField,
     inspect_interface: interfaceField,
     management_interface: interfaceField,
     network_interface: interfaceField,

@@ -50,12 +50,16 @@ export const NodeRecord = z.object({
   secure_boot: z.boolean().nullable(),
   chassis_uuid: nullableString,
   shard: nullableString,
+  /** 1.83: the node this one is a part of (a DPU in a server); documents older than the field read as null */
+  parent_node: nullableString.default(null),
   inspection_started_at: nullableString,
   inspection_finished_at: nullableString,
   bios_interface: z.string(),
   boot_interface: z.string(),
   console_interface: z.string(),
   deploy_interface: z.string(),
+  /** 1.86; documents older than the field read as "no-firmware", the only firmware interface */
+  firmware_interface: z.string().default("no-firmware"),
   inspect_interface: z.string(),
   management_interface: z.string(),
   network_interface: z.string(),

@@ -13,6 +13,7 @@ import { ApiError, errorBody, notAcceptableBody, toHttpError } from "./errors.ts
 import { eventsPlugin } from "./events.ts";
 import { forwardToOwner } from "./forward.ts";
 import { lookupPlugin } from "./lookup.ts";
+import { continueInspectionPlugin } from "./continue-inspection.ts";
 import { metricsPlugin } from "./metrics.ts";
 import { MAX_VERSION_STRING, MIN_VERSION_STRING, parseVersionHeader } from "./microversion.ts";
 import { nodesPlugin } from "./nodes.ts";
@@ -120,6 +121,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     driversPlugin,
     allocationsPlugin,
     lookupPlugin,
+    continueInspectionPlugin,
     eventsPlugin,
     chassisPlugin,
     volumePlugin,

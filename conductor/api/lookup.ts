@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
+import type { NodeRecord } from "../../shared/resources.ts";
 import { normalizeMac } from "../drivers/boot/mac.ts";
 import type { ApiDeps } from "./context.ts";
 import { notFound } from "./errors.ts";
@@ -34,18 +35,23 @@ export function lookupPlugin(deps: ApiDeps) {
       if (!node || !lookupAllowed(node, deps.config.agent.fastTrack)) {
         throw notFound("Node could not be found.");
       }
-      return {
-        node: {
-          uuid: node.uuid,
-          properties: { root_device: node.properties.root_device },
-          instance_info: {},
-          driver_internal_info: {},
-        },
-        config: {
-          heartbeat_timeout: deps.config.agent.heartbeatTimeoutS,
-          agent_url: "/v1/agent",
-        },
-      };
+      return lookupAnswer(deps, node);
     });
+  };
+}
+
+/** Ironic's lookup answer (also continue_inspection's from 1.84): the few fields a ramdisk needs, and config. */
+export function lookupAnswer(deps: ApiDeps, node: NodeRecord): Record<string, unknown> {
+  return {
+    node: {
+      uuid: node.uuid,
+      properties: { root_device: node.properties.root_device },
+      instance_info: {},
+      driver_internal_info: {},
+    },
+    config: {
+      heartbeat_timeout: deps.config.agent.heartbeatTimeoutS,
+      agent_url: "/v1/agent",
+    },
   };
 }

@@ -25,7 +25,12 @@ function checkProvisionVersion(body: ProvisionBody, minor: number): void {
   for (const [used, since, what] of needs) {
     if (used && minor < since) throw new NotAcceptable(`${what} requires API version 1.${since} or later.`);
   }
+  // Ironic's allow_unhold_verb: a bare NotAcceptable, whatever the node's state
+  if (body.target === "unhold" && minor < UNHOLD_MINOR) throw new NotAcceptable("Request not acceptable.");
 }
+
+/** Ironic's MINOR_85_UNHOLD_VERB. */
+export const UNHOLD_MINOR = 85;
 
 function isEmptyObject(value: unknown): boolean {
   return (

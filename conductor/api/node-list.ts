@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { listScope, redactNodeView } from "../auth/node-access.ts";
 import { NODE_SORT_KEYS } from "../db/store.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
+import { NotAcceptable } from "../errors.ts";
 import { badRequest } from "./errors.ts";
 import { checkFields } from "./node-request.ts";
 import { NodeListQuery, collection, effectiveLimit, nextLink, parseQuery } from "./query.ts";
@@ -27,6 +28,7 @@ async function listPage(
   if (query.sort_key && !(NODE_SORT_KEYS as readonly string[]).includes(query.sort_key)) {
     throw badRequest(`The sort_key value "${query.sort_key}" is an invalid field for sorting`);
   }
+  checkChildParams(query, request.apiMinor);
   const limit = effectiveLimit(query.limit);
   const showDetail = detail || query.detail === true;
   const scope = listScope("node", request.identity, query.owner);
@@ -44,6 +46,9 @@ async function listPage(
     lessee: query.lessee,
     retired: query.retired,
     chassis_uuid: query.chassis_uuid,
+    // Ironic lists children only when asked: by their parent, or with include_children
+    parent_node: query.include_children === true ? undefined : query.parent_node,
+    exclude_children: query.include_children !== true && query.parent_node === undefined,
   };
   const page = { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir };
   const ctx = viewContext(request, deps);
@@ -79,4 +84,14 @@ async function listPage(
     query: request.query as Record<string, unknown>,
   });
   await reply.type("application/json; charset=utf-8").send(renderJson(body, "nodes"));
+}
+
+/** 1.83 (child nodes): `?parent_node=` and `?include_children=` are 406 below it, as Ironic's. */
+export const CHILD_NODES_MINOR = 83;
+
+function checkChildParams(query: { parent_node?: string; include_children?: boolean }, minor: number): void {
+  if ((query.parent_node !== undefined || query.include_children !== undefined) && minor < CHILD_NODES_MINOR)
+    throw new NotAcceptable(
+      `Request not acceptable. The minimal required API version should be 1.${CHILD_NODES_MINOR}`,
+    );
 }

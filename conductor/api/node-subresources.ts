@@ -1,12 +1,14 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { MaintenanceBody, Trait, TraitsBody } from "../../shared/api.ts";
-import type { PolicyName } from "../auth/policy.ts";
+import { listScope } from "../auth/node-access.ts";
+import { PolicyForbidden, type PolicyName } from "../auth/policy.ts";
 import { setMaintenance, setTraits } from "../operations/update-node.ts";
-import { type ApiDeps, viewContext } from "./context.ts";
+import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { notFound } from "./errors.ts";
+import { CHILD_NODES_MINOR } from "./node-list.ts";
 import { type IdentParams, nodeFor } from "./node-request.ts";
-import { FieldsQuery, parseQuery } from "./query.ts";
+import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
 import { portView } from "./views.ts";
 
 type Request = FastifyRequest<IdentParams>;
@@ -97,4 +99,42 @@ export function nodePorts(deps: ApiDeps, detail: boolean) {
     const ctx = viewContext(request, deps);
     return { ports: ports.map((p) => portView(p, ctx, { fields, detail })) };
   };
+}
+
+/**
+ * GET /v1/nodes/{id}/children (1.83): the uuids of the node's children the caller may see, and a link to
+ * the list filtered by parent. A parent the caller may not read is the same 404 as a missing one.
+ */
+export async function listChildren(
+  deps: ApiDeps,
+  request: Request,
+): Promise<{ children: string[]; links: { href: string; rel: string } }> {
+  if (request.apiMinor < CHILD_NODES_MINOR) throw notFound("Resource could not be found.");
+  let parent;
+  try {
+    parent = await nodeFor(deps, request, "baremetal:node:get");
+  } catch (error) {
+    if (error instanceof PolicyForbidden) throw notFound("Resource could not be found.");
+    throw error;
+  }
+  const scope = listScope("node", request.identity);
+  const children = await deps.store.listNodeSummaries({ ...scope, parent_node: parent.uuid }, {}, ["uuid"]);
+  return {
+    children: children.map((child) => child.uuid),
+    links: { href: `${baseUrl(request)}/v1/nodes?parent_node=${parent.uuid}`, rel: "children" },
+  };
+}
+
+/** Ironic's MINOR_86_FIRMWARE_INTERFACE. */
+export const FIRMWARE_MINOR = 86;
+
+/**
+ * GET /v1/nodes/{id}/firmware (1.86): the node's firmware components. Every Anvil node has the
+ * `no-firmware` interface, which records none, so the list is empty, as Ironic's is for such a node.
+ */
+export async function listFirmware(deps: ApiDeps, request: Request): Promise<{ firmware: unknown[] }> {
+  if (request.apiMinor < FIRMWARE_MINOR) throw notFound("The resource could not be found.");
+  parseQuery(PageQuery.pick({ fields: true, detail: true }).strict(), request.query);
+  await nodeFor(deps, request, "baremetal:node:firmware:get");
+  return { firmware: [] };
 }

@@ -24,7 +24,15 @@ import * as actions from "./node-actions.ts";
 import { listNodes } from "./node-list.ts";
 import { patchNode } from "./node-patch.ts";
 import { nodeVifRoutes } from "./node-vifs.ts";
-import { type IdentParams, calls, checkFields, nodeFor } from "./node-request.ts";
+import {
+  type IdentParams,
+  calls,
+  checkFields,
+  nodeFor,
+  rejectNewerCreateFields,
+  rejectNewerPatchFields,
+  resolveParentNode,
+} from "./node-request.ts";
 import * as sub from "./node-subresources.ts";
 import { FieldsQuery, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
@@ -43,8 +51,14 @@ async function createNode(deps: ApiDeps, request: FastifyRequest, reply: Fastify
       throw new PolicyForbidden("baremetal:node:create");
     body.owner = project;
   }
+  rejectNewerCreateFields(body, request.apiMinor);
   checkStoredJson(body, NODE_JSON_FIELDS, deps.config.api);
   checkName(body.name);
+  if (body.parent_node)
+    body.parent_node = await resolveParentNode(deps, request, {
+      from: { owner: body.owner ?? null, lessee: body.lessee ?? null },
+      to: body.parent_node,
+    });
   const hw = hardwareOf(deps.drivers, body.driver, body.conductor_group);
   await checkNodeChassis(deps, { ...body, previous: null, minor: request.apiMinor });
   // before 1.11 (no enroll state yet) a node starts available, as Ironic's initial_node_provision_state
@@ -73,13 +87,20 @@ async function getNode(deps: ApiDeps, request: Request, reply: FastifyReply): Pr
 /** PATCH /v1/nodes/{id} */
 async function patch(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
   const body = JsonPatch.parse(request.body);
+  rejectNewerPatchFields(body, request.apiMinor);
   const node = await nodeFor(deps, request, ...patchRules(body));
   // the chassis named must exist (and removing it needs 1.25): read before the lock, as Ironic's API does
   const preview = patchNode(node, body, deps.config.api);
   await checkNodeChassis(deps, { ...preview, previous: node.chassis_uuid, minor: request.apiMinor });
-  const { node: updated } = await updateNode(deps.provisioner, node, (current) =>
-    patchNode(current, body, deps.config.api),
-  );
+  // a parent named by uuid or name is stored as its uuid, checked before the lock as Ironic's API does
+  const parent = preview.parent_node
+    ? await resolveParentNode(deps, request, { from: node, to: preview.parent_node, self: node.uuid })
+    : undefined;
+  const { node: updated } = await updateNode(deps.provisioner, node, (current) => {
+    const changes = patchNode(current, body, deps.config.api);
+    if (parent !== undefined && changes.parent_node) changes.parent_node = parent;
+    return changes;
+  });
   const view = redactNodeView(
     nodeView(updated, viewContext(request, deps), { detail: true }),
     request.identity,
@@ -156,6 +177,8 @@ export function nodesPlugin(deps: ApiDeps) {
     app.put<IdentParams>(`${node}/maintenance`, calls(SET_MAINTENANCE), on(sub.maintenanceOn));
     app.delete<IdentParams>(`${node}/maintenance`, calls(SET_MAINTENANCE), on(sub.maintenanceOff));
     app.get<IdentParams>(`${node}/inventory`, on(sub.getInventory));
+    app.get<IdentParams>(`${node}/children`, on(sub.listChildren));
+    app.get<IdentParams>(`${node}/firmware`, on(sub.listFirmware));
     app.get<IdentParams>(`${node}/ports`, sub.nodePorts(deps, false));
     app.get<IdentParams>(`${node}/ports/detail`, sub.nodePorts(deps, true));
     nodeVifRoutes(app, deps);

@@ -41,6 +41,8 @@ export const NodeListQuery = PageQuery.extend({
   conductor: z.string().optional(),
   description_contains: z.string().optional(),
   shard: z.string().optional(),
+  parent_node: z.string().max(255).optional(),
+  include_children: Booleanish.optional(),
 }).strict();
 
 export const PortListQuery = PageQuery.extend({

@@ -57,6 +57,8 @@ const NODE_FIELD_VERSIONS: Record<string, number> = {
   boot_mode: 75,
   secure_boot: 75,
   shard: 82,
+  parent_node: 83,
+  firmware_interface: 86,
 };
 
 /** Ironic's short list fields, in its order: what PostgreSQL keeps per node for the default page. */
@@ -94,6 +96,11 @@ function nodeField(node: NodeSummary | NodeRecord, field: string, ctx: ViewConte
       const info = (node as NodeRecord).instance_info;
       return maskSecrets("configdrive" in info ? { ...info, configdrive: MASK } : info);
     }
+    case "parent_node":
+      // a document written before the field existed has none
+      return (node as NodeRecord).parent_node ?? null;
+    case "firmware_interface":
+      return (node as NodeRecord).firmware_interface ?? "no-firmware";
     default:
       return (node as Record<string, unknown>)[field];
   }
@@ -139,7 +146,8 @@ export function nodeView(
     return out;
   }
   for (const field of options.fields ?? NODE_LIST_FIELDS) {
-    if ((field in node || field === "conductor") && nodeFieldAllowed(field, ctx.minor)) {
+    const shown = field in node || ["conductor", "parent_node", "firmware_interface"].includes(field);
+    if (shown && nodeFieldAllowed(field, ctx.minor)) {
       out[field] = nodeField(node, field, ctx);
     }
   }

@@ -18,7 +18,7 @@ declare module "fastify" {
 
 /**
  * Routes anyone may call, by their route pattern (not the raw URL, so no path trick reaches a protected
- * handler through a public prefix): version discovery as in Ironic, the agent's lookup, and the boot and
+ * handler through a public prefix): version discovery as in Ironic, the agent's lookup and a ramdisk's inspection data, and the boot and
  * image files that firmware and the ramdisk fetch (temporary URLs carry their own signature).
  */
 // the dashboard's page, script and stylesheet carry no data: the page signs in, then calls the API
@@ -26,6 +26,7 @@ const PUBLIC_ROUTES = new Set([
   "/",
   "/v1",
   "/v1/lookup",
+  "/v1/continue_inspection",
   "/boot/*",
   "/images/*",
   "/ui/",

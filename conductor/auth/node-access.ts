@@ -167,6 +167,7 @@ export function patchRules(patch: readonly { op?: string; path: string; value?: 
     ["/name", "baremetal:node:update:name"],
     ["/retired", "baremetal:node:update:retired"],
     ["/shard", "baremetal:node:update:shard"],
+    ["/parent_node", "baremetal:node:update:parent_node"],
   ];
   for (const op of patch) {
     // read with the same strict parser the field itself is stored with: whatever is stored as false was

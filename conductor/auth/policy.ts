@@ -84,6 +84,8 @@ export const RULES = {
   "baremetal:node:update:name": SYSTEM_MEMBER_OR_OWNER_MEMBER,
   "baremetal:node:update:retired": SYSTEM_MEMBER_OR_OWNER_MEMBER,
   "baremetal:node:update:shard": SYSTEM_ADMIN,
+  "baremetal:node:update:parent_node": SYSTEM_MEMBER,
+  "baremetal:node:firmware:get": SYSTEM_OR_PROJECT_READER,
   "baremetal:node:update": SYSTEM_OR_PROJECT_MEMBER,
   "baremetal:node:update_extra": SYSTEM_OR_PROJECT_MEMBER,
   "baremetal:node:update_instance_info": SYSTEM_OR_OWNER_MEMBER_AND_LESSEE_ADMIN,

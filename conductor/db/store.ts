@@ -111,6 +111,10 @@ export interface NodeFilter {
   reserved?: boolean;
   /** only nodes in this chassis */
   chassis_uuid?: string;
+  /** only the children of this node (its uuid) */
+  parent_node?: string;
+  /** leave out nodes that have a parent (Ironic's default node list) */
+  exclude_children?: boolean;
 }
 
 export interface PortFilter {

@@ -15,6 +15,8 @@ export interface InterfaceNames {
   boot_interface: string;
   console_interface: string;
   deploy_interface: string;
+  /** 1.86; "no-firmware" everywhere: Anvil updates no firmware */
+  firmware_interface: string;
   inspect_interface: string;
   management_interface: string;
   network_interface: string;

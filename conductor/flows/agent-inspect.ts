@@ -1,16 +1,39 @@
-import { InventorySchema } from "../../shared/inventory.ts";
+import { type Inventory, InventorySchema } from "../../shared/inventory.ts";
+import type { JsonObject } from "../../shared/resources.ts";
 import type { Task } from "../tasks/task.ts";
 import { DONE, WAIT, type Flow, type FlowOutcome } from "./flow.ts";
 import { recordInventory } from "./record-inventory.ts";
 import { bootIntoRamdisk, canFastTrack, leaveRamdisk, powerOffQuietly } from "./ramdisk.ts";
 
+/**
+ * driver_internal_info flag: a ramdisk posted this inspection's data (Ironic's continue_inspection, 1.84) and
+ * it waits in the store, so the agent is not asked for it.
+ */
+export const POSTED_INSPECTION_DATA = "inspection_data_posted";
+
+/** What a ramdisk posted, read back from the store. @throws when the inventory is missing or malformed */
+async function postedData(task: Task): Promise<{ inventory: Inventory; pluginData: JsonObject }> {
+  const saved = (await task.deps.store.getInventory(task.node.uuid)) as {
+    inventory?: unknown;
+    plugin_data?: JsonObject;
+  } | null;
+  return { inventory: InventorySchema.parse(saved?.inventory), pluginData: saved?.plugin_data ?? {} };
+}
+
 async function collect(task: Task): Promise<FlowOutcome> {
-  const raw = await task.deps.agents.call(
-    task.node.uuid,
-    { name: "get_inventory", args: {} },
-    { signal: task.signal, timeoutMs: 120_000 },
-  );
-  await recordInventory(task, InventorySchema.parse(raw));
+  const { [POSTED_INSPECTION_DATA]: posted, ...internal } = task.node.driver_internal_info;
+  if (posted === true) {
+    const { inventory, pluginData } = await postedData(task);
+    await task.update({ driver_internal_info: internal });
+    await recordInventory(task, inventory, pluginData);
+  } else {
+    const raw = await task.deps.agents.call(
+      task.node.uuid,
+      { name: "get_inventory", args: {} },
+      { signal: task.signal, timeoutMs: 120_000 },
+    );
+    await recordInventory(task, InventorySchema.parse(raw));
+  }
   await leaveRamdisk(task);
   return DONE;
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Inventory } from "../../shared/inventory.ts";
+import type { JsonObject } from "../../shared/resources.ts";
 import type { Task } from "../tasks/task.ts";
 import { propertiesFromInventory, pxeMac } from "./inspection-results.ts";
 
@@ -7,9 +8,13 @@ import { propertiesFromInventory, pxeMac } from "./inspection-results.ts";
  * Stores an inventory (whoever read it: the agent or the BMC), creates a port for each MAC no port has yet,
  * and fills in the node's properties, as Ironic's inspection does.
  */
-export async function recordInventory(task: Task, inventory: Inventory): Promise<void> {
+export async function recordInventory(
+  task: Task,
+  inventory: Inventory,
+  pluginData: JsonObject = {},
+): Promise<void> {
   const { store } = task.deps;
-  await store.saveInventory(task.node.uuid, { inventory, plugin_data: {} });
+  await store.saveInventory(task.node.uuid, { inventory, plugin_data: pluginData });
   const bootMac = pxeMac(inventory);
   const known = new Set((await store.listPorts({ node_uuid: task.node.uuid }, {})).map((p) => p.address));
   for (const iface of inventory.interfaces) {

@@ -88,6 +88,7 @@ export function newNode(
     secure_boot: null,
     chassis_uuid: body.chassis_uuid ?? null,
     shard: body.shard ?? null,
+    parent_node: body.parent_node ?? null,
     inspection_started_at: null,
     inspection_finished_at: null,
     ...interfaces,

@@ -1,5 +1,6 @@
 import type { ProvisionBody } from "../../shared/api.ts";
-import type { NodeRecord } from "../../shared/resources.ts";
+import type { Inventory } from "../../shared/inventory.ts";
+import type { JsonObject, NodeRecord } from "../../shared/resources.ts";
 import type { ProvisionState } from "../../shared/states.ts";
 import type { PlannedStep, StepKind } from "../../shared/steps.ts";
 import { NodeLocked, NodeNotFound } from "../db/store.ts";
@@ -9,7 +10,8 @@ import {
   type HardwareType,
   type NodeInterfaces,
 } from "../drivers/hardware-type.ts";
-import { Invalid } from "../errors.ts";
+import { Invalid, NotFound } from "../errors.ts";
+import { POSTED_INSPECTION_DATA } from "../flows/agent-inspect.ts";
 import { WORKING_STATE, driveFlow, flowOf, guarded } from "../flows/drive.ts";
 import { needsAgent, previewSteps } from "../flows/step-runner.ts";
 import type { UrlSigner } from "../images/image-request.ts";
@@ -207,6 +209,23 @@ export class Provisioner implements OperationContext {
     await lock.run(async (task) => {
       await task.fire("resume");
       lock.spawnAfter(this.drive("resume"));
+    });
+  }
+
+  /**
+   * POST /v1/continue_inspection (Ironic 1.84): a ramdisk other than Anvil's agent posted the inspection data
+   * of a node in `inspect wait`. The data is stored and the inspection continues from it, as when the agent
+   * answers get_inventory. @throws NotFound when the node left `inspect wait`, NodeLocked (409)
+   */
+  async continueInspection(node: NodeRecord, data: { inventory: Inventory; plugin_data: JsonObject }) {
+    const lock = await this.acquire(node, "continue inspection");
+    return lock.run(async (task) => {
+      if (task.node.provision_state !== "inspect wait") throw new NotFound("Resource could not be found.");
+      await this.deps.store.saveInventory(task.node.uuid, data);
+      const internal = { ...task.node.driver_internal_info, [POSTED_INSPECTION_DATA]: true };
+      await task.fire("resume", { driver_internal_info: internal });
+      lock.spawnAfter(this.drive("resume"));
+      return task.node;
     });
   }
 

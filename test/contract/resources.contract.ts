@@ -84,6 +84,24 @@ export function resourcesContract(name: string, harness: StoreHarness): void {
       await expect(store.updateChassis(randomUUID(), { description: "x" })).rejects.toBeInstanceOf(NotFound);
     });
 
+    it("lists a node's children by parent, and leaves children out when asked (1.83)", async () => {
+      const parent = await store.createNode(node());
+      const child = await store.createNode(node({ parent_node: parent.uuid }));
+      const other = await store.createNode(node());
+      const uuids = async (filter: Parameters<Store["listNodes"]>[0]) =>
+        (await store.listNodes(filter, {})).map((n) => n.uuid);
+      expect(await uuids({ parent_node: parent.uuid })).toEqual([child.uuid]);
+      const roots = await uuids({ exclude_children: true });
+      expect(roots).toEqual(expect.arrayContaining([parent.uuid, other.uuid]));
+      expect(roots).not.toContain(child.uuid);
+      const json = await store.listNodeSummaryJson({ exclude_children: true }, {}, "http://h");
+      expect(json.json.toString()).not.toContain(child.uuid);
+      expect(json.json.toString()).toContain(parent.uuid);
+      await store.updateNode(child.uuid, { parent_node: null });
+      expect(await uuids({ parent_node: parent.uuid })).toEqual([]);
+      expect(await uuids({ exclude_children: true })).toContain(child.uuid);
+    });
+
     it("refuses to delete a chassis while a node is in it, and lists nodes by chassis", async () => {
       const c = await store.createChassis(chassis());
       const member = await store.createNode(node({ chassis_uuid: c.uuid }));

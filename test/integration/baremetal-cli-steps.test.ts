@@ -134,6 +134,7 @@ describe("clean steps and RAID through the stock baremetal CLI", () => {
     const unhold = await api(`${ctx.url}/v1/nodes/s1/states/provision`, {
       method: "PUT",
       body: { target: "unhold" },
+      headers: { "X-OpenStack-Ironic-API-Version": "1.85" },
     });
     expect(unhold.status).toBe(202);
     await waitForState(ctx.url, "s1", "manageable");

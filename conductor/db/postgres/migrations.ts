@@ -251,4 +251,10 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX portgroups_node ON portgroups (node_uuid);
   `,
+  `
+  -- 1.83 child nodes: a node's parent as a column kept from its document, indexed where set. Lists hide
+  -- children by default, so every API list reads the (small, usually empty) set of children from the index.
+  ALTER TABLE nodes ADD COLUMN parent_node TEXT GENERATED ALWAYS AS (doc ->> 'parent_node') STORED;
+  CREATE INDEX nodes_parent_node ON nodes (parent_node) WHERE parent_node IS NOT NULL;
+  `,
 ];

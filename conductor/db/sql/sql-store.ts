@@ -156,8 +156,13 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     const { provision_state, resource_class, driver, conductor_group, instance_uuid } = filter;
     const conditions = equal(p, { provision_state, maintenance: bool(filter.maintenance) });
     conditions.push(...equal(p, { retired: bool(filter.retired), resource_class, driver, conductor_group }));
-    const { fault, owner, lessee, reservation, chassis_uuid } = filter;
+    const { fault, owner, lessee, reservation, chassis_uuid, parent_node } = filter;
     conditions.push(...equal(p, { instance_uuid, fault, owner, lessee, reservation, chassis_uuid }));
+    conditions.push(...equal(p, { parent_node }));
+    if (filter.exclude_children === true) {
+      // NOTE: read from the partial index once per query; `parent_node IS NULL` would parse every document
+      conditions.push("uuid NOT IN (SELECT uuid FROM nodes WHERE parent_node IS NOT NULL)");
+    }
     if (filter.project !== undefined) conditions.push(this.ofProject(p, filter.project));
     if (filter.reserved !== undefined) conditions.push(`reservation IS ${filter.reserved ? "NOT " : ""}NULL`);
     if (filter.associated !== undefined) {

@@ -203,4 +203,11 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX portgroups_node ON portgroups (node_uuid);
   `,
+  `
+  -- 1.83 child nodes: a node's parent as a column kept from its document, indexed where set. Lists hide
+  -- children by default, so every API list reads the (small, usually empty) set of children from the index.
+  ALTER TABLE nodes ADD COLUMN parent_node TEXT GENERATED ALWAYS AS
+    (CASE WHEN json_valid(doc) THEN json_extract(doc, '$.parent_node') END) VIRTUAL;
+  CREATE INDEX nodes_parent_node ON nodes (parent_node) WHERE parent_node IS NOT NULL;
+  `,
 ];

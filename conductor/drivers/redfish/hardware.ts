@@ -35,6 +35,7 @@ export function redfishHardware(_config: ConductorConfig, parts: RedfishHardware
       bios_interface: "no-bios",
       boot_interface: parts.bootName,
       console_interface: "no-console",
+      firmware_interface: "no-firmware",
       deploy_interface: deployNames[0] ?? "direct",
       inspect_interface: "redfish",
       management_interface: "redfish",
