@@ -4,6 +4,7 @@
 #   cloud.sh up [--computes N]      start it all (in order, each checked ready); prints start time and RSS
 #   cloud.sh status                 which processes run, and their total RSS
 #   cloud.sh stop-compute I         stop nova-compute number I (the others take its nodes over)
+#   cloud.sh start-compute I        start it again (host compute-I)
 #   cloud.sh down                   stop everything, by pid, and remove the state directory
 # State directory: $ANVIL_CLOUD_DIR (default /tmp/anvil-cloud; PostgreSQL needs a parent it may enter).
 # Clients: `. $ANVIL_CLOUD_DIR/admin-openrc` then the stock `openstack` CLI (Keystone credentials).
@@ -459,9 +460,14 @@ case "${1:-}" in
     ;;
   status) cmd_status ;;
   stop-compute) cmd_stop_compute "$2" ;;
+  start-compute)
+    # shellcheck source=/dev/null
+    . "$DIR/cloud.env"
+    start_compute "$2"
+    ;;
   down) cmd_down ;;
   *)
-    sed -n '2,10p' "$0" >&2
+    sed -n '2,11p' "$0" >&2
     exit 2
     ;;
 esac
