@@ -8,7 +8,9 @@
 #   cloud.sh down                   stop everything, by pid, and remove the state directory
 # State directory: $ANVIL_CLOUD_DIR (default /tmp/anvil-cloud; PostgreSQL needs a parent it may enter).
 # Clients: `. $ANVIL_CLOUD_DIR/admin-openrc` then the stock `openstack` CLI (Keystone credentials).
-# No Neutron: servers are created with `--nic none`.
+# No Neutron: a minimal in-memory Networking API (network-stub.py) serves one flat network, `lab-net`, so
+# servers take `--network lab-net` (needed for a config drive: Nova Zed builds none without a network) or
+# `--nic none`.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -289,7 +291,7 @@ start_glance() {
 }
 
 start_network() {
-  log "network (an empty Networking API: no Neutron)"
+  log "network (a minimal Networking API, not Neutron)"
   start network "$PY" "$here/network-stub.py" "$NET_PORT"
   wait_http network "http://127.0.0.1:$NET_PORT/"
 }
@@ -467,7 +469,7 @@ case "${1:-}" in
     ;;
   down) cmd_down ;;
   *)
-    sed -n '2,11p' "$0" >&2
+    sed -n '2,13p' "$0" >&2
     exit 2
     ;;
 esac

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -145,7 +145,9 @@ beforeAll(async () => {
     return;
   }
   // NOTE: under /tmp, not .tmp/: PostgreSQL runs as its own user and must be able to enter the directory.
-  dir = join(await mkdtemp(join(tmpdir(), "anvil-cloud-e2e-")), "cloud");
+  const parent = await mkdtemp(join(tmpdir(), "anvil-cloud-e2e-"));
+  await chmod(parent, 0o755);
+  dir = join(parent, "cloud");
   const t0 = Date.now();
   const log = await cloud(["up", "--computes", String(COMPUTES)]);
   figures["cloud up"] = seconds(Date.now() - t0);
@@ -176,6 +178,9 @@ describe("the lab cloud on Anvil", () => {
         "--property", "memory_mb=768", "--property", "local_gb=4",
       ]); // prettier-ignore
       nodeIds.push(created.uuid);
+      // A port with the NIC's MAC: Nova attaches the server's Neutron port (a VIF) to one.
+      const mac = `52:54:00:c1:00:${String(i).padStart(2, "0")}`;
+      await openstack(["baremetal", "port", "create", mac, "--node", created.uuid]);
     }
     await Promise.all(nodeIds.map((id) => openstack(["baremetal", "node", "manage", id, "--wait", "120"])));
     await Promise.all(nodeIds.map((id) => openstack(["baremetal", "node", "provide", id, "--wait", "120"])));
@@ -213,7 +218,8 @@ describe("the lab cloud on Anvil", () => {
     }
   });
 
-  it("walks a server through create, reboot, stop, start, rebuild and delete", async () => {
+  it("walks a server with a config drive through create, reboot, stop, start, rebuild and delete", async () => {
+    let imageId = "";
     const work = await mkdtemp(join(tmpdir(), "anvil-cloud-image-"));
     try {
       // A real (empty) qcow2: fake-hardware does not write it, but Glance and Nova read its metadata.
@@ -232,6 +238,7 @@ describe("the lab cloud on Anvil", () => {
         2 * 60_000,
       );
       expect(status).toBe("active");
+      imageId = img.id;
     } finally {
       await rm(work, { recursive: true, force: true });
     }
@@ -244,7 +251,8 @@ describe("the lab cloud on Anvil", () => {
 
     const t0 = Date.now();
     const created = await openstackJson<{ id: string; status: string }>([
-      "server", "create", "--flavor", "bm", "--image", "cloud-test", "--nic", "none", "--wait", "s1",
+      "server", "create", "--flavor", "bm", "--image", "cloud-test", "--config-drive", "true",
+      "--network", "lab-net", "--wait", "s1",
     ]); // prettier-ignore
     figures["server create → ACTIVE"] = seconds(Date.now() - t0);
     expect(created.status).toBe("ACTIVE");
@@ -253,6 +261,18 @@ describe("the lab cloud on Anvil", () => {
     expect(n.provision_state).toBe("active");
     expect(n.instance_uuid).toBe(id);
     const nodeId = n.uuid;
+    // Nova built a config drive and handed it to Anvil (which masks it, as Ironic does).
+    const shown = await openstackJson<{ instance_info: Record<string, unknown> }>([
+      "baremetal", "node", "show", nodeId, "--fields", "instance_info",
+    ]); // prettier-ignore
+    expect(shown.instance_info.configdrive).toBe("******");
+    expect(shown.instance_info.image_source).toBe(imageId);
+    expect((await server(id)).config_drive).toBe("True");
+    // The server's Neutron port is the VIF on the node.
+    const ports = await openstackJson<{ ID: string }[]>(["port", "list", "--server", id]);
+    expect(ports).toHaveLength(1);
+    const vifs = await openstackJson<{ ID: string }[]>(["baremetal", "node", "vif", "list", nodeId]);
+    expect(vifs.map((v) => v.ID)).toEqual([ports[0]?.ID]);
 
     await openstack(["server", "reboot", "--wait", id]);
     n = await serverSettles(id, "ACTIVE", "power on");
@@ -277,6 +297,8 @@ describe("the lab cloud on Anvil", () => {
     n = await nodeAvailable(nodeId);
     figures["server delete → node available"] = seconds(Date.now() - t2);
     expect(n.power_state).toBe("power off");
+    expect(await openstackJson<unknown[]>(["baremetal", "node", "vif", "list", nodeId])).toEqual([]);
+    expect(await openstackJson<unknown[]>(["port", "list"])).toEqual([]);
   });
 
   it("moves a stopped compute's nodes to the survivor, and new servers still land", async () => {
