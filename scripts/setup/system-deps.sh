@@ -28,6 +28,8 @@ packages=(
   # The secured lab's e2e captures loopback and dissects the TLS handshakes in the pcap.
   tshark
 )
+# The lab cloud's OpenStack services (Debian's Zed), installed with their own daemons held off.
+bash "$(dirname "${BASH_SOURCE[0]}")/cloud.sh"
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
