@@ -2,10 +2,12 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { listScope, redactNodeView } from "../auth/node-access.ts";
 import { NODE_SORT_KEYS } from "../db/store.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
+import { NotAcceptable } from "../errors.ts";
 import { badRequest } from "./errors.ts";
 import { checkFields } from "./node-request.ts";
 import { NodeListQuery, collection, effectiveLimit, nextLink, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
+import { SHARD_MINOR } from "./shards.ts";
 import { nodeView, shortListInSql, summaryColumnsFor, summaryIsEnough } from "./views.ts";
 
 const NODES_OPEN = Buffer.from('{"nodes":');
@@ -27,6 +29,10 @@ async function listPage(
   if (query.sort_key && !(NODE_SORT_KEYS as readonly string[]).includes(query.sort_key)) {
     throw badRequest(`The sort_key value "${query.sort_key}" is an invalid field for sorting`);
   }
+  if ((query.shard !== undefined || query.sharded !== undefined) && request.apiMinor < SHARD_MINOR)
+    throw new NotAcceptable(
+      `Request not acceptable. The minimal required API version should be 1.${SHARD_MINOR}`,
+    );
   const limit = effectiveLimit(query.limit);
   const showDetail = detail || query.detail === true;
   const scope = listScope("node", request.identity, query.owner);
@@ -44,6 +50,8 @@ async function listPage(
     lessee: query.lessee,
     retired: query.retired,
     chassis_uuid: query.chassis_uuid,
+    shard: query.shard,
+    sharded: query.sharded,
   };
   const page = { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir };
   const ctx = viewContext(request, deps);

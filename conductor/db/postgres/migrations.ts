@@ -251,4 +251,10 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX portgroups_node ON portgroups (node_uuid);
   `,
+  `
+  -- A node's shard as an indexed column kept from its document: GET /v1/shards counts by it and
+  -- GET /v1/nodes?shard=…&sharded=… filters on it without parsing every node.
+  ALTER TABLE nodes ADD COLUMN shard TEXT GENERATED ALWAYS AS (doc ->> 'shard') STORED;
+  CREATE INDEX nodes_shard ON nodes (shard);
+  `,
 ];
