@@ -298,3 +298,22 @@ describe("driver fields (1.77)", () => {
       expect(keys(at40.body)).toContain(`enabled_${kind}_interfaces`);
   });
 });
+
+describe("allocation create: the texts clients match on", () => {
+  it("names Ironic's jsonschema and name-check texts", async () => {
+    const create = async (body: Record<string, unknown>): Promise<string> => {
+      const r = await api(`${ctx.url}/v1/allocations`, { method: "POST", body });
+      expect(r.status).toBe(400);
+      return faultOf(r.body);
+    };
+    const long = "x".repeat(81);
+    expect(await create({ resource_class: long })).toBe(`Schema error for allocation: '${long}' is too long`);
+    expect(await create({ resource_class: "rc", traits: ["foo"] })).toBe(
+      "Schema error for allocation: 'foo' is not valid under any of the given schemas. Possible root cause: 'foo' does not match '^CUSTOM_[A-Z0-9_]+$'",
+    );
+    expect(await create({ resource_class: "rc", name: "not/a/name" })).toBe(
+      "Cannot create allocation with invalid name 'not/a/name'",
+    );
+    expect(await create({ resource_class: "rc", uuid: "!@#" })).toBe("Expected UUID for uuid: !@#");
+  });
+});
