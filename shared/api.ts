@@ -144,6 +144,9 @@ export const ConfigDriveContent = z
   .strict();
 export type ConfigDriveContent = z.infer<typeof ConfigDriveContent>;
 
+/** Ironic's 1.73 spellings of `active` and `deleted`: the API accepts them and passes the older verb on. */
+export const VERB_ALIASES = { deploy: "active", undeploy: "deleted" } as const;
+
 export const ProvisionBody = z
   .object({
     target: z.enum(PROVISION_VERBS),
@@ -157,6 +160,12 @@ export const ProvisionBody = z
   })
   .strict();
 export type ProvisionBody = z.infer<typeof ProvisionBody>;
+
+/** PUT …/states/provision as a client sends it: a verb or one of its 1.73 aliases. */
+export const ProvisionRequestBody = ProvisionBody.extend({
+  target: z.enum([...PROVISION_VERBS, "deploy", "undeploy"]),
+});
+export type ProvisionRequestBody = z.infer<typeof ProvisionRequestBody>;
 
 /** Anvil's GET /v1/nodes/{id}/steps: which plan to show. */
 export const StepsQuery = z.object({ kind: z.enum(STEP_KINDS).default("clean") }).strict();

@@ -59,11 +59,41 @@ async function checkNamedNodes(
   if (missing.length > 0) throw badRequest(`Nodes cannot be found: ${missing.join(", ")}`);
 }
 
+/** Python's repr of a string, as jsonschema's messages quote values (cut: a long value is not echoed whole). */
+function pyRepr(value: unknown): string {
+  const text = typeof value === "string" ? value.slice(0, 300) : String(JSON.stringify(value)).slice(0, 300);
+  return text.includes("'") && !text.includes('"') ? `"${text}"` : `'${text.replace(/'/g, "\\'")}'`;
+}
+
+/**
+ * Ironic's texts for a body its ALLOCATION_SCHEMA (jsonschema, "Schema error for allocation: …") or its name
+ * check refuses, which clients match on ("is too long", "does not match", "invalid name"); other issues keep
+ * the shared wording. @throws Invalid
+ */
+function parseAllocationBody(body: unknown): AllocationCreateBody {
+  const parsed = AllocationCreateBody.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const raw = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+  for (const issue of parsed.error.issues) {
+    const [field, index] = issue.path;
+    const value = typeof index === "number" ? (raw[String(field)] as unknown[])[index] : raw[String(field)];
+    if (field === "name" && typeof value === "string")
+      throw badRequest(`Cannot create allocation with invalid name '${value}'`);
+    if (issue.code === "too_big" && typeof value === "string")
+      throw badRequest(`Schema error for allocation: ${pyRepr(value)} is too long`);
+    if (field === "traits" && typeof value === "string" && issue.code === "invalid_format")
+      throw badRequest(
+        `Schema error for allocation: ${pyRepr(value)} is not valid under any of the given schemas. Possible root cause: ${pyRepr(value)} does not match '^CUSTOM_[A-Z0-9_]+$'`,
+      );
+  }
+  throw parsed.error;
+}
+
 /** Allocations: the reservation endpoint for compute services. */
 export function allocationsPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     app.post("/v1/allocations", async (request, reply) => {
-      const body = AllocationCreateBody.parse(request.body);
+      const body = parseAllocationBody(request.body);
       authorize("baremetal:allocation:create", request.identity);
       if (!allowed("baremetal:allocation:create_restricted", request.identity)) {
         // a project allocates for itself, and so only picks nodes it owns or leases

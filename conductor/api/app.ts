@@ -9,6 +9,7 @@ import { deployTemplatesPlugin } from "./deploy-templates.ts";
 import { volumePlugin } from "./volume.ts";
 import type { ApiDeps } from "./context.ts";
 import { driversPlugin } from "./drivers.ts";
+import { shardsPlugin } from "./shards.ts";
 import { ApiError, errorBody, notAcceptableBody, toHttpError } from "./errors.ts";
 import { eventsPlugin } from "./events.ts";
 import { forwardToOwner } from "./forward.ts";
@@ -126,6 +127,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     chassisPlugin,
     volumePlugin,
     deployTemplatesPlugin,
+    shardsPlugin,
   ]) {
     void app.register(plugin(deps));
   }

@@ -1,8 +1,17 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { BootDeviceBody, PowerBody, ProvisionBody, StepsQuery } from "../../shared/api.ts";
+import {
+  BootDeviceBody,
+  PowerBody,
+  type ProvisionBody,
+  ProvisionRequestBody,
+  StepsQuery,
+  VERB_ALIASES,
+} from "../../shared/api.ts";
 import { RaidConfigSchema } from "../../shared/raid.ts";
+import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { NotAcceptable } from "../errors.ts";
 import { getBootDevice, injectNmi, setBootDevice, supportedBootDevices } from "../operations/boot-device.ts";
+import { changeBootSetting } from "../operations/boot-mode.ts";
 import { hardwareOf } from "../operations/operation.ts";
 import { changePower } from "../operations/power.ts";
 import { setTargetRaidConfig } from "../operations/raid.ts";
@@ -15,7 +24,10 @@ import { parseQuery } from "./query.ts";
 type Request = FastifyRequest<IdentParams>;
 
 /** Provision fields newer than the requested microversion are refused (Ironic answers 406). */
-function checkProvisionVersion(body: ProvisionBody, minor: number): void {
+function checkProvisionVersion(body: ProvisionRequestBody, minor: number): void {
+  // Ironic's MIN_VERB_VERSIONS for the 1.73 aliases: a bare 406, as its check_allow_management_verbs
+  if ((body.target === "deploy" || body.target === "undeploy") && minor < 73)
+    throw new NotAcceptable("Request not acceptable.");
   const needs: [boolean, number, string][] = [
     [body.target === "clean", 15, 'the "clean" target'],
     [body.clean_steps !== undefined, 15, "clean_steps"],
@@ -67,8 +79,13 @@ export async function getStates(deps: ApiDeps, request: Request): Promise<Record
 
 /** PUT /v1/nodes/{id}/states/provision */
 export async function provision(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
-  const body = ProvisionBody.parse(request.body);
-  checkProvisionVersion(body, request.apiMinor);
+  const requested = ProvisionRequestBody.parse(request.body);
+  checkProvisionVersion(requested, request.apiMinor);
+  const { target } = requested;
+  const body: ProvisionBody = {
+    ...requested,
+    target: target === "deploy" || target === "undeploy" ? VERB_ALIASES[target] : target,
+  };
   const node = await nodeFor(deps, request, "baremetal:node:set_provision_state");
   await deps.provisioner.provision(node, body);
   await accepted(request, reply, node.uuid);
@@ -141,4 +158,53 @@ export async function putInjectNmi(deps: ApiDeps, request: Request, reply: Fasti
   const node = await nodeFor(deps, request, "baremetal:node:inject_nmi");
   await injectNmi(deps.provisioner, node);
   await reply.code(204).send();
+}
+
+/** Ironic's MINOR_76_NODE_CHANGE_BOOT_MODE: the boot mode and secure boot setters. */
+const BOOT_MODE_MINOR = 76;
+
+/** The `target` of a PUT …/states/boot_mode or …/secure_boot body (Ironic reads it as a keyword argument). */
+function targetOf(body: unknown): unknown {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return undefined;
+  return (body as Record<string, unknown>).target;
+}
+
+function requireBootModeVersion(minor: number): void {
+  if (minor < BOOT_MODE_MINOR)
+    throw notFound(`This endpoint is supported starting with the API version 1.${BOOT_MODE_MINOR}`);
+}
+
+/** Python's str() of a JSON value, as Ironic's messages echo it. */
+function pythonText(value: unknown): string {
+  if (value === undefined || value === null) return "None";
+  if (typeof value === "boolean") return value ? "True" : "False";
+  return typeof value === "string" ? value.slice(0, 64) : JSON.stringify(value).slice(0, 64);
+}
+
+/** PUT /v1/nodes/{id}/states/boot_mode (1.76): 202, the change made in the background. */
+export async function putBootMode(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
+  const node = await nodeFor(deps, request, "baremetal:node:set_boot_mode");
+  requireBootModeVersion(request.apiMinor);
+  const target = targetOf(request.body);
+  if (target !== "bios" && target !== "uefi")
+    throw badRequest(
+      `Invalid boot mode ${pythonText(target)} requested for node. Allowed boot modes are: bios, uefi`,
+    );
+  await changeBootSetting(deps.provisioner, node, { kind: "boot_mode", value: target });
+  await accepted(request, reply, node.uuid);
+}
+
+/** PUT /v1/nodes/{id}/states/secure_boot (1.76): 202, the change made in the background. */
+export async function putSecureBoot(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
+  const node = await nodeFor(deps, request, "baremetal:node:set_secure_boot");
+  requireBootModeVersion(request.apiMinor);
+  const target = targetOf(request.body);
+  // Ironic's args.boolean reads a string strictly; a missing or null target is its "Invalid secure_boot" text
+  if (target === undefined || target === null)
+    throw badRequest(
+      `Invalid secure_boot ${pythonText(target)} requested for node. Allowed secure_boot states are: True, False) `,
+    );
+  const on = requireStrictBool("target", target);
+  await changeBootSetting(deps.provisioner, node, { kind: "secure_boot", value: on });
+  await accepted(request, reply, node.uuid);
 }

@@ -7,6 +7,7 @@ import { badRequest } from "./errors.ts";
 import { checkFields } from "./node-request.ts";
 import { NodeListQuery, collection, effectiveLimit, nextLink, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
+import { SHARD_MINOR } from "./shards.ts";
 import { nodeView, shortListInSql, summaryColumnsFor, summaryIsEnough } from "./views.ts";
 
 const NODES_OPEN = Buffer.from('{"nodes":');
@@ -29,6 +30,10 @@ async function listPage(
     throw badRequest(`The sort_key value "${query.sort_key}" is an invalid field for sorting`);
   }
   checkChildParams(query, request.apiMinor);
+  if ((query.shard !== undefined || query.sharded !== undefined) && request.apiMinor < SHARD_MINOR)
+    throw new NotAcceptable(
+      `Request not acceptable. The minimal required API version should be 1.${SHARD_MINOR}`,
+    );
   const limit = effectiveLimit(query.limit);
   const showDetail = detail || query.detail === true;
   const scope = listScope("node", request.identity, query.owner);
@@ -49,6 +54,8 @@ async function listPage(
     // Ironic lists children only when asked: by their parent, or with include_children
     parent_node: query.include_children === true ? undefined : query.parent_node,
     exclude_children: query.include_children !== true && query.parent_node === undefined,
+    shard: query.shard,
+    sharded: query.sharded,
   };
   const page = { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir };
   const ctx = viewContext(request, deps);

@@ -8,6 +8,7 @@ import {
   SET_BOOT_DEVICE,
   SUPPORTED_BOOT_DEVICES,
 } from "../operations/boot-device.ts";
+import { SET_BOOT_MODE, SET_SECURE_BOOT } from "../operations/boot-mode.ts";
 import { DELETE_NODE, deleteNode } from "../operations/delete-node.ts";
 import { checkName, newNode } from "../operations/node-record.ts";
 import { hardwareOf } from "../operations/operation.ts";
@@ -16,13 +17,16 @@ import { PROVISION } from "../operations/provisioner.ts";
 import { SET_MAINTENANCE, UPDATE_NODE, updateNode } from "../operations/update-node.ts";
 import { VALIDATE } from "../operations/validate.ts";
 import { SET_RAID_CONFIG } from "../operations/raid.ts";
+import { NotAcceptable } from "../errors.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
+import { badRequest } from "./errors.ts";
 import { checkNodeChassis } from "./chassis.ts";
 import { nodeHistory } from "./history.ts";
 import { NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import * as actions from "./node-actions.ts";
 import { listNodes } from "./node-list.ts";
 import { patchNode } from "./node-patch.ts";
+import { nodeAllocationRoutes } from "./node-allocation.ts";
 import { nodeVifRoutes } from "./node-vifs.ts";
 import {
   type IdentParams,
@@ -34,11 +38,14 @@ import {
   resolveParentNode,
 } from "./node-request.ts";
 import * as sub from "./node-subresources.ts";
-import { FieldsQuery, parseQuery } from "./query.ts";
+import { FieldsQuery, NodePatchQuery, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
 import { nodeView } from "./views.ts";
 
 type Request = FastifyRequest<IdentParams>;
+
+/** Ironic's MINOR_45_RESET_INTERFACES. */
+const RESET_INTERFACES_MINOR = 45;
 
 /** POST /v1/nodes */
 async function createNode(deps: ApiDeps, request: FastifyRequest, reply: FastifyReply): Promise<void> {
@@ -88,6 +95,12 @@ async function getNode(deps: ApiDeps, request: Request, reply: FastifyReply): Pr
 async function patch(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
   const body = JsonPatch.parse(request.body);
   rejectNewerPatchFields(body, request.apiMinor);
+  const { reset_interfaces: reset } = parseQuery(NodePatchQuery, request.query);
+  // Ironic's 1.45: the parameter is refused (406) before it, and only goes with a driver change (400)
+  if (reset !== undefined && request.apiMinor < RESET_INTERFACES_MINOR)
+    throw new NotAcceptable("Request not acceptable.");
+  if (reset === true && !body.some((op) => op.path === "/driver" && op.op !== "remove"))
+    throw badRequest("The reset_interfaces parameter can only be used when changing the node's driver.");
   const node = await nodeFor(deps, request, ...patchRules(body));
   // the chassis named must exist (and removing it needs 1.25): read before the lock, as Ironic's API does
   const preview = patchNode(node, body, deps.config.api);
@@ -96,10 +109,13 @@ async function patch(deps: ApiDeps, request: Request, reply: FastifyReply): Prom
   const parent = preview.parent_node
     ? await resolveParentNode(deps, request, { from: node, to: preview.parent_node, self: node.uuid })
     : undefined;
-  const { node: updated } = await updateNode(deps.provisioner, node, (current) => {
-    const changes = patchNode(current, body, deps.config.api);
-    if (parent !== undefined && changes.parent_node) changes.parent_node = parent;
-    return changes;
+  const { node: updated } = await updateNode(deps.provisioner, node, {
+    changesOf: (current) => {
+      const changes = patchNode(current, body, deps.config.api);
+      if (parent !== undefined && changes.parent_node) changes.parent_node = parent;
+      return changes;
+    },
+    resetInterfaces: reset === true,
   });
   const view = redactNodeView(
     nodeView(updated, viewContext(request, deps), { detail: true }),
@@ -151,6 +167,8 @@ export function nodesPlugin(deps: ApiDeps) {
     app.put<IdentParams>(`${node}/states/raid`, calls(SET_RAID_CONFIG), on(actions.setRaid));
     app.get<IdentParams>(`${node}/steps`, on(actions.getSteps));
     app.put<IdentParams>(`${node}/states/power`, calls(CHANGE_POWER), on(actions.setPower));
+    app.put<IdentParams>(`${node}/states/boot_mode`, calls(SET_BOOT_MODE), on(actions.putBootMode));
+    app.put<IdentParams>(`${node}/states/secure_boot`, calls(SET_SECURE_BOOT), on(actions.putSecureBoot));
     app.get<IdentParams>(`${node}/validate`, calls(VALIDATE), on(actions.validate));
     app.get<IdentParams>(`${node}/management/boot_device`, calls(GET_BOOT_DEVICE), on(actions.bootDevice));
     app.get<IdentParams>(
@@ -182,5 +200,6 @@ export function nodesPlugin(deps: ApiDeps) {
     app.get<IdentParams>(`${node}/ports`, sub.nodePorts(deps, false));
     app.get<IdentParams>(`${node}/ports/detail`, sub.nodePorts(deps, true));
     nodeVifRoutes(app, deps);
+    nodeAllocationRoutes(app, deps);
   };
 }

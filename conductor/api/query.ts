@@ -40,9 +40,11 @@ export const NodeListQuery = PageQuery.extend({
   chassis_uuid: z.string().optional(),
   conductor: z.string().optional(),
   description_contains: z.string().optional(),
-  shard: z.string().optional(),
   parent_node: z.string().max(255).optional(),
   include_children: Booleanish.optional(),
+  /** Ironic's args.string_list: comma-separated shard names */
+  shard: fieldsParam,
+  sharded: Booleanish.optional(),
 }).strict();
 
 export const PortListQuery = PageQuery.extend({
@@ -63,6 +65,9 @@ export const AllocationListQuery = PageQuery.extend({
   state: z.string().max(32).optional(),
   owner: z.string().optional(),
 }).strict();
+
+/** PATCH /v1/nodes/{id}: reset_interfaces (1.45). */
+export const NodePatchQuery = z.object({ reset_interfaces: Booleanish.optional() }).strict();
 
 export const FieldsQuery = z.object({ fields: fieldsParam }).strict();
 

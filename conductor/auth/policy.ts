@@ -99,6 +99,8 @@ export const RULES = {
   "baremetal:node:set_boot_device": SYSTEM_MEMBER_OR_OWNER_ADMIN,
   "baremetal:node:get_states": SYSTEM_OR_PROJECT_READER,
   "baremetal:node:set_power_state": SYSTEM_OR_PROJECT_MEMBER,
+  "baremetal:node:set_boot_mode": SYSTEM_OR_PROJECT_MEMBER,
+  "baremetal:node:set_secure_boot": SYSTEM_OR_PROJECT_MEMBER,
   "baremetal:node:set_provision_state": SYSTEM_OR_OWNER_MEMBER_AND_LESSEE_ADMIN,
   "baremetal:node:set_raid_state": SYSTEM_MEMBER_OR_OWNER_MEMBER,
   "baremetal:node:traits:list": SYSTEM_OR_PROJECT_READER,
@@ -147,6 +149,7 @@ export const RULES = {
   "baremetal:driver:get": API_READER,
   "baremetal:driver:get_properties": API_READER,
   "baremetal:conductor:get": SYSTEM_READER,
+  "baremetal:shards:get": SYSTEM_READER,
   /** Anvil: the event stream names every node, so it is the fleet's. */
   "anvil:events:get": SYSTEM_READER,
   /** Anvil: Prometheus metrics on the API listener. */

@@ -115,6 +115,16 @@ export interface NodeFilter {
   parent_node?: string;
   /** leave out nodes that have a parent (Ironic's default node list) */
   exclude_children?: boolean;
+  /** only nodes in one of these shards */
+  shard?: readonly string[];
+  /** only nodes with a shard (true) or without one (false) */
+  sharded?: boolean;
+}
+
+/** One entry of GET /v1/shards: a shard's name ("None" for nodes without one, as Ironic) and its nodes. */
+export interface ShardCount {
+  name: string;
+  count: number;
 }
 
 export interface PortFilter {
@@ -204,6 +214,8 @@ export interface Store extends TokenStore {
     waitStates: readonly string[];
     live: readonly string[];
   }): Promise<NodeRecord[]>;
+  /** Nodes per shard, most first (Ironic's get_shard_list: nodes without a shard count under "None"). */
+  listShards(): Promise<ShardCount[]>;
   /** How many nodes are in each provision state (absent states have none). */
   countNodesByState(): Promise<Record<string, number>>;
   /** Node counts grouped by one indexed column (null values counted under "none"), for metrics. */

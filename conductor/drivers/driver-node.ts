@@ -12,6 +12,7 @@ export async function driverNodeOf(store: Store, node: NodeRecord): Promise<Driv
     properties: node.properties,
     instance_info: node.instance_info,
     driver_internal_info: node.driver_internal_info,
+    boot_mode: node.boot_mode,
     ports: ports.map((p) => ({ address: p.address, pxe_enabled: p.pxe_enabled })),
   };
 }

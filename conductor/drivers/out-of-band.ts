@@ -9,6 +9,8 @@ export interface DriverNode {
   instance_info: Record<string, unknown>;
   driver_internal_info: Record<string, unknown>;
   ports: { address: string; pxe_enabled: boolean }[];
+  /** the boot mode recorded on the node (set on create, PATCH or PUT …/states/boot_mode), if any */
+  boot_mode?: string | null;
 }
 
 export interface CallOptions {
@@ -44,6 +46,10 @@ export interface ManagementInterface {
   ): Promise<{ boot_device: BootDevice | null; persistent: boolean | null }>;
   /** Sends the node a non-maskable interrupt (a crash dump in its OS): Ironic's inject_nmi. */
   injectNmi(node: DriverNode, options?: CallOptions): Promise<void>;
+  /** Sets the boot mode the next boot uses (Ironic's set_boot_mode); absent where the driver cannot. */
+  setBootMode?(node: DriverNode, mode: "bios" | "uefi", options?: CallOptions): Promise<void>;
+  /** Turns UEFI secure boot on or off (Ironic's set_secure_boot_state); absent where the driver cannot. */
+  setSecureBoot?(node: DriverNode, on: boolean, options?: CallOptions): Promise<void>;
 }
 
 /** Makes the node boot the deploy ramdisk, or its own disk afterwards. */

@@ -1,6 +1,7 @@
 import { chooseInterfaces } from "./node-record.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
-import { Conflict } from "../errors.ts";
+import type { HardwareType } from "../drivers/hardware-type.ts";
+import { Conflict, Invalid } from "../errors.ts";
 import { defineOperation, hardwareOf, underRecordLock, type OperationContext } from "./operation.ts";
 
 /** PATCH /v1/nodes/{id} and the traits routes (Ironic's update_node). */
@@ -62,14 +63,22 @@ export const OBJECT_FIELDS = ["driver_info", "properties", "instance_info", "ext
 export async function updateNode(
   ctx: OperationContext,
   node: NodeRecord,
-  changesOf: (current: NodeRecord) => Partial<NodeRecord>,
+  request: {
+    changesOf: (current: NodeRecord) => Partial<NodeRecord>;
+    /** ?reset_interfaces=true: a new driver's defaults for the interfaces the change does not name */
+    resetInterfaces?: boolean;
+  },
 ): Promise<{ node: NodeRecord; fields: string[] }> {
   const result = await underRecordLock(ctx, node, {
     spec: UPDATE_NODE,
     body: async (task) => {
-      const changes = changesOf(task.node);
+      const changes = request.changesOf(task.node);
       if (changes.driver !== undefined) {
-        Object.assign(changes, hardwareOf(ctx.drivers, changes.driver, task.node.conductor_group).interfaces);
+        const hw = hardwareOf(ctx.drivers, changes.driver, task.node.conductor_group);
+        Object.assign(
+          changes,
+          interfacesForDriver(hw, task.node, { changes, reset: request.resetInterfaces === true }),
+        );
       } else if (Object.keys(changes).some((key) => key.endsWith("_interface"))) {
         // an interface the hardware type does not offer (storage_interface "cinder") is refused, as on create
         chooseInterfaces(hardwareOf(ctx.drivers, task.node.driver, task.node.conductor_group), changes);
@@ -88,6 +97,33 @@ export async function updateNode(
   });
   ctx.deps.publish({ type: "updated", node: node.uuid, fields: result.fields });
   return result;
+}
+
+/**
+ * The interfaces a node gets with a new hardware type, as Ironic's update_node: an interface the same change
+ * names is kept; the others keep the node's current value, or with `reset` (?reset_interfaces=true, 1.45)
+ * take the new type's default. A kept value the new type does not offer is Ironic's IncompatibleInterface.
+ * @throws Invalid
+ */
+function interfacesForDriver(
+  hw: HardwareType,
+  node: NodeRecord,
+  { changes, reset }: { changes: Partial<NodeRecord>; reset: boolean },
+): HardwareType["interfaces"] {
+  const chosen = { ...hw.interfaces };
+  for (const key of Object.keys(chosen) as (keyof HardwareType["interfaces"])[]) {
+    const named = changes[key];
+    const wanted = named ?? (reset ? undefined : node[key]);
+    if (wanted === undefined || wanted === null || wanted === chosen[key]) continue;
+    if (!hw.alternatives[key]?.includes(wanted)) {
+      const kind = key.replace(/_interface$/, "");
+      throw new Invalid(
+        `${kind} interface implementation '${wanted}' is not supported by hardware type ${hw.name}.`,
+      );
+    }
+    chosen[key] = wanted;
+  }
+  return chosen;
 }
 
 /** Ironic's _check_update_retired: an available node is not retired; un-retiring clears the reason. */

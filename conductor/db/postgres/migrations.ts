@@ -257,4 +257,10 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE nodes ADD COLUMN parent_node TEXT GENERATED ALWAYS AS (doc ->> 'parent_node') STORED;
   CREATE INDEX nodes_parent_node ON nodes (parent_node) WHERE parent_node IS NOT NULL;
   `,
+  `
+  -- A node's shard as an indexed column kept from its document: GET /v1/shards counts by it and
+  -- GET /v1/nodes?shard=…&sharded=… filters on it without parsing every node.
+  ALTER TABLE nodes ADD COLUMN shard TEXT GENERATED ALWAYS AS (doc ->> 'shard') STORED;
+  CREATE INDEX nodes_shard ON nodes (shard);
+  `,
 ];

@@ -29,6 +29,7 @@ import {
   type PortFilter,
   type PortgroupFilter,
   type ReservedNode,
+  type ShardCount,
   type Store,
   type StoredToken,
   type VolumeFilter,
@@ -164,6 +165,12 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
       conditions.push("uuid NOT IN (SELECT uuid FROM nodes WHERE parent_node IS NOT NULL)");
     }
     if (filter.project !== undefined) conditions.push(this.ofProject(p, filter.project));
+    if (filter.shard !== undefined) {
+      conditions.push(
+        filter.shard.length ? `shard IN (${filter.shard.map((s) => p.add(s)).join(", ")})` : "1 = 0",
+      );
+    }
+    if (filter.sharded !== undefined) conditions.push(`shard IS ${filter.sharded ? "NOT " : ""}NULL`);
     if (filter.reserved !== undefined) conditions.push(`reservation IS ${filter.reserved ? "NOT " : ""}NULL`);
     if (filter.associated !== undefined) {
       conditions.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
@@ -330,6 +337,16 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
          WHERE ${notLive("instance_prepared_by")} AND provision_state = 'active'`,
       p.values,
     );
+  }
+
+  async listShards(): Promise<ShardCount[]> {
+    const rows = await this.d.all<{ shard: string | null; n: number | string }>(
+      "SELECT shard, COUNT(*) AS n FROM nodes GROUP BY shard",
+      [],
+    );
+    return rows
+      .map((r) => ({ name: r.shard ?? "None", count: Number(r.n) }))
+      .sort((a, b) => b.count - a.count || a.name.localeCompare(b.name));
   }
 
   countNodesByState(): Promise<Record<string, number>> {

@@ -210,4 +210,10 @@ export const MIGRATIONS: readonly string[] = [
     (CASE WHEN json_valid(doc) THEN json_extract(doc, '$.parent_node') END) VIRTUAL;
   CREATE INDEX nodes_parent_node ON nodes (parent_node) WHERE parent_node IS NOT NULL;
   `,
+  `
+  -- A node's shard as an indexed column kept from its document: GET /v1/shards counts by it and
+  -- GET /v1/nodes?shard=…&sharded=… filters on it without parsing every node.
+  ALTER TABLE nodes ADD COLUMN shard TEXT GENERATED ALWAYS AS (CASE WHEN json_valid(doc) THEN json_extract(doc, '$.shard') END) VIRTUAL;
+  CREATE INDEX nodes_shard ON nodes (shard);
+  `,
 ];

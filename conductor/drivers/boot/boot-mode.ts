@@ -4,9 +4,10 @@ export type BootMode = "bios" | "uefi";
 
 /**
  * The node's boot mode from properties.capabilities, which Ironic stores either as the string
- * "boot_mode:uefi,secure_boot:false" or as an object. BIOS unless it says uefi.
+ * "boot_mode:uefi,secure_boot:false" or as an object; when they say nothing, the node's recorded `boot_mode`
+ * (PUT …/states/boot_mode). BIOS unless one says uefi.
  */
-export function bootModeOf(node: Pick<DriverNode, "properties">): BootMode {
+export function bootModeOf(node: Pick<DriverNode, "properties" | "boot_mode">): BootMode {
   const capabilities = node.properties.capabilities;
   let mode: unknown;
   if (typeof capabilities === "string") {
@@ -17,5 +18,6 @@ export function bootModeOf(node: Pick<DriverNode, "properties">): BootMode {
   } else if (typeof capabilities === "object" && capabilities !== null) {
     mode = (capabilities as Record<string, unknown>).boot_mode;
   }
+  if (mode === undefined) mode = node.boot_mode;
   return mode === "uefi" ? "uefi" : "bios";
 }

@@ -9,7 +9,21 @@ export class FakeManagement implements ManagementInterface {
   /** How many NMIs each node was sent (what a test can read back). */
   readonly nmis = new Map<string, number>();
 
+  /** The boot mode and secure boot state each node was last set to (fake-hardware records them). */
+  readonly bootModes = new Map<string, "bios" | "uefi">();
+  readonly secureBoot = new Map<string, boolean>();
+
   validate(_node: DriverNode): void {}
+
+  async setBootMode(node: DriverNode, mode: "bios" | "uefi", _options?: CallOptions): Promise<void> {
+    this.bootModes.set(node.uuid, mode);
+    return Promise.resolve();
+  }
+
+  async setSecureBoot(node: DriverNode, on: boolean, _options?: CallOptions): Promise<void> {
+    this.secureBoot.set(node.uuid, on);
+    return Promise.resolve();
+  }
 
   async injectNmi(node: DriverNode, _options?: CallOptions): Promise<void> {
     this.nmis.set(node.uuid, (this.nmis.get(node.uuid) ?? 0) + 1);

@@ -69,6 +69,25 @@ export class IpmitoolManagement implements ManagementInterface {
     await this.ipmitool.run(info, command, options);
   }
 
+  /**
+   * IPMI carries the boot mode only in the boot flags (`chassis bootdev … options=efiboot`), so a new mode is
+   * written by setting the current boot device again (`none` when no override is set) with the flag for the
+   * mode, keeping its persistence. Later boot device changes carry it (bootModeOf reads the node's boot_mode).
+   * @throws InvalidDriverInfo, IpmiCommandError, DriverError
+   */
+  async setBootMode(node: DriverNode, mode: "bios" | "uefi", options: CallOptions = {}): Promise<void> {
+    const info = parseIpmiDriverInfo(node.driver_info);
+    const current = parseBootParam(
+      await this.ipmitool.run(info, ["chassis", "bootparam", "get", "5"], options),
+    );
+    const flags: string[] = [];
+    if (current.boot_device !== null && current.persistent === true) flags.push("persistent");
+    if (mode === "uefi") flags.push("efiboot");
+    const command = ["chassis", "bootdev", current.boot_device ?? "none"];
+    if (flags.length > 0) command.push(`options=${flags.join(",")}`);
+    await this.ipmitool.run(info, command, options);
+  }
+
   /** `chassis power diag`, as Ironic's ipmitool management. @throws InvalidDriverInfo, IpmiCommandError */
   async injectNmi(node: DriverNode, options: CallOptions = {}): Promise<void> {
     await this.ipmitool.run(parseIpmiDriverInfo(node.driver_info), ["chassis", "power", "diag"], options);
