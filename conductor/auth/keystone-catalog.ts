@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { Agent, fetch } from "undici";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 
@@ -114,6 +115,25 @@ export async function registerInCatalog(
   admin: AdminCredentials,
   registration: Registration,
 ): Promise<string[]> {
+  // a handful of calls: one connection each (pipelining 0), so none is reused after the server closed it
+  const dispatcher = new Agent({ pipelining: 0 });
+  try {
+    return await register(admin, registration, dispatcher);
+  } catch (error) {
+    if (error instanceof CatalogError) throw error;
+    throw new CatalogError(
+      `Keystone at ${admin.authUrl}: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  } finally {
+    await dispatcher.close();
+  }
+}
+
+async function register(
+  admin: AdminCredentials,
+  registration: Registration,
+  dispatcher: Agent,
+): Promise<string[]> {
   const base = admin.authUrl.replace(/\/+$/, "").replace(/(\/v3)?$/, "/v3");
   const issued = await fetch(`${base}/auth/tokens?nocatalog`, {
     method: "POST",
@@ -132,6 +152,7 @@ export async function registerInCatalog(
       },
     }),
     signal: AbortSignal.timeout(30_000),
+    dispatcher,
   });
   const token = issued.headers.get("x-subject-token");
   if (issued.status !== 201 || !token)
@@ -142,6 +163,7 @@ export async function registerInCatalog(
       headers: { "X-Auth-Token": token, "Content-Type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(30_000),
+      dispatcher,
     });
     if (response.status >= 300)
       throw new CatalogError(
