@@ -48,6 +48,7 @@ const as = (
 const names = (body: unknown): string[] =>
   (body as { nodes: { name: string }[] }).nodes.map((n) => n.name).sort();
 
+// Keystone start (~14 s) and ~30 calls of ~0.5-3 s each on a loaded 2-core machine: a generous bound
 beforeAll(async () => {
   keystone = await startKeystone({ tokenExpirationS: TOKEN_EXPIRATION_S });
   // Keystone serves one request at a time (SQLite): side by side only overlaps the client side
@@ -89,7 +90,7 @@ beforeAll(async () => {
       expect(created.status).toBe(201);
       nodes[name] = (created.body as { uuid: string }).uuid;
     }
-}, 120_000);
+}, 300_000);
 
 afterAll(async () => {
   await cached?.stop();
