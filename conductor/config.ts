@@ -166,8 +166,8 @@ export const ConductorConfig = z.object({
   /** Who may call the API (Ironic's option names for the first two). */
   auth: z
     .object({
-      /** noauth | http_basic; unset means noauth, allowed only while listening on loopback. */
-      auth_strategy: z.enum(["noauth", "http_basic"]).optional(),
+      /** noauth | http_basic | keystone; unset means noauth, allowed only while listening on loopback. */
+      auth_strategy: z.enum(["noauth", "http_basic", "keystone"]).optional(),
       /** Apache htpasswd file with bcrypt entries (http_basic). */
       http_basic_auth_user_file: z.string().optional(),
       /** Roles and projects of the users (YAML); default: roles.yaml beside the htpasswd file, if present. */
@@ -179,6 +179,36 @@ export const ConductorConfig = z.object({
       /** Failed logins per user name before 429s, within the window (a source address gets five times as many). */
       maxFailedLogins: z.number().int().positive().default(10),
       failedLoginWindowS: z.number().positive().default(300),
+    })
+    .prefault({}),
+  /**
+   * auth_strategy=keystone: where tokens are validated, and Anvil's own service credentials there (Ironic's
+   * [keystone_authtoken]); the password is read from a file, never a flag or the environment.
+   */
+  keystone: z
+    .object({
+      /** Keystone's identity URL, e.g. http://keystone:5000/v3. */
+      authUrl: z.string().url().optional(),
+      /** What a 401's `WWW-Authenticate: Keystone uri="…"` names (Keystone's public URL); default authUrl. */
+      wwwAuthenticateUri: z.string().url().optional(),
+      username: z.string().min(1).default("anvil"),
+      /** A file holding the service user's password (mode 600). */
+      passwordFile: z.string().optional(),
+      userDomainName: z.string().min(1).default("Default"),
+      projectName: z.string().min(1).default("service"),
+      projectDomainName: z.string().min(1).default("Default"),
+      /** The project whose `service` role holders act as system members (Ironic's service_project_name). */
+      serviceProjectName: z.string().min(1).default("service"),
+      /**
+       * How long a validated token is trusted without asking Keystone again (never past its expiry): a token
+       * revoked in Keystone is refused here at most this long after, and cached tokens outlive an outage as long.
+       */
+      cacheWindowS: z.number().min(0).default(300),
+      cacheMaxEntries: z.number().int().positive().default(10_000),
+      /** Each call to Keystone (connect, headers, body) gives up after this long: 503 for the request. */
+      timeoutS: z.number().positive().default(10),
+      /** Connections to Keystone at most (pooled, kept alive). */
+      maxConnections: z.number().int().positive().default(16),
     })
     .prefault({}),
   /** HTTPS for the API and WSS for agents; off unless cert and key are given. */

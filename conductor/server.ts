@@ -199,7 +199,7 @@ export function createConductor(
       // registered before anything is locked under our identity (takeover relies on that order)
       await membership.join(null);
       const others = membership.alive().filter((r) => r.identity !== membership.identity);
-      if (!peers && auth.authenticator.strategy === "http_basic" && others.length > 0) {
+      if (!peers && auth.authenticator.strategy !== "noauth" && others.length > 0) {
         await membership.leave();
         throw new ClusterSecretRequired(others.map((r) => r.hostname));
       }
@@ -320,6 +320,7 @@ export function createConductor(
       for (const hw of drivers.list()) await hw.stop?.().catch(() => undefined);
       await app.close();
       for (const listener of side) await listener.app.close();
+      await auth.close?.();
       await membership
         .leave()
         .catch((error: unknown) => logger.error({ err: error }, "could not deregister"));

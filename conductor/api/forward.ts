@@ -108,7 +108,7 @@ export function forwardToOwner(app: FastifyInstance, deps: ApiDeps): void {
     if (!node) return undefined; // the route itself answers 404
     const owner = deps.membership.ownerOf(node);
     if (!owner?.url || owner.identity === deps.membership.identity) return undefined;
-    if (!deps.peers && deps.auth?.authenticator.strategy === "http_basic") {
+    if (!deps.peers && deps.auth !== undefined && deps.auth.authenticator.strategy !== "noauth") {
       // the owner could not tell who asked: served here (the node lock keeps it safe); start refuses this set-up
       // once another conductor is up, so this is only the moment before one joins
       return undefined;

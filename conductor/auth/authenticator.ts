@@ -6,18 +6,28 @@ import { FailureLimiter } from "./rate-limit.ts";
 import type { TokenService } from "./tokens.ts";
 import type { UserRecord, UserStore } from "./user-store.ts";
 
-/** What a request presents: its Authorization header and the address it came from. */
+/** What a request presents: its Authorization (or Keystone's X-Auth-Token) header and the address it came from. */
 export interface Credentials {
   authorization: string | undefined;
+  authToken?: string | undefined;
   source: string;
 }
 
 export type AuthResult =
   | { ok: true; identity: Identity }
-  | { ok: false; status: 400 | 401 | 429; message: string; retryAfterS?: number };
+  | {
+      ok: false;
+      status: 400 | 401 | 429 | 503;
+      message: string;
+      retryAfterS?: number;
+      /** Keystone's hint (`Keystone uri="…"`), answered instead of the Basic realm. */
+      wwwAuthenticate?: string;
+      /** Why, for the log only (never sent). */
+      reason?: string;
+    };
 
 export interface Authenticator {
-  readonly strategy: "noauth" | "http_basic";
+  readonly strategy: "noauth" | "http_basic" | "keystone";
   authenticate(credentials: Credentials): Promise<AuthResult>;
 }
 

@@ -67,8 +67,20 @@ const TokenBody = z
 
 async function refuse(
   reply: FastifyReply,
-  result: { status: number; message: string; retryAfterS?: number },
+  result: { status: number; message: string; retryAfterS?: number; wwwAuthenticate?: string },
 ): Promise<FastifyReply> {
+  if (result.status === 503) {
+    // Keystone down: Ironic's API envelope, as its app answers keystonemiddleware's HTTPServiceUnavailable
+    const fault = { faultcode: "Server", faultstring: result.message, debuginfo: null };
+    return reply.code(503).send({ error_message: JSON.stringify(fault) });
+  }
+  if (result.wwwAuthenticate !== undefined) {
+    // keystonemiddleware's refusal: its body, and where to get a token
+    if (result.status === 401) reply.header("WWW-Authenticate", result.wwwAuthenticate);
+    return reply.code(result.status).send({
+      error: { code: result.status, title: "Unauthorized", message: result.message },
+    });
+  }
   // NOTE: a browser answers WWW-Authenticate: Basic with its own password prompt, even for fetch(); the
   // dashboard asks for credentials itself and says so with X-Requested-With, as XHR clients commonly do.
   const fromScript = reply.request.headers["x-requested-with"] === "XMLHttpRequest";
@@ -128,8 +140,10 @@ export function registerAuth(
         return;
       }
       const header = request.headers.authorization;
+      const authToken = request.headers["x-auth-token"];
       const result = await authenticator.authenticate({
         authorization: header,
+        authToken: Array.isArray(authToken) ? authToken[0] : authToken,
         source: clientAddress(request),
       });
       if (!result.ok) return refuse(reply, result);

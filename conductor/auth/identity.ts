@@ -29,7 +29,7 @@ export interface Identity {
   role: Role | null;
   /** null: system scope. */
   project: string | null;
-  method: "noauth" | "http_basic" | "token";
+  method: "noauth" | "http_basic" | "token" | "keystone";
 }
 
 /** noauth answers every request as the system administrator, as Ironic's noauth does. */

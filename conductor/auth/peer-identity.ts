@@ -39,7 +39,7 @@ const AssertedWire = z
     user: z.string().min(1).max(255),
     role: Role.nullable(),
     project: z.string().min(1).max(255).nullable(),
-    method: z.enum(["noauth", "http_basic", "token"]),
+    method: z.enum(["noauth", "http_basic", "token", "keystone"]),
     client: z.string().min(1).max(64),
   })
   .strict();

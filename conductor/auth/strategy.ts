@@ -7,9 +7,13 @@ import { PeerAuth, readClusterSecret } from "./peer-identity.ts";
 import { TokenService } from "./tokens.ts";
 import { UserStore, rolesFileFor } from "./user-store.ts";
 import { isLoopback } from "../listen-address.ts";
+import { readFileSync, statSync } from "node:fs";
+import { KeystoneAuthenticator, KeystoneClient } from "./keystone.ts";
 
 export interface ConductorAuth {
   authenticator: Authenticator;
+  /** Releases what the strategy holds open (Keystone's connection pool). */
+  close?: () => Promise<void>;
   tokens?: TokenService;
   /** The user's entry a new token is bound to. */
   credential?: (user: string) => string | undefined;
@@ -44,6 +48,7 @@ export function resolveAuth(config: ConductorConfig, logger: Logger, tokenStore:
     );
     return { authenticator: noAuth };
   }
+  if (strategy === "keystone") return keystoneAuth(config, logger);
   const userFile = auth.http_basic_auth_user_file;
   if (userFile === undefined)
     throw new AuthConfigError("auth_strategy=http_basic needs http_basic_auth_user_file");
@@ -76,6 +81,53 @@ export function resolveAuth(config: ConductorConfig, logger: Logger, tokenStore:
   return { authenticator, tokens, credential: (user) => users.credential(user) };
 }
 
+/** The service user's password from its file, which must not be readable by group or others. */
+function readPasswordFile(path: string): string {
+  const mode = statSync(path).mode;
+  if ((mode & 0o077) !== 0)
+    throw new AuthConfigError(
+      `keystone.password_file ${path} is readable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`,
+    );
+  const password = readFileSync(path, "utf8").replace(/\r?\n$/, "");
+  if (!password) throw new AuthConfigError(`keystone.password_file ${path} is empty`);
+  return password;
+}
+
+function keystoneAuth(config: ConductorConfig, logger: Logger): ConductorAuth {
+  const k = config.keystone;
+  if (k.authUrl === undefined)
+    throw new AuthConfigError("auth_strategy=keystone needs keystone.auth_url (--keystone-auth-url)");
+  if (k.passwordFile === undefined)
+    throw new AuthConfigError(
+      "auth_strategy=keystone needs keystone.password_file (--keystone-password-file): the service user's password",
+    );
+  const client = new KeystoneClient({
+    credentials: {
+      authUrl: k.authUrl,
+      username: k.username,
+      password: readPasswordFile(k.passwordFile),
+      userDomainName: k.userDomainName,
+      projectName: k.projectName,
+      projectDomainName: k.projectDomainName,
+    },
+    timeoutMs: k.timeoutS * 1000,
+    maxConnections: k.maxConnections,
+  });
+  const authenticator = new KeystoneAuthenticator({
+    client,
+    logger,
+    wwwAuthenticateUri: k.wwwAuthenticateUri ?? k.authUrl,
+    serviceProjectName: k.serviceProjectName,
+    cacheWindowMs: k.cacheWindowS * 1000,
+    cacheMaxEntries: k.cacheMaxEntries,
+  });
+  logger.info(
+    { auth_strategy: "keystone", auth_url: k.authUrl, username: k.username, cache_window_s: k.cacheWindowS },
+    "authentication on",
+  );
+  return { authenticator, close: () => client.close() };
+}
+
 /** Another conductor shares the database and this one has no cluster secret (with http_basic). */
 export class ClusterSecretRequired extends AuthConfigError {
   constructor(others: readonly string[]) {
@@ -94,9 +146,10 @@ export class ClusterSecretRequired extends AuthConfigError {
 export function clusterPeers(config: ConductorConfig): PeerAuth | undefined {
   const file = config.cluster.secretFile;
   if (file !== undefined) return new PeerAuth({ secret: readClusterSecret(file) });
-  if (config.auth.auth_strategy === "http_basic" && isPostgresUrl(config.databasePath))
+  const strategy = config.auth.auth_strategy;
+  if ((strategy === "http_basic" || strategy === "keystone") && isPostgresUrl(config.databasePath))
     throw new AuthConfigError(
-      "http_basic on a PostgreSQL database (a cluster) needs cluster.secret_file (--cluster-secret-file): a file of at least 32 random bytes, mode 600, the same on every conductor",
+      `${strategy} on a PostgreSQL database (a cluster) needs cluster.secret_file (--cluster-secret-file): a file of at least 32 random bytes, mode 600, the same on every conductor`,
     );
   return undefined;
 }

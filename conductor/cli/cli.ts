@@ -4,6 +4,7 @@ import { commandHelp, type Command } from "./command.ts";
 import { allocationCommands } from "./commands/allocation.ts";
 import { tokenCommands } from "./commands/token.ts";
 import { tlsCommands } from "./commands/tls.ts";
+import { keystoneCommands } from "./commands/keystone.ts";
 import { nodeCommands } from "./commands/node.ts";
 import { portCommands } from "./commands/port.ts";
 import { CliError, UsageError } from "./errors.ts";
@@ -17,6 +18,7 @@ export const COMMANDS: readonly Command[] = [
   ...allocationCommands,
   ...tokenCommands,
   ...tlsCommands,
+  ...keystoneCommands,
 ];
 
 interface Globals {

@@ -1,6 +1,7 @@
 // What authentication and TLS cost the API, measured in one run against the same data: the conductor as its own
-// process in five modes (noauth over HTTP; http_basic with the verified-credential cache; http_basic with the
-// cache off, i.e. bcrypt per request as a naive implementation would; a bearer token; http_basic over HTTPS),
+// process in seven modes (noauth over HTTP; http_basic with the verified-credential cache; http_basic with the
+// cache off, i.e. bcrypt per request as a naive implementation would; a bearer token; http_basic over HTTPS;
+// a Keystone token with the validated-token cache, and with it off: one Keystone round trip per request),
 // each timed on GET /v1/nodes/{id} and GET /v1/nodes?limit=1000 with 8 keep-alive clients.
 // Run: flock /tmp/anvil-heavy.lock node --import tsx scripts/bench/api-auth.ts
 import type { ChildProcess } from "node:child_process";
@@ -17,6 +18,7 @@ import { UserStore } from "../../conductor/auth/user-store.ts";
 import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { percentile } from "./percentile.ts";
+import { startKeystone } from "../../test/helpers/keystone.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 1000);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 4000);
@@ -98,6 +100,22 @@ async function main(): Promise<void> {
   writeFileSync(userFile, `ops:$2y$${bcrypt.hashSync("ops-pass", BCRYPT_COST).slice(4)}\n`);
   const basicHeader = { Authorization: `Basic ${Buffer.from("ops:ops-pass").toString("base64")}` };
   let bearer: Record<string, string> = {};
+  // a real Keystone (scripts/setup/keystone.sh): Anvil's service user and a system admin to call with
+  const keystone = await startKeystone();
+  const service = await keystone.project("service");
+  await keystone.user("anvil", "anvil-pass", [{ role: "service", project: service }]);
+  await keystone.user("ops", "ops-pass", [{ role: "admin", system: true }]);
+  const passwordFile = join(dir, "keystone-password");
+  writeFileSync(passwordFile, "anvil-pass\n", { mode: 0o600 });
+  const keystoneArgs = [
+    "--auth-strategy",
+    "keystone",
+    "--keystone-auth-url",
+    keystone.url,
+    "--keystone-password-file",
+    passwordFile,
+  ];
+  let keystoneHeader: Record<string, string> = {};
   const auth = ["--auth-strategy", "http_basic", "--http-basic-auth-user-file", userFile];
   const tls = ["--tls-cert", lab.cert, "--tls-key", lab.key, "--tls-ca", lab.caCert];
   const modes: Mode[] = [
@@ -116,6 +134,22 @@ async function main(): Promise<void> {
       headers: () => basicHeader,
       https: true,
       samples: SAMPLES,
+    },
+    {
+      name: "keystone token (cached), http",
+      args: keystoneArgs,
+      headers: () => keystoneHeader,
+      https: false,
+      samples: SAMPLES,
+    },
+    // Keystone on every request: bookworm's Zed on SQLite serves one validation at a time
+    {
+      name: "keystone, validate every request",
+      args: keystoneArgs,
+      env: { ANVIL_KEYSTONE_CACHE_WINDOW_S: "0" },
+      headers: () => keystoneHeader,
+      https: false,
+      samples: Math.max(16, Math.floor(SAMPLES / 200)),
     },
     // last: what a naive http_basic would cost (8 bcrypts queue on one event loop)
     {
@@ -151,6 +185,10 @@ async function main(): Promise<void> {
           const issued = await call(`${url}/v1/auth/tokens`, { method: "POST", headers: basicHeader });
           bearer = { Authorization: `Bearer ${(JSON.parse(issued.text) as { token: string }).token}` };
         }
+        if (mode.name.startsWith("keystone"))
+          keystoneHeader = {
+            "X-Auth-Token": (await keystone.token("ops", "ops-pass", { system: true })).token,
+          };
         const headers = mode.headers();
         const warm = await call(`${url}/v1/nodes/bench-0`, { headers });
         if (warm.status !== 200) throw new Error(`${mode.name}: ${warm.status} ${warm.text}`);
@@ -170,6 +208,7 @@ async function main(): Promise<void> {
       }
     }
   } finally {
+    await keystone.stop();
     rmSync(dir, { recursive: true, force: true });
   }
   const step = await authStepCost();

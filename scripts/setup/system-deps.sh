@@ -25,6 +25,8 @@ packages=(
   chromium
   # The cluster store's tests, benches and lab start a throwaway server (scripts/setup/postgres.sh).
   postgresql
+  # auth_strategy=keystone's tests start a throwaway Keystone (scripts/setup/keystone.sh) under uwsgi.
+  keystone uwsgi-core uwsgi-plugin-python3
   # The secured lab's e2e captures loopback and dissects the TLS handshakes in the pcap.
   tshark
 )
