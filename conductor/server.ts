@@ -28,8 +28,8 @@ import { parseListenAddress } from "./listen-address.ts";
 import { uiPlugin } from "./ui/ui-plugin.ts";
 import type { UrlSigner } from "./images/image-request.ts";
 import { Provisioner } from "./operations/provisioner.ts";
-import { createUrlSigner } from "./images/url-signer.ts";
-import { localImagesPlugin } from "./images/local-images-plugin.ts";
+import { createImageServing } from "./images/image-serving.ts";
+import { registerImageRoutes } from "./images/image-routes.ts";
 
 export interface Conductor {
   app: FastifyInstance;
@@ -61,6 +61,7 @@ export function createConductor(
   let listeningUrl: string | undefined;
   const publicUrl = (): string => publicUrlOf(config, listeningUrl);
   const metrics = createMetrics();
+  const imageServing = createImageServing(config, publicUrl);
   const drivers =
     options.drivers ??
     defaultDrivers(config, {
@@ -114,9 +115,10 @@ export function createConductor(
           .filter((r) => membership.sameTlsMode(r))
           .flatMap((r) => (r.url ? [r.url] : [])),
       publish: (e) => events.publish(e),
+      imageSources: imageServing.sources,
     },
     drivers,
-    options.sign ?? createUrlSigner(config, Date.now, publicUrl),
+    options.sign ?? imageServing.sign,
   );
   const startedAt = new Date();
   const app = buildApi({
@@ -137,10 +139,7 @@ export function createConductor(
   });
   void app.register(uiPlugin({ store }));
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
-  if (config.images.localRoot) {
-    mkdirSync(config.images.localRoot, { recursive: true });
-    void app.register(localImagesPlugin, { prefix: "/images", root: config.images.localRoot });
-  }
+  registerImageRoutes(app, imageServing.routes);
 
   // Side listeners: plain HTTP, one job each, started after the API and closed with it.
   const side: { name: "metrics" | "boot"; app: FastifyInstance; listen: string }[] = [];
@@ -153,7 +152,7 @@ export function createConductor(
   if (config.boot.httpListen !== undefined)
     side.push({
       name: "boot",
-      app: buildBootFilesListener({ boot: httpBootRoot(config), images: config.images.localRoot }),
+      app: buildBootFilesListener({ boot: httpBootRoot(config), images: imageServing.routes }),
       listen: config.boot.httpListen,
     });
   const sideUrls: Conductor["sideUrls"] = {};
@@ -194,6 +193,8 @@ export function createConductor(
     sideUrls,
     async start() {
       for (const hw of drivers.list()) await hw.boot.start?.();
+      // the image-link key is the cluster's: read (or created first) before any link is signed or checked
+      await imageServing.start(store);
       // registered before anything is locked under our identity (takeover relies on that order)
       await membership.join(null);
       const others = membership.alive().filter((r) => r.identity !== membership.identity);
@@ -312,6 +313,7 @@ export function createConductor(
       // frame) and the steps waiting on them hand their nodes to the agents' call-backs (Provisioner.stopping)
       provisioner.stopping();
       await gateway.close();
+      imageServing.stop();
       provisioner.abortAll("conductor stopping");
       await provisioner.settle();
       await app.close();

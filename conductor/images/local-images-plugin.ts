@@ -2,11 +2,28 @@ import { createReadStream } from "node:fs";
 import { realpath, stat } from "node:fs/promises";
 import { sep } from "node:path";
 import type { FastifyPluginAsync } from "fastify";
+import type { ImageLinks } from "./signed-links.ts";
 
-/** Serves file:// images from one directory, read-only, with single-range support (the agent resumes). */
-export const localImagesPlugin: FastifyPluginAsync<{ root: string }> = async (app, options) => {
+/**
+ * Serves images from one directory, read-only, with single-range support (the agent resumes), and only
+ * through signed, unexpired links: anything else is 403 before the file system is looked at, so a refusal
+ * says nothing about which files exist.
+ */
+export const localImagesPlugin: FastifyPluginAsync<{
+  root: string;
+  links: ImageLinks;
+  /** Told the file's name (relative to root) each time one is served. */
+  onServe?: (name: string) => void;
+}> = async (app, options) => {
   const root = await realpath(options.root);
   app.get<{ Params: { "*": string } }>("/*", async (request, reply) => {
+    const verdict = options.links.check(request.url);
+    if (verdict !== "ok") {
+      return reply
+        .code(403)
+        .type("text/plain")
+        .send(verdict === "expired" ? "link expired\n" : "forbidden\n");
+    }
     const notFound = () => reply.code(404).type("text/plain").send("not found\n");
     const name = request.params["*"];
     if (!name || name.split("/").some((part) => part === "" || part === "." || part === ".."))
@@ -20,6 +37,7 @@ export const localImagesPlugin: FastifyPluginAsync<{ root: string }> = async (ap
     if (!file.startsWith(root + sep)) return notFound();
     const info = await stat(file);
     if (!info.isFile()) return notFound();
+    options.onServe?.(name);
     const range = /^bytes=(\d+)-(\d*)$/.exec(request.headers.range ?? "");
     reply.header("Accept-Ranges", "bytes").type("application/octet-stream");
     if (request.headers.range && range) {

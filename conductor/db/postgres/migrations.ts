@@ -251,4 +251,13 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX portgroups_node ON portgroups (node_uuid);
   `,
+  `
+  -- Secrets every conductor of a cluster shares (the image-link key): created once by the first conductor
+  -- to start (insert-if-absent), read by all; deleting a row rotates it at the next start
+  CREATE TABLE shared_secrets (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
+  `,
 ];
