@@ -28,7 +28,7 @@ import { parseListenAddress } from "./listen-address.ts";
 import { uiPlugin } from "./ui/ui-plugin.ts";
 import type { UrlSigner } from "./images/image-request.ts";
 import { Provisioner } from "./operations/provisioner.ts";
-import { createImageServing } from "./images/image-serving.ts";
+import { createImageServing, type ImageServing } from "./images/image-serving.ts";
 import { registerImageRoutes } from "./images/image-routes.ts";
 
 export interface Conductor {
@@ -39,6 +39,8 @@ export interface Conductor {
   gateway: AgentGateway;
   events: EventHub;
   drivers: DriverRegistry;
+  /** Image links, Glance sources and the image cache. */
+  images: ImageServing;
   /** The separate plain-HTTP listeners' URLs once started (metrics.listen, boot.httpListen), if configured. */
   sideUrls: { metrics?: string; boot?: string };
   /** Listens and starts the periodic tasks; resolves with the bound URL. */
@@ -190,6 +192,7 @@ export function createConductor(
     gateway,
     events,
     drivers,
+    images: imageServing,
     sideUrls,
     async start() {
       for (const hw of drivers.list()) await hw.boot.start?.();

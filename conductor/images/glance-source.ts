@@ -6,7 +6,7 @@ import {
   checkImageAccess,
   glanceChecksum,
   glanceImageId,
-  type GlanceClient,
+  type GlanceReader,
   type GlanceImage,
 } from "./glance.ts";
 import type { ImageLinks } from "./signed-links.ts";
@@ -63,11 +63,13 @@ function glanceId(node: Pick<NodeRecord, "instance_info">): string | null {
 /** No Glance configured: Glance sources are refused with the reason; others pass. */
 export const noGlance: ImageSources = {
   check(node) {
-    if (glanceId(node) !== null)
-      throw new Invalid(
-        "instance_info.image_source names a Glance image, and this conductor has no glance settings",
-      );
-    return Promise.resolve();
+    return new Promise((resolve) => {
+      if (glanceId(node) !== null)
+        throw new Invalid(
+          "instance_info.image_source names a Glance image, and this conductor has no glance settings",
+        );
+      resolve();
+    });
   },
   async resolve(node) {
     await this.check(node);
@@ -82,7 +84,7 @@ export const noGlance: ImageSources = {
 export class GlanceImageSources implements ImageSources {
   constructor(
     private readonly deps: {
-      client: GlanceClient;
+      client: GlanceReader;
       cache: ImageCache;
       links: ImageLinks;
       /** swift:// signer (the conductor's Swift settings), when configured */

@@ -75,8 +75,15 @@ export interface GlanceClientOptions {
   timeoutMs?: number;
 }
 
+/** What the conductor reads from Glance (GlanceClient; fakes in tests). */
+export interface GlanceReader {
+  image(id: string, signal?: AbortSignal): Promise<GlanceImage>;
+  members(id: string, signal?: AbortSignal): Promise<string[]>;
+  download(id: string, signal?: AbortSignal): Promise<Readable>;
+}
+
 /** Glance's v2 image API, as the conductor's service user. */
-export class GlanceClient {
+export class GlanceClient implements GlanceReader {
   constructor(private readonly options: GlanceClientOptions) {}
 
   private async headers(signal?: AbortSignal): Promise<Record<string, string>> {

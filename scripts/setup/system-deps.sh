@@ -23,6 +23,8 @@ packages=(
   chromium
   # The cluster store's tests, benches and lab start a throwaway server (scripts/setup/postgres.sh).
   postgresql
+  # Glance image sources: a real glance-api on loopback (trusted-auth headers, file store, SQLite).
+  glance-api
   # The secured lab's e2e captures loopback and dissects the TLS handshakes in the pcap.
   tshark
 )
