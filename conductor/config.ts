@@ -102,6 +102,15 @@ export const ConductorConfig = z.object({
     .object({
       /** file:// images under this directory are served by the conductor itself (small setups). */
       localRoot: z.string().optional(),
+      /**
+       * A subdirectory of localRoot served without a signed link: the deploy kernel and ramdisk firmware
+       * fetches by a fixed URL (Ironic's http_root). Never put a tenant's image there.
+       */
+      publicDir: z
+        .string()
+        .regex(/^[A-Za-z0-9._-]+$/, "one directory name under the image root")
+        .refine((s) => s !== "." && s !== "..", "one directory name under the image root")
+        .optional(),
       /** Lifetime of generated temporary URLs. */
       urlExpiresS: z.number().int().positive().default(3600),
       swift: z

@@ -8,13 +8,20 @@ import type { ImageLinks } from "./signed-links.ts";
 export interface ImageRoutes {
   links: ImageLinks;
   localRoot?: string;
+  /** Under localRoot, served without a link (deploy kernel and ramdisk). */
+  publicDir?: string;
   cache?: ImageCache;
 }
 
 /** Registers /images/ (local root) and /image-cache/ (Glance cache) where configured. */
 export function registerImageRoutes(app: FastifyInstance, routes: ImageRoutes): void {
   if (routes.localRoot !== undefined)
-    void app.register(localImagesPlugin, { prefix: "/images", root: routes.localRoot, links: routes.links });
+    void app.register(localImagesPlugin, {
+      prefix: "/images",
+      root: routes.localRoot,
+      links: routes.links,
+      ...(routes.publicDir !== undefined ? { publicDir: routes.publicDir } : {}),
+    });
   const cache = routes.cache;
   if (cache)
     void app.register(localImagesPlugin, {

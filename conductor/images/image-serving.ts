@@ -65,6 +65,7 @@ export function createImageServing(
   const routes: ImageRoutes = {
     links,
     ...(config.images.localRoot ? { localRoot: config.images.localRoot } : {}),
+    ...(config.images.publicDir !== undefined ? { publicDir: config.images.publicDir } : {}),
     ...(cache ? { cache } : {}),
   };
   return {

@@ -12,12 +12,16 @@ import type { ImageLinks } from "./signed-links.ts";
 export const localImagesPlugin: FastifyPluginAsync<{
   root: string;
   links: ImageLinks;
+  /** A subdirectory of root served without a link (the deploy kernel and ramdisk). */
+  publicDir?: string;
   /** Told the file's name (relative to root) each time one is served. */
   onServe?: (name: string) => void;
 }> = async (app, options) => {
   const root = await realpath(options.root);
   app.get<{ Params: { "*": string } }>("/*", async (request, reply) => {
-    const verdict = options.links.check(request.url);
+    const name = request.params["*"];
+    const open = options.publicDir !== undefined && name.startsWith(`${options.publicDir}/`);
+    const verdict = open ? "ok" : options.links.check(request.url);
     if (verdict !== "ok") {
       return reply
         .code(403)
@@ -25,7 +29,6 @@ export const localImagesPlugin: FastifyPluginAsync<{
         .send(verdict === "expired" ? "link expired\n" : "forbidden\n");
     }
     const notFound = () => reply.code(404).type("text/plain").send("not found\n");
-    const name = request.params["*"];
     if (!name || name.split("/").some((part) => part === "" || part === "." || part === ".."))
       return notFound();
     let file: string;

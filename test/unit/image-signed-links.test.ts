@@ -106,7 +106,14 @@ describe("the image routes behind signed links", () => {
     await writeFile(join(base, "root", "tenant", "other.raw"), "another tenant's");
     links = await loaded(memoryKeys(), () => now);
     app = Fastify();
-    await app.register(localImagesPlugin, { prefix: "/images", root: join(base, "root"), links });
+    await mkdir(join(base, "root", "ramdisk"));
+    await writeFile(join(base, "root", "ramdisk", "anvil.kernel"), "kernel");
+    await app.register(localImagesPlugin, {
+      prefix: "/images",
+      root: join(base, "root"),
+      links,
+      publicDir: "ramdisk",
+    });
     await app.ready();
   });
   afterAll(async () => {
@@ -141,6 +148,16 @@ describe("the image routes behind signed links", () => {
     now = T0;
     expect(expired.statusCode).toBe(403);
     expect(expired.body).toMatch(/expired/);
+  });
+
+  it("the public directory (deploy kernel and ramdisk) needs no link; nothing else does without one", async () => {
+    const kernel = await app.inject({ method: "GET", url: "/images/ramdisk/anvil.kernel" });
+    expect(kernel.statusCode).toBe(200);
+    expect(kernel.body).toBe("kernel");
+    expect(
+      (await app.inject({ method: "GET", url: "/images/ramdisk/../tenant/disk.raw" })).statusCode,
+    ).not.toBe(200);
+    expect((await app.inject({ method: "GET", url: "/images/ramdisk" })).statusCode).toBe(403);
   });
 
   it("a signed link to a file that is gone is 404", async () => {
