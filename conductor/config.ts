@@ -102,6 +102,15 @@ export const ConductorConfig = z.object({
     .object({
       /** file:// images under this directory are served by the conductor itself (small setups). */
       localRoot: z.string().optional(),
+      /**
+       * A subdirectory of localRoot served without a signed link: the deploy kernel and ramdisk firmware
+       * fetches by a fixed URL (Ironic's http_root). Never put a tenant's image there.
+       */
+      publicDir: z
+        .string()
+        .regex(/^[A-Za-z0-9._-]+$/, "one directory name under the image root")
+        .refine((s) => s !== "." && s !== "..", "one directory name under the image root")
+        .optional(),
       /** Lifetime of generated temporary URLs. */
       urlExpiresS: z.number().int().positive().default(3600),
       swift: z
@@ -133,8 +142,44 @@ export const ConductorConfig = z.object({
        * Off by default: that is code from the tenant's image running as root beside the agent's token.
        */
       allowImageBootloader: z.boolean().default(false),
+      /**
+       * The conductor's cache of Glance images it serves itself (no Swift behind Glance): one download per
+       * image shared by every node deploying it, least recently used evicted beyond maxBytes (never one a
+       * deploy is using). Default directory: <dataDir>/image-cache.
+       */
+      cache: z
+        .object({
+          dir: z.string().optional(),
+          maxBytes: z
+            .number()
+            .int()
+            .positive()
+            .default(20 * 1024 ** 3),
+        })
+        .prefault({}),
     })
     .prefault({}),
+  /**
+   * Glance image sources (instance_info.image_source "glance://<uuid>" or a bare UUID), read with the
+   * conductor's own service token; unset: such sources are refused.
+   */
+  glance: z
+    .object({
+      /** Glance's public endpoint, e.g. "http://192.0.2.10:9292" (the /v2 API is under it). */
+      endpoint: z.string().url(),
+      /** A static service token (else ANVIL_GLANCE_TOKEN); Keystone's service-token getter replaces it. */
+      token: z.string().optional(),
+      /** The conductor's own project: its private images may be deployed on any node (Ironic's rule). */
+      serviceProject: z.string().optional(),
+      /**
+       * Headers sent with every Glance call, for a Glance in trusted-auth mode without Keystone (a lab):
+       * e.g. { "X-Tenant-Id": "…", "X-Roles": "admin" }.
+       */
+      headers: z.record(z.string(), z.string()).default({}),
+      /** Each metadata call's timeout (a download has none but the agent-side rate floor's analogue). */
+      timeoutS: z.number().positive().default(30),
+    })
+    .optional(),
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /** auto: readable lines on a terminal, JSON lines when piped (journald, files, log shippers). */
   logFormat: z.enum(LOG_FORMATS).default("auto"),

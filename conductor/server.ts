@@ -30,8 +30,8 @@ import type { UrlSigner } from "./images/image-request.ts";
 import { Provisioner } from "./operations/provisioner.ts";
 import { adoptBoot, takeOver } from "./operations/recovery.ts";
 import { failTimedOut } from "./operations/wait-timeouts.ts";
-import { createUrlSigner } from "./images/url-signer.ts";
-import { localImagesPlugin } from "./images/local-images-plugin.ts";
+import { createImageServing, type ImageServing } from "./images/image-serving.ts";
+import { registerImageRoutes } from "./images/image-routes.ts";
 
 export interface Conductor {
   app: FastifyInstance;
@@ -41,6 +41,8 @@ export interface Conductor {
   gateway: AgentGateway;
   events: EventHub;
   drivers: DriverRegistry;
+  /** Image links, Glance sources and the image cache. */
+  images: ImageServing;
   /** The separate plain-HTTP listeners' URLs once started (metrics.listen, boot.httpListen), if configured. */
   sideUrls: { metrics?: string; boot?: string };
   /** Listens and starts the periodic tasks; resolves with the bound URL. */
@@ -63,6 +65,7 @@ export function createConductor(
   let listeningUrl: string | undefined;
   const publicUrl = (): string => publicUrlOf(config, listeningUrl);
   const metrics = createMetrics();
+  const imageServing = createImageServing(config, publicUrl);
   const drivers =
     options.drivers ??
     defaultDrivers(config, {
@@ -116,9 +119,10 @@ export function createConductor(
           .filter((r) => membership.sameTlsMode(r))
           .flatMap((r) => (r.url ? [r.url] : [])),
       publish: (e) => events.publish(e),
+      imageSources: imageServing.sources,
     },
     drivers,
-    options.sign ?? createUrlSigner(config, Date.now, publicUrl),
+    options.sign ?? imageServing.sign,
   );
   const startedAt = new Date();
   const app = buildApi({
@@ -139,10 +143,7 @@ export function createConductor(
   });
   void app.register(uiPlugin({ store }));
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
-  if (config.images.localRoot) {
-    mkdirSync(config.images.localRoot, { recursive: true });
-    void app.register(localImagesPlugin, { prefix: "/images", root: config.images.localRoot });
-  }
+  registerImageRoutes(app, imageServing.routes);
 
   // Side listeners: plain HTTP, one job each, started after the API and closed with it.
   const side: { name: "metrics" | "boot"; app: FastifyInstance; listen: string }[] = [];
@@ -155,7 +156,7 @@ export function createConductor(
   if (config.boot.httpListen !== undefined)
     side.push({
       name: "boot",
-      app: buildBootFilesListener({ boot: httpBootRoot(config), images: config.images.localRoot }),
+      app: buildBootFilesListener({ boot: httpBootRoot(config), images: imageServing.routes }),
       listen: config.boot.httpListen,
     });
   const sideUrls: Conductor["sideUrls"] = {};
@@ -193,9 +194,12 @@ export function createConductor(
     gateway,
     events,
     drivers,
+    images: imageServing,
     sideUrls,
     async start() {
       for (const hw of drivers.list()) await hw.boot.start?.();
+      // the image-link key is the cluster's: read (or created first) before any link is signed or checked
+      await imageServing.start(store);
       // registered before anything is locked under our identity (takeover relies on that order)
       await membership.join(null);
       const others = membership.alive().filter((r) => r.identity !== membership.identity);
@@ -314,6 +318,7 @@ export function createConductor(
       // frame) and the steps waiting on them hand their nodes to the agents' call-backs (Provisioner.stopping)
       provisioner.stopping();
       await gateway.close();
+      imageServing.stop();
       provisioner.abortAll("conductor stopping");
       await provisioner.settle();
       // BMC sessions are a scarce resource on the BMC (often 4-8): end them rather than let them time out

@@ -262,6 +262,12 @@ export interface Store extends TokenStore {
   getAgentToken(uuid: string): Promise<{ digest: string; bootId: string } | null>;
   setAgentToken(uuid: string, record: { digest: string; bootId: string } | null): Promise<void>;
 
+  /**
+   * The cluster-wide secret called `name`: `candidate` is stored if there is none yet, and whichever
+   * conductor stored first wins (insert-if-absent, then read), so every conductor gets the same value.
+   */
+  sharedSecret(name: string, candidate: string): Promise<string>;
+
   saveInventory(uuid: string, inventory: unknown): Promise<void>;
   getInventory(uuid: string): Promise<unknown>;
 

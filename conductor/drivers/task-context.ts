@@ -2,6 +2,7 @@ import type { Logger } from "../../shared/log.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { ConductorConfig } from "../config.ts";
 import type { Store } from "../db/store.ts";
+import type { ImageSources } from "../images/glance-source.ts";
 import type { UrlSigner } from "../images/image-request.ts";
 import type { AgentControl } from "./agent-control.ts";
 import type { BootInterface, DriverNode, ManagementInterface, PowerInterface } from "./out-of-band.ts";
@@ -25,6 +26,8 @@ export interface TaskDeps {
   publish(event: { type: string; node: string; [key: string]: unknown }): void;
   /** Turns swift://, s3:// and file:// image references into temporary HTTP(S) URLs. */
   sign: UrlSigner;
+  /** Resolves Glance image sources (Ironic's glance://<uuid> or a bare UUID); unset: they are refused. */
+  imageSources?: ImageSources;
 }
 
 /** The power changes a task makes on its own (an operator's soft variants go through the power operation). */

@@ -2,6 +2,8 @@ import type { Task } from "../tasks/task.ts";
 import { beginSteps, resumeSteps, withoutBookkeeping } from "./step-runner.ts";
 import type { Flow } from "./flow.ts";
 import { writeRequestFromInstanceInfo } from "../images/image-request.ts";
+import { glanceImageId } from "../images/glance.ts";
+import { noGlance } from "../images/glance-source.ts";
 import { powerOffQuietly } from "./ramdisk.ts";
 
 /**
@@ -11,8 +13,16 @@ import { powerOffQuietly } from "./ramdisk.ts";
 export const deploy: Flow = {
   async start(task: Task) {
     if (task.interfaces.deploy.inBand) {
-      // validate before powering anything: a bad instance_info fails now, not after a boot
-      writeRequestFromInstanceInfo(task.node.instance_info, {
+      // validate before powering anything: a bad instance_info fails now, not after a boot. A Glance image is
+      // checked as Ironic's validate does (exists, active, the node's project may use it); its temporary URL
+      // is made when the image is written (write_image), so only its other fields are checked here.
+      const source = task.node.instance_info.image_source;
+      const glance = typeof source === "string" && glanceImageId(source) !== null;
+      if (glance) await (task.deps.imageSources ?? noGlance).check(task.node, task.signal);
+      const instanceInfo = glance
+        ? { ...task.node.instance_info, image_source: "http://glance-image.invalid/" }
+        : task.node.instance_info;
+      writeRequestFromInstanceInfo(instanceInfo, {
         sign: task.deps.sign,
         rootDevice: task.node.properties.root_device,
         imageCa: task.deps.imageCa,

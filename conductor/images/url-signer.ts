@@ -4,6 +4,7 @@ import type { ConductorConfig } from "../config.ts";
 import { Invalid } from "../errors.ts";
 import type { UrlSigner } from "./image-request.ts";
 import { s3PresignedUrl } from "./s3-presign.ts";
+import type { ImageLinks } from "./signed-links.ts";
 import { swiftTempUrl } from "./swift-tempurl.ts";
 
 /** The path a file:// image has under the conductor's local image root, or null when outside it. */
@@ -20,11 +21,17 @@ export function localImagePath(root: string, file: string): string | null {
  */
 export function createUrlSigner(
   config: ConductorConfig,
-  now: () => number = Date.now,
-  /** The conductor's own URL, for file:// images it serves itself. */
-  publicUrl: () => string = () => publicUrlOf(config),
+  options: {
+    now?: () => number;
+    /** The conductor's own URL, for file:// images it serves itself. */
+    publicUrl?: () => string;
+    /** Signs the links to file:// images the conductor serves (the cluster's key). */
+    links?: ImageLinks;
+  } = {},
 ): UrlSigner {
   const images = config.images;
+  const now = options.now ?? Date.now;
+  const publicUrl = options.publicUrl ?? (() => publicUrlOf(config));
   return (source) => {
     const expiresS = Math.floor(now() / 1000) + images.urlExpiresS;
     const objectPath = decodeURIComponent(source.pathname.replace(/^\/+/, ""));
@@ -54,7 +61,8 @@ export function createUrlSigner(
         const path = localImagePath(images.localRoot, decodeURIComponent(source.pathname));
         if (path === null)
           throw new Invalid(`${source.pathname} is outside the conductor's local image root`);
-        return `${publicUrl()}/images/${path}`;
+        if (!options.links) throw new Invalid("file:// images need the conductor's image link key");
+        return `${publicUrl()}${options.links.sign(`/images/${path}`, images.urlExpiresS)}`;
       }
       default:
         throw new Invalid(`image_source scheme ${source.protocol} is not supported`);

@@ -70,7 +70,7 @@ export function enrollInstructions(state: LabState, enrollFile: string): string 
     "",
     "# then:",
     `baremetal node manage ${first} --wait && baremetal node inspect ${first} --wait && baremetal node provide ${first} --wait`,
-    `baremetal node set ${first} --instance-info image_source=${state.conductor?.guestUrl ?? "http://10.0.2.100"}/images/test-images/anvil-test.qcow2`,
+    `baremetal node set ${first} --instance-info image_source=file://${state.imageRoot}/test-images/anvil-test.qcow2`,
     `baremetal node deploy ${first} --wait`,
     `tail -f ${state.nodes[0]?.dir ?? "<node dir>"}/vm/serial.log   # the node's console`,
   );

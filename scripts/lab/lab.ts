@@ -190,6 +190,8 @@ export async function startLabConductor(state: LabState, extraArgs: string[] = [
     ...["--public-url", state.tls ? GUEST_CONDUCTOR_HTTPS_URL : GUEST_CONDUCTOR_URL],
     ...["--deploy-kernel", state.deployKernel, "--deploy-ramdisk", state.deployRamdisk],
     ...["--image-root", state.imageRoot],
+    // the deploy kernel and ramdisk iPXE fetches by a fixed URL; every other image only by a signed link
+    ...["--images-public-dir", "ramdisk"],
     // Test images power themselves off after printing their marker; a power sync forcing the recorded
     // state would switch them on again and again.
     ...["--power-sync-interval", "0"],

@@ -46,7 +46,7 @@ export async function provision(walk: Walk, verb: string[], timeoutS = 900): Pro
   return Date.now() - started;
 }
 
-/** The test image as the VMs fetch it from the conductor's /images/, with its sha256. */
+/** The test image as the VMs fetch it from the conductor's /images/ (a file:// source), with its sha256. */
 export async function testImage(
   state: LabState,
   file = "anvil-test.qcow2",
@@ -55,8 +55,11 @@ export async function testImage(
   const line = sums.split("\n").find((l) => l.trim().endsWith(`  ${file}`));
   if (line === undefined)
     throw new Error(`${file} is not in anvil-test.sha256sums: run \`npm run build:test-images\``);
-  const guestUrl = state.conductor?.guestUrl ?? "http://10.0.2.100";
-  return { source: `${guestUrl}/images/test-images/${file}`, sha256: line.split(/\s+/)[0] ?? "" };
+  // file:// under the image root: the conductor hands the agent a signed, expiring link to it
+  return {
+    source: `file://${join(state.imageRoot, "test-images", file)}`,
+    sha256: line.split(/\s+/)[0] ?? "",
+  };
 }
 
 /** Points the node's instance_info at an image the VMs can fetch, with its sha256 (the agent verifies it). */

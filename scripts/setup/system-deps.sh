@@ -27,6 +27,8 @@ packages=(
   postgresql
   # auth_strategy=keystone's tests start a throwaway Keystone (scripts/setup/keystone.sh) under uwsgi.
   keystone uwsgi-core uwsgi-plugin-python3
+  # Glance image sources: a real glance-api on loopback (trusted-auth headers, file store, SQLite).
+  glance-api
   # The secured lab's e2e captures loopback and dissects the TLS handshakes in the pcap.
   tshark
 )

@@ -321,6 +321,17 @@ export function storeContract(name: string, harness: StoreHarness): void {
       expect(whole?.driver_internal_info).toEqual({ ramdisk_prepared_by: dead });
     });
 
+    it("a shared secret is created once: racing first writers all read the winner's value", async () => {
+      const name = `secret-${randomUUID()}`;
+      const candidates = Array.from({ length: 8 }, (_, i) => `candidate-${i}`);
+      const stores = [store, second ?? store];
+      const got = await Promise.all(candidates.map((c, i) => stores[i % 2]!.sharedSecret(name, c)));
+      expect(candidates).toContain(got[0]);
+      expect(new Set(got).size).toBe(1);
+      // a later conductor with its own candidate still reads the stored one
+      expect(await store.sharedSecret(name, "late")).toBe(got[0]);
+    });
+
     it("ports: unique MACs, a known node, cascade with the node", async () => {
       const n = await store.createNode(node());
       const p = await store.createPort(port(n.uuid, "52:54:00:aa:00:01"));

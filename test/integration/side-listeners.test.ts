@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -128,6 +128,14 @@ describe("boot.httpListen: boot files over plain HTTP on their own listener", ()
       expect((await fetch(`${url}/v1/nodes`)).status).toBe(404);
       expect((await fetch(`${url}/metrics`)).status).toBe(404);
       expect((await fetch(`${url}/images/../anvil.sqlite`)).status).toBe(404);
+      // local images only through the conductor's signed links, the same on this listener as on the API's
+      writeFileSync(join(images, "disk.raw"), "image bytes");
+      expect((await fetch(`${url}/images/disk.raw`)).status).toBe(403);
+      const signed = new URL(ctx.conductor.provisioner.deps.sign(new URL(`file://${images}/disk.raw`)));
+      const onBoot = await fetch(`${url}${signed.pathname}${signed.search}`);
+      expect(onBoot.status).toBe(200);
+      expect(await onBoot.text()).toBe("image bytes");
+      expect((await fetch(signed)).status).toBe(200);
     } finally {
       await ctx.stop();
     }

@@ -1,6 +1,7 @@
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { defaultConfig } from "../../conductor/config.ts";
 import { createUrlSigner, localImagePath } from "../../conductor/images/url-signer.ts";
+import { ImageLinks } from "../../conductor/images/signed-links.ts";
 import { swiftTempUrlSignature } from "../../conductor/images/swift-tempurl.ts";
 
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
@@ -20,7 +21,9 @@ describe("image URL signing", () => {
       },
     },
   });
-  const sign = createUrlSigner(config, () => NOW);
+  const links = new ImageLinks(() => NOW);
+  const sign = createUrlSigner(config, { now: () => NOW, links });
+  beforeAll(() => links.load({ sharedSecret: (_name, candidate) => Promise.resolve(candidate) }));
 
   it("turns swift:// into a TempURL that expires after the configured lifetime", () => {
     const url = new URL(sign(new URL("swift://images/ubuntu/22.04.qcow2")));
@@ -48,9 +51,9 @@ describe("image URL signing", () => {
   });
 
   it("serves file:// images under the local root from the conductor, and nothing outside it", () => {
-    expect(sign(new URL("file:///srv/images/os/disk.qcow2"))).toBe(
-      "http://192.0.2.1:6385/images/os/disk.qcow2",
-    );
+    const url = sign(new URL("file:///srv/images/os/disk.qcow2"));
+    expect(url).toMatch(/^http:\/\/192\.0\.2\.1:6385\/images\/os\/disk\.qcow2\?anvil_expires=\d+&anvil_sig=/);
+    expect(links.check(url.slice("http://192.0.2.1:6385".length))).toBe("ok");
     expect(() => sign(new URL("file:///etc/shadow"))).toThrow(/outside/);
     expect(localImagePath("/srv/images", "/srv/images/../images2/x")).toBeNull();
     expect(localImagePath("/srv/images", "/srv/images")).toBeNull();

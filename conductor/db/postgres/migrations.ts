@@ -263,4 +263,13 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE nodes ADD COLUMN shard TEXT GENERATED ALWAYS AS (doc ->> 'shard') STORED;
   CREATE INDEX nodes_shard ON nodes (shard);
   `,
+  `
+  -- Secrets every conductor of a cluster shares (the image-link key): created once by the first conductor
+  -- to start (insert-if-absent), read by all; deleting a row rotates it at the next start
+  CREATE TABLE shared_secrets (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
+  `,
 ];

@@ -438,6 +438,17 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     await this.insert("agent_tokens", row, { tail });
   }
 
+  async sharedSecret(name: string, candidate: string): Promise<string> {
+    const row = { name, value: candidate, created_at: new Date().toISOString() };
+    await this.insert("shared_secrets", row, { tail: " ON CONFLICT (name) DO NOTHING" });
+    const [stored] = await this.d.all<{ value: string }>(
+      `SELECT value FROM shared_secrets WHERE name = ${this.d.placeholder(1)}`,
+      [name],
+    );
+    if (!stored) throw new Error(`shared secret ${name} vanished while it was being read`);
+    return stored.value;
+  }
+
   async saveInventory(uuid: string, inventory: unknown): Promise<void> {
     const tail = " ON CONFLICT (node_uuid) DO UPDATE SET doc = excluded.doc";
     await this.insert("inventories", { node_uuid: uuid, doc: JSON.stringify(inventory) }, { tail });

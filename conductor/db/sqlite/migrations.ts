@@ -216,4 +216,13 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE nodes ADD COLUMN shard TEXT GENERATED ALWAYS AS (CASE WHEN json_valid(doc) THEN json_extract(doc, '$.shard') END) VIRTUAL;
   CREATE INDEX nodes_shard ON nodes (shard);
   `,
+  `
+  -- Secrets every conductor of a cluster shares (the image-link key): created once by the first conductor
+  -- to start (insert-if-absent), read by all; deleting a row rotates it at the next start
+  CREATE TABLE shared_secrets (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
+  `,
 ];

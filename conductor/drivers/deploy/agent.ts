@@ -4,6 +4,7 @@ import { AGENT_STEPS, type InstallBootloaderStepArgs } from "../../../shared/age
 import type { CommandArgs } from "../../../shared/protocol.ts";
 import { EraseOptionsSchema, eraseDevicesArgs, eraseMetadataArgs } from "../../../shared/erase.ts";
 import { writeRequestFromInstanceInfo } from "../../images/image-request.ts";
+import { noGlance } from "../../images/glance-source.ts";
 import { prepareInstanceBoot } from "../boot/instance-boot.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 import { agentCommand } from "../agent-command.ts";
@@ -33,26 +34,33 @@ async function eraseMetadataAndRecord(task: Task): Promise<void> {
 
 async function writeImage(task: Task): Promise<void> {
   const images = task.deps.config.images;
-  const request = {
-    ...writeRequestFromInstanceInfo(task.node.instance_info, {
-      sign: task.deps.sign,
-      rootDevice: task.node.properties.root_device,
-      imageCa: task.deps.imageCa,
-    }),
-    limits: {
-      min_bytes_per_second: images.downloadMinBytesPerSecond,
-      rate_window_s: images.downloadRateWindowS,
-    },
-  };
-  let lastWrite = 0;
-  const result = await agentCommand(task, { name: "write_image", args: request }, (progress) => {
-    const now = Date.now();
-    if (now - lastWrite < PROGRESS_WRITE_MS) return;
-    lastWrite = now;
-    // one key written in place: once a second during a write, rewriting the whole node would be the cost
-    task.mergeInternalInfo({ deploy_progress: progress }).catch(() => undefined);
-  });
-  await task.mergeInternalInfo({ deploy_result: result, deploy_progress: undefined });
+  // a Glance image becomes a temporary URL here (a Swift temp URL, or the conductor's cache behind a signed
+  // link, held in the cache until the agent has written it)
+  const source = await (task.deps.imageSources ?? noGlance).resolve(task.node, task.signal);
+  try {
+    const request = {
+      ...writeRequestFromInstanceInfo(source.instanceInfo, {
+        sign: task.deps.sign,
+        rootDevice: task.node.properties.root_device,
+        imageCa: task.deps.imageCa,
+      }),
+      limits: {
+        min_bytes_per_second: images.downloadMinBytesPerSecond,
+        rate_window_s: images.downloadRateWindowS,
+      },
+    };
+    let lastWrite = 0;
+    const result = await agentCommand(task, { name: "write_image", args: request }, (progress) => {
+      const now = Date.now();
+      if (now - lastWrite < PROGRESS_WRITE_MS) return;
+      lastWrite = now;
+      // one key written in place: once a second during a write, rewriting the whole node would be the cost
+      task.mergeInternalInfo({ deploy_progress: progress }).catch(() => undefined);
+    });
+    await task.mergeInternalInfo({ deploy_result: result, deploy_progress: undefined });
+  } finally {
+    source.release();
+  }
 }
 
 /**
