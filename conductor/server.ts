@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "../shared/log.ts";
 import { AllocationService } from "./allocations/service.ts";
-import { ClusterSecretRequired, clusterPeers, resolveAuth } from "./auth/strategy.ts";
+import { clusterPeers, resolveAuth } from "./auth/strategy.ts";
 import { HistoryRecorder } from "./history/recorder.ts";
 import { loadTlsMaterial } from "./tls/material.ts";
 import { lookupAllowed, storeDirectory } from "./agents/directory-store.ts";
@@ -65,7 +65,13 @@ export function createConductor(
   let listeningUrl: string | undefined;
   const publicUrl = (): string => publicUrlOf(config, listeningUrl);
   const metrics = createMetrics();
-  const imageServing = createImageServing(config, publicUrl);
+  // with Keystone, Glance is called with Anvil's own service token unless a static one is configured
+  const serviceToken = auth.serviceToken;
+  const imageServing = createImageServing(
+    config,
+    publicUrl,
+    serviceToken && config.glance?.token === undefined ? { token: () => serviceToken() } : undefined,
+  );
   const drivers =
     options.drivers ??
     defaultDrivers(config, {
@@ -139,7 +145,7 @@ export function createConductor(
     auth,
     history,
     tls: tls ?? undefined,
-    ...(peers ? { peers } : {}),
+    peers,
   });
   void app.register(uiPlugin({ store }));
   void app.register(bootFilesPlugin, { prefix: "/boot", root: httpBootRoot(config) });
@@ -200,13 +206,9 @@ export function createConductor(
       for (const hw of drivers.list()) await hw.boot.start?.();
       // the image-link key is the cluster's: read (or created first) before any link is signed or checked
       await imageServing.start(store);
+      await peers.loadKey(store);
       // registered before anything is locked under our identity (takeover relies on that order)
       await membership.join(null);
-      const others = membership.alive().filter((r) => r.identity !== membership.identity);
-      if (!peers && auth.authenticator.strategy !== "noauth" && others.length > 0) {
-        await membership.leave();
-        throw new ClusterSecretRequired(others.map((r) => r.hostname));
-      }
       // dead conductors' locks are freed and their in-flight work settled; then their waiting nodes adopted,
       // and agents of nodes now owned elsewhere sent to the owner
       const freeOrphans = (options: { everyHolder?: boolean } = {}) =>

@@ -46,6 +46,9 @@ const AssertedWire = z
 
 export type PeerCheck = { ok: true; asserted: Asserted; from: string } | { ok: false; reason: string };
 
+/** The shared_secrets row of the key conductors sign forwarded calls with when no secret file is set. */
+export const PEER_KEY_NAME = "cluster-peers";
+
 /** The least a cluster secret holds: 32 bytes, as much as the MAC's key can use. */
 export const MIN_SECRET_BYTES = 32;
 
@@ -76,11 +79,31 @@ export function readClusterSecret(path: string): Buffer {
 export class PeerAuth {
   private readonly nonces = new Map<string, number>();
   private readonly windowMs: number;
+  /** The key the MACs use: the configured secret, or the cluster's key read from the database at start. */
+  private secret: Buffer | undefined;
 
   constructor(
-    private readonly options: { secret: Buffer; windowMs?: number; now?: () => number; maxNonces?: number },
+    private readonly options: {
+      /** absent: the key comes from the database (`loadKey`) before the conductor listens */
+      secret?: Buffer;
+      windowMs?: number;
+      now?: () => number;
+      maxNonces?: number;
+    },
   ) {
     this.windowMs = options.windowMs ?? 30_000;
+    this.secret = options.secret;
+  }
+
+  /**
+   * Without a configured cluster secret, the key is one every conductor of the database shares: created by
+   * the first to start (insert-if-absent), read by the rest. Whoever can read the database could forge a
+   * peer, but could as well rewrite the nodes and tokens it holds; a secret file keeps the two apart.
+   */
+  async loadKey(source: { sharedSecret(name: string, candidate: string): Promise<string> }): Promise<void> {
+    if (this.secret !== undefined) return;
+    const key = await source.sharedSecret(PEER_KEY_NAME, randomBytes(MIN_SECRET_BYTES).toString("base64url"));
+    this.secret = Buffer.from(key, "base64url");
   }
 
   /** The headers that assert `asserted` on a call from conductor `from` to conductor `to`. */
@@ -119,6 +142,7 @@ export class PeerAuth {
       value(PEER_HEADERS.mac),
     ];
     if (!from || !to || !identity || !at || !nonce || !mac) return { ok: false, reason: "unsigned" };
+    if (this.secret === undefined) return { ok: false, reason: "no cluster key yet" };
     const expected = Buffer.from(
       this.mac({ method: call.method, url: call.url, from, to, at, nonce, identity }),
       "hex",
@@ -152,7 +176,8 @@ export class PeerAuth {
   ): string {
     const { method, url, from, to, at, nonce, identity } = fields;
     // NUL cannot appear in any of them (header values and a request line refuse it)
-    return createHmac("sha256", this.options.secret)
+    if (this.secret === undefined) throw new Error("the cluster key is not loaded (PeerAuth.loadKey)");
+    return createHmac("sha256", this.secret)
       .update(["anvil-forward-v1", method, url, from, to, at, nonce, identity].join("\0"))
       .digest("hex");
   }

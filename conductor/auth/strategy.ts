@@ -17,6 +17,8 @@ export interface ConductorAuth {
   tokens?: TokenService;
   /** The user's entry a new token is bound to. */
   credential?: (user: string) => string | undefined;
+  /** Anvil's own Keystone token, for the services it calls (Glance); never handed to a node or logged. */
+  serviceToken?: () => Promise<string>;
 }
 
 export class AuthConfigError extends Error {
@@ -125,25 +127,16 @@ function keystoneAuth(config: ConductorConfig, logger: Logger): ConductorAuth {
     { auth_strategy: "keystone", auth_url: k.authUrl, username: k.username, cache_window_s: k.cacheWindowS },
     "authentication on",
   );
-  return { authenticator, close: () => client.close() };
-}
-
-/** Another conductor shares the database and this one has no cluster secret (with http_basic). */
-export class ClusterSecretRequired extends AuthConfigError {
-  constructor(others: readonly string[]) {
-    super(
-      `conductors ${others.join(", ")} share this database: with http_basic every conductor needs the same cluster secret (cluster.secret_file, --cluster-secret-file), or a forwarded call could not say who asked`,
-    );
-    this.name = "ClusterSecretRequired";
-  }
+  return { authenticator, close: () => client.close(), serviceToken: () => client.serviceToken() };
 }
 
 /**
- * The MACs that let conductors assert a forwarded call's identity to each other, from the cluster secret.
- * PostgreSQL means a cluster: with http_basic it needs the secret from the start.
+ * The MACs that let conductors assert a forwarded call's identity to each other: from the cluster secret
+ * file, or (without one) from a key the database holds for the cluster, loaded at start. PostgreSQL means a
+ * cluster: with http_basic or keystone it needs the secret file from the start.
  * @throws AuthConfigError, Error (unreadable, short or group-readable secret file)
  */
-export function clusterPeers(config: ConductorConfig): PeerAuth | undefined {
+export function clusterPeers(config: ConductorConfig): PeerAuth {
   const file = config.cluster.secretFile;
   if (file !== undefined) return new PeerAuth({ secret: readClusterSecret(file) });
   const strategy = config.auth.auth_strategy;
@@ -151,5 +144,7 @@ export function clusterPeers(config: ConductorConfig): PeerAuth | undefined {
     throw new AuthConfigError(
       `${strategy} on a PostgreSQL database (a cluster) needs cluster.secret_file (--cluster-secret-file): a file of at least 32 random bytes, mode 600, the same on every conductor`,
     );
-  return undefined;
+  // keyed from the database at start: every forwarded call is signed, so a client's bare forwarding
+  // header is refused even under noauth
+  return new PeerAuth({});
 }

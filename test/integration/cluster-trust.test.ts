@@ -165,14 +165,56 @@ describe("conductors know who asked", () => {
     await expect(startConductor({ name: "tr-nosecret", databasePath: database, auth })).rejects.toThrow(
       /needs cluster.secret_file/,
     );
-    const databasePath = join(dir, "shared.sqlite");
-    const first = await startConductor({ name: "tr-s1", databasePath, auth });
+  });
+
+  it("without a secret file, conductors sign with the database's key: a client's bare forwarding mark is refused", async () => {
+    // noauth on one SQLite file: before, `x-anvil-forwarded-by` alone made any conductor serve a call meant
+    // for the owner; now every forwarded call carries a MAC under a key only the conductors hold
+    const databasePath = join(dir, "noauth.sqlite");
+    const config = (name: string) => ({
+      name,
+      databasePath,
+      cluster: { heartbeatIntervalS: 0.3, deadAfterS: 1.5 },
+    });
+    const n1 = await startConductor(config("tr-n1"), { logger: silentLogger });
+    const n2 = await startConductor(config("tr-n2"), { logger: silentLogger });
     try {
-      await expect(startConductor({ name: "tr-s2", databasePath, auth })).rejects.toThrow(
-        /tr-s1 share this database.*cluster secret/,
+      await waitFor(() => [n1, n2].every((c) => c.conductor.membership.alive().length === 2), {
+        what: "both noauth conductors to see each other",
+      });
+      const ring = new HashRing(["tr-n1", "tr-n2"]);
+      let uuid = randomUUID();
+      while (ring.lookup(uuid, 1)[0] !== "tr-n2") uuid = randomUUID();
+      expect(
+        (
+          await call("127.0.0.1", `${n1.url}/v1/nodes`, {
+            method: "POST",
+            body: { uuid, driver: "fake-hardware" },
+          })
+        ).status,
+      ).toBe(201);
+      const url = (via: Ctx) => `${via.url}/v1/nodes/${uuid}/management/boot_device`;
+      const put = { method: "PUT", body: { boot_device: "pxe" } };
+      // a client's own mark: refused at the non-owner and at the owner alike
+      for (const via of [n1, n2])
+        expect(
+          (await call("127.0.0.8", url(via), { ...put, headers: { "x-anvil-forwarded-by": "tr-n1" } }))
+            .status,
+        ).toBe(401);
+      // a plain call through the non-owner is forwarded, signed with the shared key, and runs on the owner
+      expect((await call("127.0.0.8", url(n1), put)).status).toBe(204);
+      // it ran on the owner (fake management keeps the device in the owner's memory), for the real client
+      expect((await call("127.0.0.1", url(n2))).body).toMatchObject({ boot_device: "pxe" });
+      const history = await n2.conductor.store.listNodeHistory(uuid, {});
+      expect(history.filter((e) => e.event_type === "boot_device").map((e) => e.remote_address)).toContain(
+        "127.0.0.8",
       );
+      // both read one key from the database (what one signs, the other verifies)
+      const key = (c: Ctx) => c.conductor.store.sharedSecret("cluster-peers", "unused");
+      expect(await key(n1)).toBe(await key(n2));
     } finally {
-      await first.stop();
+      await n2.stop();
+      await n1.stop();
     }
   });
 });
