@@ -1,8 +1,8 @@
 # Sourced by cloud.sh: the one place that says how the lab cloud's Anvil conductor is configured.
 # shellcheck shell=bash
-# NOTE: noauth until Anvil's keystone strategy lands; Nova still authenticates to Keystone and finds Anvil
-# through the catalog's `baremetal` endpoint, so switching is this file only: `auth_strategy: keystone` plus
-# the `keystone` section (service user `ironic`, password from $DIR/secrets/ironic), and Glance image sources.
+# Anvil sits behind Keystone as Ironic does (auth_strategy keystone, service user `ironic` with the service
+# role in the `service` project, password from a file) and resolves Glance image UUIDs with that user's token.
+# Needs KEYSTONE_PORT and GLANCE_PORT, and the catalog filled (the user exists) before the conductor starts.
 write_anvil_config() {
   local file="$1" dir="$2" port="$3"
   cat >"$file" <<YAML
@@ -15,7 +15,15 @@ fake_delay_ms: 0
 power_sync:
   interval_s: 0
 auth:
-  auth_strategy: noauth
+  auth_strategy: keystone
+keystone:
+  auth_url: http://127.0.0.1:$KEYSTONE_PORT/v3
+  username: ironic
+  password_file: $dir/secrets/ironic
+  project_name: service
+glance:
+  endpoint: http://127.0.0.1:$GLANCE_PORT
+  service_project: service
 YAML
   chmod 600 "$file"
 }

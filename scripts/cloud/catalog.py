@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Fills the lab cloud's Keystone: the `service` project, one user per service (admin role on `service`),
+"""Fills the lab cloud's Keystone: the `service` project, one user per service (admin and service roles on `service`),
 and the catalog (one public+internal+admin endpoint per service). Idempotent.
 
 Usage: catalog.py SECRETS_DIR NAME=TYPE=URL...   (e.g. nova=compute=http://127.0.0.1:8774/v2.1)
@@ -33,6 +33,8 @@ def main(argv):
     region = os.environ.get("OS_REGION_NAME", "RegionOne")
     project = one(ks.projects.list(name="service")) or ks.projects.create("service", "default")
     admin = one(ks.roles.list(name="admin"))
+    # the `service` role: Keystone's identity:validate_token and Ironic's (Anvil's) rule:service_role
+    service_role = one(ks.roles.list(name="service")) or ks.roles.create("service")
     for spec in specs:
         name, kind, url = spec.split("=", 2)
         with open(os.path.join(secrets_dir, name), encoding="ascii") as f:
@@ -43,6 +45,7 @@ def main(argv):
         else:
             ks.users.update(user, password=password)
         ks.roles.grant(admin, user=user, project=project)
+        ks.roles.grant(service_role, user=user, project=project)
         service = one(ks.services.list(type=kind)) or ks.services.create(name, type=kind)
         have = {e.interface for e in ks.endpoints.list(service=service)}
         for interface in ("public", "internal", "admin"):

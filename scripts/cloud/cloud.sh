@@ -391,8 +391,8 @@ EOF
   write_configs
   start_rabbitmq
   start_keystone
-  start_anvil
   fill_catalog
+  start_anvil
   start_glance
   start_placement
   start_network

@@ -40,9 +40,15 @@ async function cloud(args: string[], timeoutMs = 20 * 60_000): Promise<string> {
   return r.stderr;
 }
 
-/** The stock CLI with the admin's Keystone credentials (in the environment, never argv). */
+/**
+ * The stock CLI with the admin's Keystone credentials (in the environment, never argv). Bare-metal commands
+ * go system scoped, as an operator administers Ironic's fleet (a project-scoped admin is only its
+ * project's owner to Anvil's policy, as in Ironic's new defaults); the rest project scoped.
+ */
 async function openstack(args: string[]): Promise<string> {
-  const r = await exec("openstack", args, { env, timeoutMs: CLI_TIMEOUT_MS });
+  const { OS_PROJECT_NAME: _project, OS_PROJECT_DOMAIN_NAME: _domain, ...unscoped } = env;
+  const scoped = args[0] === "baremetal" ? { ...unscoped, OS_SYSTEM_SCOPE: "all" } : env;
+  const r = await exec("openstack", args, { env: scoped, timeoutMs: CLI_TIMEOUT_MS });
   expect(r.code, `openstack ${args.join(" ")}: ${r.stderr.slice(-2000)}`).toBe(0);
   return r.stdout;
 }
@@ -226,7 +232,7 @@ describe("the lab cloud on Anvil", () => {
       const image = join(work, "cloud-test.qcow2");
       expect((await exec("qemu-img", ["create", "-f", "qcow2", image, "64M"])).code).toBe(0);
       const img = await openstackJson<{ id: string; status: string }>([
-        "image", "create", "--disk-format", "qcow2", "--container-format", "bare", "--file", image, "cloud-test",
+        "image", "create", "--public", "--disk-format", "qcow2", "--container-format", "bare", "--file", image, "cloud-test",
       ]); // prettier-ignore
       // The CLI prints the image as created, before its upload; Glance then marks it active.
       const status = await until(
