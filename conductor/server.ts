@@ -67,6 +67,7 @@ export function createConductor(
   const metrics = createMetrics();
   // with Keystone, Glance is called with Anvil's own service token unless a static one is configured
   const serviceToken = auth.serviceToken;
+  const allocations = new AllocationService(store);
   const imageServing = createImageServing(
     config,
     publicUrl,
@@ -134,7 +135,7 @@ export function createConductor(
   const app = buildApi({
     store,
     provisioner,
-    allocations: new AllocationService(store),
+    allocations,
     membership,
     drivers,
     config,
@@ -319,6 +320,7 @@ export function createConductor(
       // agents' commands are not cancelled: the gateway closes first (its pending calls fail without a cancel
       // frame) and the steps waiting on them hand their nodes to the agents' call-backs (Provisioner.stopping)
       provisioner.stopping();
+      allocations.stop();
       await gateway.close();
       imageServing.stop();
       provisioner.abortAll("conductor stopping");

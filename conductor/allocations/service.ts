@@ -24,11 +24,30 @@ export function newAllocationRecord(body: AllocationCreateBody): AllocationRecor
   };
 }
 
+/** How often, and how far apart, a claim is tried again while its only matching nodes are locked. */
+export const LOCKED_RETRY = { attempts: 20, intervalMs: 500 };
+
 /** The reservation endpoint: picks a node atomically, at request time. */
 export class AllocationService {
-  constructor(private readonly store: Store) {}
+  private readonly retries = new Set<NodeJS.Timeout>();
 
-  /** Creates the allocation and processes it at once: the answer is `active` or `error`, never a race. */
+  constructor(
+    private readonly store: Store,
+    private readonly retry: { attempts: number; intervalMs: number } = LOCKED_RETRY,
+  ) {}
+
+  /** Cancels the claims still waiting for a locked node (the conductor stops). */
+  stop(): void {
+    for (const timer of this.retries) clearTimeout(timer);
+    this.retries.clear();
+  }
+
+  /**
+   * Creates the allocation and processes it at once: the answer is `active` or `error`, never a race; or,
+   * when the only nodes that match are locked by an action in progress (a power change just after
+   * `provide`), `allocating`, and the claim is tried again until they are free, as Ironic's conductor retries
+   * a locked node.
+   */
   async create(body: AllocationCreateBody): Promise<AllocationRecord> {
     if (!body.resource_class && !body.node) {
       throw new Invalid("Either resource_class or node must be set when creating an allocation.");
@@ -37,7 +56,33 @@ export class AllocationService {
     const record = newAllocationRecord(body);
     if (body.candidate_nodes) record.candidate_nodes = candidates;
     const allocation = await this.store.createAllocation(record);
-    return this.process(allocation);
+    return this.process(allocation, this.retry.attempts);
+  }
+
+  /** Whether a node that would match is merely locked now (available, unclaimed, reserved). */
+  private async lockedCandidates(allocation: AllocationRecord): Promise<boolean> {
+    const locked = await this.store.listNodes(
+      {
+        provision_state: "available",
+        associated: false,
+        reserved: true,
+        maintenance: false,
+        ...(allocation.resource_class ? { resource_class: allocation.resource_class } : {}),
+        ...(allocation.owner ? { project: allocation.owner } : {}),
+      },
+      { limit: 1000 },
+    );
+    const candidates = new Set(allocation.candidate_nodes);
+    return locked.some((node) => candidates.size === 0 || candidates.has(node.uuid));
+  }
+
+  private later(allocation: AllocationRecord, attemptsLeft: number): void {
+    const timer = setTimeout(() => {
+      this.retries.delete(timer);
+      void this.process(allocation, attemptsLeft - 1).catch(() => undefined);
+    }, this.retry.intervalMs);
+    timer.unref();
+    this.retries.add(timer);
   }
 
   /**
@@ -57,7 +102,10 @@ export class AllocationService {
     return idents.map((ident) => found.get(ident) ?? ident);
   }
 
-  private async process(allocation: AllocationRecord): Promise<AllocationRecord> {
+  private async process(allocation: AllocationRecord, attemptsLeft: number): Promise<AllocationRecord> {
+    // deleted while it waited: nothing to do
+    if (attemptsLeft < this.retry.attempts && !(await this.store.getAllocation(allocation.uuid)))
+      return allocation;
     const node = await this.store.claimNode(allocation.uuid, {
       resourceClass: allocation.resource_class,
       traits: allocation.traits,
@@ -65,6 +113,10 @@ export class AllocationService {
       spec: allocation.spec,
       project: allocation.owner,
     });
+    if (!node && attemptsLeft > 0 && (await this.lockedCandidates(allocation))) {
+      this.later(allocation, attemptsLeft);
+      return allocation;
+    }
     if (!node) {
       const what = allocation.resource_class
         ? `the resource class ${allocation.resource_class}`

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createConductor } from "../../conductor/server.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { until } from "../helpers/wait.ts";
 
 let first: Awaited<ReturnType<typeof startConductor>>;
 let second: { url: string; stop(): Promise<void> };
@@ -145,5 +146,34 @@ describe("allocations", () => {
       ((await api(`${first.url}/v1/nodes/${uuid}`)).body as { instance_uuid: unknown }).instance_uuid,
     ).toBeNull();
     expect((await api(`${first.url}/v1/nodes/held`, { method: "DELETE" })).status).toBe(204);
+  });
+
+  it("a node locked by an action in progress is waited for (allocating), not reported missing", async () => {
+    const uuid = await availableNode(first.url, { name: "busy-1", resource_class: "busy" });
+    // the lock a power change takes just after `provide` (openstacksdk's suite powers off, then allocates)
+    await first.conductor.store.reserveNode(uuid, "power-change");
+    const created = await api(`${first.url}/v1/allocations`, {
+      method: "POST",
+      body: { resource_class: "busy" },
+    });
+    expect(created.status).toBe(201);
+    const allocation = created.body as { uuid: string; state: string; node_uuid: string | null };
+    expect(allocation).toMatchObject({ state: "allocating", node_uuid: null });
+    await first.conductor.store.releaseNode(uuid, "power-change");
+    const settled = await until(
+      async () => {
+        const shown = await api(`${first.url}/v1/allocations/${allocation.uuid}`);
+        const body = shown.body as { state: string; node_uuid: string | null };
+        return body.state === "allocating" ? undefined : body;
+      },
+      { what: "the allocation to settle" },
+    );
+    expect(settled).toMatchObject({ state: "active", node_uuid: uuid });
+    // no matching node at all: still told at once
+    const none = await api(`${first.url}/v1/allocations`, {
+      method: "POST",
+      body: { resource_class: "no-such-class" },
+    });
+    expect((none.body as { state: string }).state).toBe("error");
   });
 });
