@@ -204,9 +204,18 @@ describe("the lab cloud on Anvil", () => {
     );
     figures["nodes seen by Nova"] = seconds(Date.now() - t1);
     expect(seen.map((h) => h.hypervisor_hostname).sort()).toEqual([...nodeIds].sort());
-    // Nova's hash ring over the two live compute services gives each a share.
-    const hosts = new Set(seen.map((h) => h.service.host));
-    expect([...hosts].sort()).toEqual(["compute-1", "compute-2"]);
+    // Nova's hash ring over the two live compute services gives each a share. A compute enters the other's
+    // ring only once it has a node of its own, so the first to list may take every node for a cycle or two
+    // (update_resources_interval) before handing some over: wait for the split, don't expect it at once.
+    const split = await until(
+      "both computes to report a share of the nodes",
+      async () => {
+        const hosts = new Set((await hypervisors(tok)).map((h) => h.service.host));
+        return hosts.size === 2 ? [...hosts].sort() : undefined;
+      },
+      3 * 60_000,
+    );
+    expect(split).toEqual(["compute-1", "compute-2"]);
 
     // Placement: one provider per node, its inventory one CUSTOM_BAREMETAL (the node's resource class).
     for (const id of nodeIds) {
