@@ -7,7 +7,7 @@ import { type ApiDeps, baseUrl } from "./context.ts";
 import { badRequest, notFound } from "./errors.ts";
 import { authorize } from "../auth/policy.ts";
 import { FIRMWARE_MINOR } from "./node-subresources.ts";
-import { parseQuery } from "./query.ts";
+import { fieldsParam, parseQuery } from "./query.ts";
 
 /** Ironic's MINOR_77_DRIVER_FIELDS_SELECTOR. */
 const DRIVER_FIELDS_MINOR = 77;
@@ -20,20 +20,10 @@ const INTERFACE_MINOR: Record<string, number> = {
   firmware: FIRMWARE_MINOR,
 };
 
-const fieldsList = z
-  .string()
-  .transform((value) =>
-    value
-      .split(",")
-      .map((f) => f.trim())
-      .filter(Boolean),
-  )
-  .optional();
-
 const DriverListQuery = z
-  .object({ type: z.string().optional(), detail: Booleanish.optional(), fields: fieldsList })
+  .object({ type: z.string().optional(), detail: Booleanish.optional(), fields: fieldsParam })
   .strict();
-const DriverShowQuery = z.object({ fields: fieldsList }).strict();
+const DriverShowQuery = z.object({ fields: fieldsParam }).strict();
 
 /** Ironic's _check_allow_driver_fields: `fields` needs 1.77 (a bare 406 below). */
 function checkFieldsVersion(fields: readonly string[] | undefined, minor: number): void {

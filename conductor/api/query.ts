@@ -5,7 +5,8 @@ import { badRequest } from "./errors.ts";
 /** Ironic's page size cap. */
 export const MAX_LIMIT = 1000;
 
-const fieldsParam = z
+/** Ironic's args.string_list: a comma-separated list, blanks dropped. */
+export const fieldsParam = z
   .string()
   .transform((value) =>
     value
