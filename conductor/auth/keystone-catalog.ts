@@ -1,7 +1,6 @@
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { Agent, fetch } from "undici";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 
@@ -115,25 +114,25 @@ export async function registerInCatalog(
   admin: AdminCredentials,
   registration: Registration,
 ): Promise<string[]> {
-  // a handful of calls: one connection each (pipelining 0), so none is reused after the server closed it
-  const dispatcher = new Agent({ pipelining: 0 });
-  try {
-    return await register(admin, registration, dispatcher);
-  } catch (error) {
-    if (error instanceof CatalogError) throw error;
-    throw new CatalogError(
-      `Keystone at ${admin.authUrl}: ${error instanceof Error ? error.message : String(error)}`,
-    );
-  } finally {
-    await dispatcher.close();
+  // a handful of calls from the CLI through the platform's fetch. A connection the server (or a proxy in
+  // front of Keystone) closed under us fails the call; registering is idempotent (it reads before it
+  // writes), so the whole registration is simply tried again, up to three times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await register(admin, registration);
+    } catch (error) {
+      if (error instanceof CatalogError) throw error;
+      if (attempt < 3) continue;
+      // undici's fetch says only "fetch failed"; the reason is its cause
+      const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
+      throw new CatalogError(
+        `Keystone at ${admin.authUrl}: ${error instanceof Error ? error.message : String(error)}${cause}`,
+      );
+    }
   }
 }
 
-async function register(
-  admin: AdminCredentials,
-  registration: Registration,
-  dispatcher: Agent,
-): Promise<string[]> {
+async function register(admin: AdminCredentials, registration: Registration): Promise<string[]> {
   const base = admin.authUrl.replace(/\/+$/, "").replace(/(\/v3)?$/, "/v3");
   const issued = await fetch(`${base}/auth/tokens?nocatalog`, {
     method: "POST",
@@ -152,9 +151,9 @@ async function register(
       },
     }),
     signal: AbortSignal.timeout(30_000),
-    dispatcher,
   });
   const token = issued.headers.get("x-subject-token");
+  await issued.text(); // the body is not needed, but an unread one keeps the connection busy
   if (issued.status !== 201 || !token)
     throw new CatalogError(`Keystone refused the admin credentials (HTTP ${issued.status})`);
   const call = async (method: string, path: string, body?: unknown): Promise<unknown> => {
@@ -163,7 +162,6 @@ async function register(
       headers: { "X-Auth-Token": token, "Content-Type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(30_000),
-      dispatcher,
     });
     if (response.status >= 300)
       throw new CatalogError(

@@ -460,8 +460,14 @@ class Harness:
         self.driver.prepare_networks_before_block_device_mapping(inst, network_info)
         vif = network_info[0]
         self.check(self.vif_holders(inst.node).get(vif["id"]) == vif["address"], "VIF not attached")
-        # NOTE: an ipmi node with no BMC address fails power validation, as a mis-enrolled node does.
-        conn.update_node(inst.node, driver="ipmi", driver_info={})
+        # NOTE: an ipmi node with no BMC address fails power validation, as a mis-enrolled node does. The
+        # driver change takes ipmi's default interfaces (reset_interfaces, 1.45): fake-hardware's are not ipmi's.
+        conn.patch_node(
+            inst.node,
+            [{"op": "replace", "path": "/driver", "value": "ipmi"},
+             {"op": "replace", "path": "/driver_info", "value": {}}],
+            reset_interfaces=True,
+        )
         try:
             self.driver.spawn(self.ctx, inst, self.image_meta(), injected_files=[], admin_password=None,
                               allocations={}, network_info=None)

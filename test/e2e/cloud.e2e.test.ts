@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exec } from "../../shared/system/exec.ts";
+import { until } from "../helpers/wait.ts";
 import { REPO_ROOT } from "../../scripts/lab/lab.ts";
 
 /**
@@ -57,18 +58,26 @@ async function openstackJson<T>(args: string[]): Promise<T> {
   return JSON.parse(await openstack([...args, "-f", "json"])) as T;
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+/**
+ * Polls through the shared helper every 2 s, riding over a probe's failures (an `openstack` command that
+ * fails while a service restarts or a compute settles); the last failure is named on timeout.
+ */
+async function settle<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms (${String(last)})`);
-    await new Promise((r) => setTimeout(r, 2000));
+  try {
+    return await until(
+      async () => {
+        try {
+          return await probe();
+        } catch (error) {
+          last = error;
+          return undefined;
+        }
+      },
+      { what, timeoutMs, intervalMs: 2000 },
+    );
+  } catch (error) {
+    throw new Error(`${String(error)} (last failure: ${String(last)})`);
   }
 }
 
@@ -109,7 +118,7 @@ const server = (id: string) => openstackJson<Record<string, string>>(["server", 
 
 /** Waits for the server's status, then returns the node it runs on. */
 async function serverSettles(id: string, status: string, powerState: string): Promise<BaremetalNode> {
-  const nodeId = await until(
+  const nodeId = await settle(
     `server ${id} ${status}`,
     async () => {
       const s = await server(id);
@@ -118,7 +127,7 @@ async function serverSettles(id: string, status: string, powerState: string): Pr
     },
     5 * 60_000,
   );
-  return until(
+  return settle(
     `node ${nodeId} ${powerState}`,
     async () => {
       const n = await node(nodeId);
@@ -129,7 +138,7 @@ async function serverSettles(id: string, status: string, powerState: string): Pr
 }
 
 async function nodeAvailable(nodeId: string): Promise<BaremetalNode> {
-  return until(
+  return settle(
     `node ${nodeId} available`,
     async () => {
       const n = await node(nodeId);
@@ -194,7 +203,7 @@ describe("the lab cloud on Anvil", () => {
 
     const tok = await token();
     const t1 = Date.now();
-    const seen = await until(
+    const seen = await settle(
       "Nova's resource tracker reports every node",
       async () => {
         const hs = await hypervisors(tok);
@@ -207,7 +216,7 @@ describe("the lab cloud on Anvil", () => {
     // Nova's hash ring over the two live compute services gives each a share. A compute enters the other's
     // ring only once it has a node of its own, so the first to list may take every node for a cycle or two
     // (update_resources_interval) before handing some over: wait for the split, don't expect it at once.
-    const split = await until(
+    const split = await settle(
       "both computes to report a share of the nodes",
       async () => {
         const hosts = new Set((await hypervisors(tok)).map((h) => h.service.host));
@@ -219,7 +228,7 @@ describe("the lab cloud on Anvil", () => {
 
     // Placement: one provider per node, its inventory one CUSTOM_BAREMETAL (the node's resource class).
     for (const id of nodeIds) {
-      const inv = await until(
+      const inv = await settle(
         `placement inventory of ${id}`,
         async () => {
           const url = `http://127.0.0.1:${cloudEnv.PLACEMENT_PORT}/resource_providers/${id}/inventories`;
@@ -244,7 +253,7 @@ describe("the lab cloud on Anvil", () => {
         "image", "create", "--public", "--disk-format", "qcow2", "--container-format", "bare", "--file", image, "cloud-test",
       ]); // prettier-ignore
       // The CLI prints the image as created, before its upload; Glance then marks it active.
-      const status = await until(
+      const status = await settle(
         "image active",
         async () => {
           const shown = await openstackJson<{ status: string }>(["image", "show", img.id]);
@@ -324,7 +333,7 @@ describe("the lab cloud on Anvil", () => {
 
     const t0 = Date.now();
     await cloud(["stop-compute", "2"], 2 * 60_000);
-    const after = await until(
+    const after = await settle(
       "compute-1 reports every node",
       async () => {
         const hs = await hypervisors(tok);

@@ -4,6 +4,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { api, faultOf, startConductor } from "../helpers/conductor.ts";
 import { runCli } from "../../conductor/cli/cli.ts";
+import { exec } from "../../shared/system/exec.ts";
+import { REPO_ROOT } from "../../scripts/lab/lab.ts";
 import { startKeystone, type Scope, type ThrowawayKeystone } from "../helpers/keystone.ts";
 
 // Tokens live 40 s in this Keystone: long enough for one test's requests, short enough to wait one out.
@@ -212,62 +214,72 @@ describe("auth_strategy=keystone against a real Keystone", () => {
   }, 90_000);
 
   it("registers itself in the catalog with admin credentials from the environment, idempotently", async () => {
-    const register = async (publicUrl: string) => {
-      let out = "";
+    // a Keystone of its own: the shared one's SQLite was seen "database is locked" on endpoint creation
+    // after the set-up's ~30 writes (Keystone's own session handling; a fresh one registers cleanly)
+    const fresh = await startKeystone({ tokenExpirationS: 3600 });
+    try {
+      const register = async (publicUrl: string) => {
+        let out = "";
+        let err = "";
+        const argv = [
+          "keystone",
+          "register",
+          "--public-url",
+          publicUrl,
+          "--internal-url",
+          "http://10.0.0.5:6385",
+        ];
+        // as an operator runs it: its own process (in-process, the test's pooled keep-alive connections to
+        // this single-threaded Keystone went stale under the command's calls)
+        const run = await exec(process.execPath, ["--import", "tsx", "conductor/cli/main.ts", ...argv], {
+          cwd: REPO_ROOT,
+          env: {
+            OS_AUTH_URL: fresh.url,
+            OS_USERNAME: "admin",
+            OS_PASSWORD: fresh.adminPassword,
+            OS_SYSTEM_SCOPE: "all",
+          },
+          timeoutMs: 120_000,
+        });
+        out = run.stdout;
+        err = run.stderr;
+        return { code: run.code, out, err };
+      };
+      const first = await register(cached.url);
+      expect(first).toMatchObject({ code: 0, err: "" });
+      expect(first.out).toMatch(/created service ironic \(baremetal\)/);
+      expect(first.out).toContain(`created public endpoint ${cached.url}`);
+      const again = await register(cached.url);
+      expect(again.code).toBe(0);
+      expect(again.out).not.toContain("created");
+      const moved = await register("https://anvil.example:6385");
+      expect(moved.out).toContain(`updated public endpoint ${cached.url} -> https://anvil.example:6385`);
+      // the catalog as Keystone keeps it: one baremetal service, one endpoint per interface
+      const { token } = await fresh.token("admin", fresh.adminPassword, { system: true });
+      const read = async <T>(path: string): Promise<T> =>
+        (await (await fetch(`${fresh.url}${path}`, { headers: { "X-Auth-Token": token } })).json()) as T;
+      const { services } = await read<{ services: { id: string }[] }>("/services?type=baremetal");
+      expect(services).toHaveLength(1);
+      const { endpoints } = await read<{ endpoints: { interface: string; url: string }[] }>(
+        `/endpoints?service_id=${services[0]!.id}`,
+      );
+      expect(endpoints.map((e) => `${e.interface} ${e.url}`).sort()).toEqual([
+        "internal http://10.0.0.5:6385",
+        "public https://anvil.example:6385",
+      ]);
+      // no secret on the command line: a missing password is a clear refusal
       let err = "";
-      const argv = [
-        "keystone",
-        "register",
-        "--public-url",
-        publicUrl,
-        "--internal-url",
-        "http://10.0.0.5:6385",
-      ];
-      const code = await runCli(argv, {
-        env: {
-          OS_AUTH_URL: keystone.url,
-          OS_USERNAME: "admin",
-          OS_PASSWORD: keystone.adminPassword,
-          OS_SYSTEM_SCOPE: "all",
-        },
-        stdout: { write: (text: string) => ((out += text), true) },
+      const code = await runCli(["keystone", "register", "--public-url", cached.url], {
+        env: { OS_AUTH_URL: fresh.url, OS_USERNAME: "admin" },
+        stdout: { write: () => true },
         stderr: { write: (text: string) => ((err += text), true) },
       });
-      return { code, out, err };
-    };
-    const first = await register(cached.url);
-    expect(first).toMatchObject({ code: 0, err: "" });
-    expect(first.out).toMatch(/created service ironic \(baremetal\)/);
-    expect(first.out).toContain(`created public endpoint ${cached.url}`);
-    const again = await register(cached.url);
-    expect(again.code).toBe(0);
-    expect(again.out).not.toContain("created");
-    const moved = await register("https://anvil.example:6385");
-    expect(moved.out).toContain(`updated public endpoint ${cached.url} -> https://anvil.example:6385`);
-    // the catalog as any client sees it: one baremetal service, one endpoint per interface
-    const { token } = await keystone.token("sysadmin", PASSWORD, { system: true });
-    const catalog = await fetch(`${keystone.url}/auth/catalog`, { headers: { "X-Auth-Token": token } });
-    const entries = (
-      (await catalog.json()) as {
-        catalog: { type: string; endpoints: { interface: string; url: string }[] }[];
-      }
-    ).catalog.filter((e) => e.type === "baremetal");
-    expect(entries).toHaveLength(1);
-    expect(entries[0]!.endpoints.map((e) => `${e.interface} ${e.url}`).sort()).toEqual([
-      "internal http://10.0.0.5:6385",
-      "public https://anvil.example:6385",
-    ]);
-    // no secret on the command line: a missing password is a clear refusal
-    let err = "";
-    const code = await runCli(["keystone", "register", "--public-url", cached.url], {
-      env: { OS_AUTH_URL: keystone.url, OS_USERNAME: "admin" },
-      stdout: { write: () => true },
-      stderr: { write: (text: string) => ((err += text), true) },
-    });
-    expect(code).toBe(1);
-    expect(err).toContain("OS_PASSWORD");
-  });
-
+      expect(code).toBe(1);
+      expect(err).toContain("OS_PASSWORD");
+    } finally {
+      await fresh.stop();
+    }
+  }, 300_000);
   it("answers 503 in Ironic's envelope for a new token while Keystone is down; cached tokens keep working", async () => {
     const known = await tokenOf("a-member");
     const unknown = await tokenOf("b-member");
