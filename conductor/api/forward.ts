@@ -3,6 +3,7 @@ import { rootCertificates } from "node:tls";
 import { Agent, request as httpRequest } from "undici";
 import { clientAddress } from "../auth/fastify-auth.ts";
 import { PEER_HEADERS, type PeerAuth } from "../auth/peer-identity.ts";
+import { BodyTooLarge, readBounded } from "../../shared/read-bounded.ts";
 import { ConductorError } from "../errors.ts";
 import type { ApiDeps } from "./context.ts";
 
@@ -64,21 +65,14 @@ const OWNER_TIMEOUT_MS = 30_000;
 export const MAX_OWNER_ANSWER_BYTES = 8 * 1024 * 1024;
 
 /** The answer's bytes, or a 502 once they pass `max` (the rest is not read). */
-async function readBounded(
-  body: AsyncIterable<Buffer> & { destroy(): unknown },
-  max: number,
-): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += chunk.length;
-    if (size > max) {
-      body.destroy();
+async function ownerAnswer(body: AsyncIterable<Uint8Array>, max: number): Promise<Buffer> {
+  try {
+    return await readBounded(body, max);
+  } catch (error) {
+    if (error instanceof BodyTooLarge)
       throw new ConductorError(502, `The node's conductor answered with more than ${max} bytes.`);
-    }
-    chunks.push(chunk);
+    throw error;
   }
-  return Buffer.concat(chunks);
 }
 
 /**
@@ -133,7 +127,7 @@ export function forwardToOwner(app: FastifyInstance, deps: ApiDeps): void {
       return undefined;
     }
     // the owner has the call from here on: a failure reading its answer is not a reason to run it twice
-    const body = await readBounded(response.body, MAX_OWNER_ANSWER_BYTES);
+    const body = await ownerAnswer(response.body, MAX_OWNER_ANSWER_BYTES);
     for (const [name, value] of Object.entries(response.headers)) {
       if (value !== undefined && !HOP_HEADERS.has(name)) void reply.header(name, value);
     }

@@ -4,6 +4,7 @@ import { z } from "zod";
 import type { Logger } from "../../shared/log.ts";
 import type { AuthResult, Authenticator, Credentials } from "./authenticator.ts";
 import { KeystoneTokenBody, identityFromToken, type KeystoneIdentity } from "./keystone-token.ts";
+import { BodyTooLarge, readBounded } from "../../shared/read-bounded.ts";
 
 /** Anvil's own credentials in Keystone (password auth, project scoped), as keystonemiddleware's [keystone_authtoken]. */
 export interface KeystoneServiceCredentials {
@@ -84,27 +85,19 @@ export class KeystoneClient {
         `Keystone unreachable: ${error instanceof Error ? error.message : String(error)}`,
       );
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
+    let raw: Buffer;
     try {
-      for await (const chunk of response.body) {
-        const buffer = chunk as Buffer;
-        size += buffer.length;
-        if (size > MAX_BODY_BYTES) {
-          response.body.destroy();
-          throw new KeystoneUnavailable("Keystone's answer is larger than 1 MiB");
-        }
-        chunks.push(buffer);
-      }
+      raw = await readBounded(response.body, MAX_BODY_BYTES);
     } catch (error) {
-      if (error instanceof KeystoneUnavailable) throw error;
+      if (error instanceof BodyTooLarge)
+        throw new KeystoneUnavailable("Keystone's answer is larger than 1 MiB");
       throw new KeystoneUnavailable(
         `Keystone's answer broke off: ${error instanceof Error ? error.message : String(error)}`,
       );
     }
     let json: unknown = undefined;
     try {
-      json = chunks.length ? JSON.parse(Buffer.concat(chunks).toString("utf8")) : undefined;
+      json = raw.length ? JSON.parse(raw.toString("utf8")) : undefined;
     } catch {
       json = undefined;
     }

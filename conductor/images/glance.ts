@@ -4,6 +4,7 @@ import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import { z } from "zod";
 import { CHECKSUM_ALGOS } from "../../shared/image.ts";
 import { ConductorError, Forbidden, Invalid, NotFound } from "../errors.ts";
+import { readBounded } from "../../shared/read-bounded.ts";
 
 /**
  * Where the conductor's service token for Glance comes from. A static one from config or the environment
@@ -17,6 +18,9 @@ export interface TokenSource {
 export function staticTokenSource(token: string | undefined): TokenSource {
   return { token: () => Promise.resolve(token) };
 }
+
+/** The most a Glance record or member list may hold before it is refused as unreadable. */
+const MAX_RECORD_BYTES = 1024 * 1024;
 
 const UUID = /^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$/i;
 
@@ -124,11 +128,21 @@ export class GlanceClient implements GlanceReader {
     }
   }
 
+  /** A JSON answer read up to 1 MiB (an image record is a few kB); null when unreadable or too large. */
+  private async json(response: Response): Promise<unknown> {
+    if (!response.body) return null;
+    try {
+      return JSON.parse((await readBounded(response.body, MAX_RECORD_BYTES)).toString("utf8")) as unknown;
+    } catch {
+      return null;
+    }
+  }
+
   /** GET /v2/images/{id}. @throws NotFound, Forbidden, GlanceUnavailable, Invalid (unreadable record) */
   async image(id: string, signal?: AbortSignal): Promise<GlanceImage> {
     const response = await this.get(`/v2/images/${encodeURIComponent(id)}`, signal);
     if (!response.ok) return this.failure(response, id);
-    const parsed = GlanceImageSchema.safeParse(await response.json().catch(() => null));
+    const parsed = GlanceImageSchema.safeParse(await this.json(response));
     if (!parsed.success) throw new Invalid(`Glance's record of image ${id} is not an image`);
     return parsed.data;
   }
@@ -139,7 +153,7 @@ export class GlanceClient implements GlanceReader {
     if (!response.ok) return this.failure(response, id);
     const body = z
       .object({ members: z.array(z.object({ member_id: z.string(), status: z.string() }).loose()) })
-      .safeParse(await response.json().catch(() => null));
+      .safeParse(await this.json(response));
     if (!body.success) return [];
     return body.data.members.filter((m) => m.status === "accepted").map((m) => m.member_id);
   }

@@ -7,6 +7,7 @@ import type { z } from "zod";
 import { DriverError } from "../errors.ts";
 import type { RedfishDriverInfo } from "./driver-info.ts";
 import { errorMessageOf, ServiceRootSchema, TaskSchema, type ServiceRoot } from "./schemas.ts";
+import { BodyTooLarge, readBounded } from "../../../shared/read-bounded.ts";
 
 /** A Redfish call failed: the HTTP status (0 when there was no answer) and the BMC's own message. */
 export class RedfishError extends DriverError {
@@ -296,19 +297,15 @@ export class RedfishClient {
       body: payload,
       signal: init.signal,
     });
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of response.body as AsyncIterable<Buffer>) {
-      size += chunk.length;
-      if (size > this.maxBodyBytes) {
-        response.body.destroy();
-        throw new RedfishError(`Redfish answer for ${init.path} is larger than ${this.maxBodyBytes} bytes`, {
-          status: response.statusCode,
-        });
-      }
-      chunks.push(chunk);
+    let text: string;
+    try {
+      text = (await readBounded(response.body, this.maxBodyBytes)).toString("utf8");
+    } catch (error) {
+      if (!(error instanceof BodyTooLarge)) throw error;
+      throw new RedfishError(`Redfish answer for ${init.path} is larger than ${this.maxBodyBytes} bytes`, {
+        status: response.statusCode,
+      });
     }
-    const text = Buffer.concat(chunks).toString("utf8");
     let body: unknown = undefined;
     if (text.trim() !== "") {
       try {
