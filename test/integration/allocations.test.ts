@@ -169,6 +169,27 @@ describe("allocations", () => {
       { what: "the allocation to settle" },
     );
     expect(settled).toMatchObject({ state: "active", node_uuid: uuid });
+    // by candidate: a named node that is locked is waited for too
+    const named = await availableNode(first.url, { name: "busy-2", resource_class: "busy" });
+    await first.conductor.store.reserveNode(named, "power-change");
+    const byName = await api(`${first.url}/v1/allocations`, {
+      method: "POST",
+      body: { candidate_nodes: ["busy-2"], resource_class: "busy" },
+    });
+    const waiting = byName.body as { uuid: string; state: string };
+    expect(waiting.state).toBe("allocating");
+    await first.conductor.store.releaseNode(named, "power-change");
+    const claimed = await until(
+      async () => {
+        const body = (await api(`${first.url}/v1/allocations/${waiting.uuid}`)).body as {
+          state: string;
+          node_uuid: string | null;
+        };
+        return body.state === "allocating" ? undefined : body;
+      },
+      { what: "the candidate allocation to settle" },
+    );
+    expect(claimed).toMatchObject({ state: "active", node_uuid: named });
     // no matching node at all: still told at once
     const none = await api(`${first.url}/v1/allocations`, {
       method: "POST",
