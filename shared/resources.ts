@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { POWER_STATES, PROVISION_STATES } from "./states.ts";
 
@@ -89,6 +90,33 @@ export const PortRecord = z.object({
   updated_at: nullableString,
 });
 export type PortRecord = z.infer<typeof PortRecord>;
+
+/**
+ * A new port with Ironic's defaults (PXE-enabled, in no group, no physical network, not a SmartNIC); the
+ * fields given (undefined ones left out) override them. The one place a port's defaults live: the API's
+ * create, inspection's new ports and the tests' fixtures all start here.
+ */
+export function newPortRecord(
+  fields: Pick<PortRecord, "address" | "node_uuid"> & { [K in keyof PortRecord]?: PortRecord[K] | undefined },
+): PortRecord {
+  const given = Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
+  return {
+    uuid: randomUUID(),
+    portgroup_uuid: null,
+    pxe_enabled: true,
+    physical_network: null,
+    local_link_connection: {},
+    internal_info: {},
+    extra: {},
+    is_smartnic: false,
+    name: null,
+    created_at: new Date().toISOString(),
+    updated_at: null,
+    ...(given as Partial<PortRecord>),
+    address: fields.address,
+    node_uuid: fields.node_uuid,
+  };
+}
 
 /** A port group (Ironic's portgroup): a bond of the node's ports. */
 export const PortgroupRecord = z.object({

@@ -1,7 +1,6 @@
-import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { JsonPatch, PortCreateBody } from "../../shared/api.ts";
-import { type NodeRecord, PortRecord } from "../../shared/resources.ts";
+import { type NodeRecord, PortRecord, newPortRecord } from "../../shared/resources.ts";
 import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { normalizeMac } from "../drivers/boot/mac.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
@@ -136,21 +135,20 @@ export function portsPlugin(deps: ApiDeps) {
       else authorize("baremetal:port:create", request.identity);
       await checkNodeFree(deps, body.node_uuid);
       await checkPortgroup(deps, body.portgroup_uuid, body.node_uuid);
-      const port = await deps.store.createPort({
-        uuid: body.uuid ?? randomUUID(),
-        address,
-        node_uuid: body.node_uuid,
-        portgroup_uuid: body.portgroup_uuid ?? null,
-        pxe_enabled: body.pxe_enabled ?? true,
-        physical_network: body.physical_network ?? null,
-        local_link_connection: body.local_link_connection ?? {},
-        internal_info: {},
-        extra: body.extra ?? {},
-        is_smartnic: body.is_smartnic ?? false,
-        name: body.name ?? null,
-        created_at: new Date().toISOString(),
-        updated_at: null,
-      });
+      const port = await deps.store.createPort(
+        newPortRecord({
+          uuid: body.uuid,
+          address,
+          node_uuid: body.node_uuid,
+          portgroup_uuid: body.portgroup_uuid,
+          pxe_enabled: body.pxe_enabled,
+          physical_network: body.physical_network,
+          local_link_connection: body.local_link_connection,
+          extra: body.extra,
+          is_smartnic: body.is_smartnic,
+          name: body.name,
+        }),
+      );
       await reply
         .code(201)
         .header("Location", `${baseUrl(request)}/v1/ports/${port.uuid}`)

@@ -1,6 +1,5 @@
-import { randomUUID } from "node:crypto";
 import type { Inventory } from "../../shared/inventory.ts";
-import type { JsonObject } from "../../shared/resources.ts";
+import { type JsonObject, newPortRecord } from "../../shared/resources.ts";
 import type { Task } from "../tasks/task.ts";
 import { propertiesFromInventory, pxeMac } from "./inspection-results.ts";
 
@@ -21,21 +20,13 @@ export async function recordInventory(
     const address = iface.mac_address.toLowerCase();
     if (known.has(address) || (await store.listPorts({ address }, {})).length > 0) continue;
     known.add(address);
-    await store.createPort({
-      uuid: randomUUID(),
-      address,
-      node_uuid: task.node.uuid,
-      portgroup_uuid: null,
-      pxe_enabled: bootMac === null ? true : address === bootMac,
-      physical_network: null,
-      local_link_connection: {},
-      internal_info: {},
-      extra: {},
-      is_smartnic: false,
-      name: null,
-      created_at: new Date().toISOString(),
-      updated_at: null,
-    });
+    await store.createPort(
+      newPortRecord({
+        address,
+        node_uuid: task.node.uuid,
+        pxe_enabled: bootMac === null ? true : address === bootMac,
+      }),
+    );
   }
   await task.update({
     properties: propertiesFromInventory(inventory, task.node.properties),

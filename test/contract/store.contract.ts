@@ -12,7 +12,13 @@ import {
   NotFound,
   type Store,
 } from "../../conductor/db/store.ts";
-import type { AllocationRecord, ConductorRecord, NodeRecord, PortRecord } from "../../shared/resources.ts";
+import {
+  type AllocationRecord,
+  type ConductorRecord,
+  type NodeRecord,
+  type PortRecord,
+  newPortRecord,
+} from "../../shared/resources.ts";
 import type { ProvisionState } from "../../shared/states.ts";
 import { useStores, type StoreHarness } from "./harness.ts";
 
@@ -25,21 +31,7 @@ function freeNode(fields: Partial<NodeRecord> = {}): NodeRecord {
   return node({ provision_state: "available", power_state: "power off", ...fields });
 }
 function port(nodeUuid: string, address: string): PortRecord {
-  return {
-    uuid: randomUUID(),
-    address,
-    node_uuid: nodeUuid,
-    portgroup_uuid: null,
-    pxe_enabled: true,
-    physical_network: null,
-    local_link_connection: {},
-    internal_info: {},
-    extra: {},
-    is_smartnic: false,
-    name: null,
-    created_at: new Date().toISOString(),
-    updated_at: null,
-  };
+  return newPortRecord({ address, node_uuid: nodeUuid });
 }
 function allocation(fields: Partial<AllocationRecord> = {}): AllocationRecord {
   return {

@@ -1,24 +1,10 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { PortRecord, PortgroupRecord } from "../../shared/resources.ts";
+import { type PortRecord, type PortgroupRecord, newPortRecord } from "../../shared/resources.ts";
 import { vifNetworkData } from "../../conductor/drivers/network/network-data.ts";
 
-const port = (uuid: string, extra: Partial<PortRecord> = {}): PortRecord => ({
-  uuid,
-  address: `52:54:00:00:00:${uuid.slice(-2)}`,
-  node_uuid: "n",
-  portgroup_uuid: null,
-  pxe_enabled: true,
-  physical_network: null,
-  local_link_connection: {},
-  internal_info: {},
-  extra: {},
-  is_smartnic: false,
-  name: null,
-  created_at: "2026-01-01T00:00:00Z",
-  updated_at: null,
-  ...extra,
-});
+const port = (uuid: string, extra: Partial<PortRecord> = {}): PortRecord =>
+  newPortRecord({ uuid, address: `52:54:00:00:00:${uuid.slice(-2)}`, node_uuid: "n", ...extra });
 const group = (uuid: string, extra: Partial<PortgroupRecord> = {}): PortgroupRecord => ({
   uuid,
   name: null,
