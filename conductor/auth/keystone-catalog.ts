@@ -3,6 +3,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { readBounded } from "../../shared/read-bounded.ts";
 
 /** An administrator's credentials in Keystone, as the stock clients take them (OS_* or clouds.yaml). */
 export interface AdminCredentials {
@@ -114,21 +115,15 @@ export async function registerInCatalog(
   admin: AdminCredentials,
   registration: Registration,
 ): Promise<string[]> {
-  // a handful of calls from the CLI through the platform's fetch. A connection the server (or a proxy in
-  // front of Keystone) closed under us fails the call; registering is idempotent (it reads before it
-  // writes), so the whole registration is simply tried again, up to three times.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await register(admin, registration);
-    } catch (error) {
-      if (error instanceof CatalogError) throw error;
-      if (attempt < 3) continue;
-      // undici's fetch says only "fetch failed"; the reason is its cause
-      const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
-      throw new CatalogError(
-        `Keystone at ${admin.authUrl}: ${error instanceof Error ? error.message : String(error)}${cause}`,
-      );
-    }
+  try {
+    return await register(admin, registration);
+  } catch (error) {
+    if (error instanceof CatalogError) throw error;
+    // undici's fetch says only "fetch failed"; the reason is its cause
+    const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
+    throw new CatalogError(
+      `Keystone at ${admin.authUrl}: ${error instanceof Error ? error.message : String(error)}${cause}`,
+    );
   }
 }
 
@@ -153,7 +148,7 @@ async function register(admin: AdminCredentials, registration: Registration): Pr
     signal: AbortSignal.timeout(30_000),
   });
   const token = issued.headers.get("x-subject-token");
-  await issued.text(); // the body is not needed, but an unread one keeps the connection busy
+  await issued.body?.cancel(); // the token is in the header; the body is not read
   if (issued.status !== 201 || !token)
     throw new CatalogError(`Keystone refused the admin credentials (HTTP ${issued.status})`);
   const call = async (method: string, path: string, body?: unknown): Promise<unknown> => {
@@ -167,7 +162,10 @@ async function register(admin: AdminCredentials, registration: Registration): Pr
       throw new CatalogError(
         `${method} ${path}: HTTP ${response.status} ${(await response.text()).slice(0, 300)}`,
       );
-    return response.json();
+    // a catalog answer is a few kB: bounded like every answer from outside
+    return response.body
+      ? (JSON.parse((await readBounded(response.body, 1024 * 1024)).toString("utf8")) as unknown)
+      : null;
   };
   const done: string[] = [];
   const services = z
