@@ -70,6 +70,19 @@ const NODE_COLUMNS = [
   ...["created_at", "updated_at"],
 ] as const satisfies readonly (keyof NodeRecord)[];
 
+/** NodeFilter's keys that match a column's value (booleans as the dialect keeps them). */
+const NODE_EQUAL = [
+  ...["provision_state", "maintenance", "retired", "resource_class", "driver", "conductor_group"],
+  ...["instance_uuid", "fault", "owner", "lessee", "reservation", "chassis_uuid", "parent_node"],
+] as const satisfies readonly (keyof NodeFilter)[];
+
+/** NodeFilter's keys that ask whether a column is set (true) or NULL (false). */
+const NODE_SET = [
+  ["sharded", "shard"],
+  ["reserved", "reservation"],
+  ["associated", "instance_uuid"],
+] as const satisfies readonly (readonly [keyof NodeFilter, string])[];
+
 /** `column = ?` for each key of `match` that has a value, parameters added in order. */
 function equal(p: Params, match: Row): string[] {
   return Object.entries(match).flatMap(([column, value]) =>
@@ -164,13 +177,11 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   private nodeSelect(columns: (p: Params) => string, filter: NodeFilter, page: Page) {
     const p = this.params();
     const list = columns(p);
-    const bool = (value: boolean | undefined) => (value === undefined ? undefined : this.d.bool(value));
-    const { provision_state, resource_class, driver, conductor_group, instance_uuid } = filter;
-    const conditions = equal(p, { provision_state, maintenance: bool(filter.maintenance) });
-    conditions.push(...equal(p, { retired: bool(filter.retired), resource_class, driver, conductor_group }));
-    const { fault, owner, lessee, reservation, chassis_uuid, parent_node } = filter;
-    conditions.push(...equal(p, { instance_uuid, fault, owner, lessee, reservation, chassis_uuid }));
-    conditions.push(...equal(p, { parent_node }));
+    const match = NODE_EQUAL.map((key) => {
+      const value = filter[key];
+      return [key, typeof value === "boolean" ? this.d.bool(value) : value];
+    });
+    const conditions = equal(p, Object.fromEntries(match) as Row);
     if (filter.exclude_children === true) {
       // NOTE: read from the partial index once per query; `parent_node IS NULL` would parse every document
       conditions.push("uuid NOT IN (SELECT uuid FROM nodes WHERE parent_node IS NOT NULL)");
@@ -181,10 +192,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
         filter.shard.length ? `shard IN (${filter.shard.map((s) => p.add(s)).join(", ")})` : "1 = 0",
       );
     }
-    if (filter.sharded !== undefined) conditions.push(`shard IS ${filter.sharded ? "NOT " : ""}NULL`);
-    if (filter.reserved !== undefined) conditions.push(`reservation IS ${filter.reserved ? "NOT " : ""}NULL`);
-    if (filter.associated !== undefined) {
-      conditions.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
+    for (const [key, column] of NODE_SET) {
+      if (filter[key] !== undefined) conditions.push(`${column} IS ${filter[key] ? "NOT " : ""}NULL`);
     }
     return { p, ...this.select("nodes", list, { conditions, p, page }) };
   }
@@ -277,9 +286,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     return node;
   }
 
-  getNode(ident: string): Promise<NodeRecord | null> {
-    return this.docBy<NodeRecord>("nodes", byIdent(ident));
-  }
+  readonly getNode = (ident: string) => this.docBy<NodeRecord>("nodes", byIdent(ident));
 
   async listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]> {
     const { sql, p } = this.nodeSelect(() => "doc", filter, page);
@@ -360,9 +367,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
       .sort((a, b) => b.count - a.count || a.name.localeCompare(b.name));
   }
 
-  countNodesByState(): Promise<Record<string, number>> {
-    return this.countNodesBy("provision_state");
-  }
+  readonly countNodesByState = () => this.countNodesBy("provision_state");
 
   async countNodesBy(column: "provision_state" | "power_state" | "fault"): Promise<Record<string, number>> {
     // the column comes from a closed union, never from a request
@@ -396,13 +401,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     return this.editNode(uuid, edit, options);
   }
 
-  setDeployProgress(uuid: string, progress: unknown, options?: Reservation): Promise<NodeRecord> {
-    return this.updateDriverInternalInfo(uuid, { deploy_progress: progress ?? undefined }, options);
-  }
-
-  deleteNode(uuid: string): Promise<void> {
-    return this.deleteBy("nodes", { uuid }, new NodeNotFound(uuid));
-  }
+  readonly setDeployProgress = (uuid: string, progress: unknown, options?: Reservation) =>
+    this.updateDriverInternalInfo(uuid, { deploy_progress: progress ?? undefined }, options);
+  readonly deleteNode = (uuid: string) => this.deleteBy("nodes", { uuid }, new NodeNotFound(uuid));
 
   /** One statement: the row lock makes the test-and-set atomic without a round trip per step. */
   reserveNode(uuid: string, holder: string): Promise<NodeRecord> {
@@ -410,13 +411,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     return this.editNode(uuid, edit, { ifReservedBy: null });
   }
 
-  async releaseNode(uuid: string, holder: string): Promise<void> {
-    await this.releaseAll({ uuid, reservation: holder });
-  }
-
-  releaseAllReservations(holder: string): Promise<string[]> {
-    return this.releaseAll({ reservation: holder });
-  }
+  readonly releaseNode = async (uuid: string, holder: string) =>
+    void (await this.releaseAll({ uuid, reservation: holder }));
+  readonly releaseAllReservations = (holder: string) => this.releaseAll({ reservation: holder });
 
   private async releaseAll(where: Row): Promise<string[]> {
     const edit = topLevelEdit({ reservation: null }, ["reservation"]);
@@ -465,9 +462,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     await this.insert("inventories", { node_uuid: uuid, doc: JSON.stringify(inventory) }, { tail });
   }
 
-  getInventory(uuid: string): Promise<unknown> {
-    return this.docBy("inventories", { node_uuid: uuid });
-  }
+  readonly getInventory = (uuid: string) => this.docBy<unknown>("inventories", { node_uuid: uuid });
 
   /** Inserts a resource's document with its mirrored columns. @throws NodeNotFound, Duplicate */
   private async create<T extends Doc>(table: Table<T>, record: T): Promise<T> {
@@ -490,7 +485,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   ) {
     const p = this.params();
     const columns: readonly string[] = table.columns;
-    const match = table.filters.map((key) => [
+    const match = (table.filters ?? []).map((key) => [
       columns.includes(key) ? key : this.d.jsonText("doc", key),
       filter[key] as SqlValue | undefined,
     ]);
@@ -528,7 +523,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     }
     const a = /^[AEIOU]/.test(table.noun) ? "An" : "A";
     return this.conflict(error, (detail) => {
-      const what = table.unique.find(([constraint]) => detail.includes(constraint))?.[1](record);
+      const what = table.unique?.find(([constraint]) => detail.includes(constraint))?.[1](record);
       return `${a} ${table.noun.toLowerCase()} with ${what ?? `UUID ${record.uuid}`} already exists.`;
     });
   }
@@ -712,9 +707,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     return this.docs<NodeHistoryRecord>(sql, p.values);
   }
 
-  getNodeHistory(nodeUuid: string, eventUuid: string): Promise<NodeHistoryRecord | null> {
-    return this.docBy<NodeHistoryRecord>("node_history", { node_uuid: nodeUuid, uuid: eventUuid });
-  }
+  readonly getNodeHistory = (nodeUuid: string, eventUuid: string) =>
+    this.docBy<NodeHistoryRecord>("node_history", { node_uuid: nodeUuid, uuid: eventUuid });
 
   async insertToken(token: StoredToken, options: { now: string; maxPerUser: number }): Promise<boolean> {
     return this.d.transaction(async (db) => {
@@ -735,17 +729,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     });
   }
 
-  async tokenByDigest(digest: string): Promise<StoredToken | null> {
-    return (await this.tokens("digest", digest))[0] ?? null;
-  }
-
-  async tokenById(id: string): Promise<StoredToken | null> {
-    return (await this.tokens("id", id))[0] ?? null;
-  }
-
-  listTokens(now: string): Promise<StoredToken[]> {
-    return this.tokens("live", now);
-  }
+  readonly tokenByDigest = async (digest: string) => (await this.tokens("digest", digest))[0] ?? null;
+  readonly tokenById = async (id: string) => (await this.tokens("id", id))[0] ?? null;
+  readonly listTokens = (now: string) => this.tokens("live", now);
 
   async revokeToken(id: string): Promise<boolean> {
     const p = this.params();
@@ -771,7 +757,5 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     }));
   }
 
-  close(): Promise<void> {
-    return this.d.close();
-  }
+  readonly close = () => this.d.close();
 }

@@ -19,13 +19,13 @@ export interface Table<T extends Doc, F extends object = object> {
   /** Fields mirrored as columns (uuid first); created_at is written once, the others by every update. */
   columns: readonly (keyof T & string)[];
   /** Unique columns besides uuid: text of the broken constraint → what Ironic's Duplicate message names. */
-  unique: readonly (readonly [string, (record: Partial<T>) => string])[];
+  unique?: readonly (readonly [string, (record: Partial<T>) => string])[];
   /** Looked up (and updated) by uuid or name. */
   named?: boolean;
   /** A node's child: a missing node is NodeNotFound, and a project lists those of the nodes it holds. */
   ofNode?: boolean;
   /** Equality filters: a column's value, or else a top-level key of the document. */
-  filters: readonly (keyof F & string)[];
+  filters?: readonly (keyof F & string)[];
   /** Keys a list may sort by (keyset paging), "id" the default. */
   sortKeys?: readonly string[];
 }
@@ -70,8 +70,6 @@ export const CHASSIS: Table<ChassisRecord> = {
   name: "chassis",
   noun: "Chassis",
   columns: ["uuid", "created_at"],
-  unique: [],
-  filters: [],
   sortKeys: ["id", "uuid", "created_at"],
 };
 
@@ -101,6 +99,5 @@ export const DEPLOY_TEMPLATES: Table<DeployTemplateRecord> = {
   columns: ["uuid", "name", "created_at"],
   unique: [["name", name]],
   named: true,
-  filters: [],
   sortKeys: ["id", "uuid", "name", "created_at"],
 };
