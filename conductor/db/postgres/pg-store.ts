@@ -1,5 +1,4 @@
 import pg from "pg";
-import type { CandidateQuery } from "../candidates.ts";
 import type { Dialect, Executor, SqlValue } from "../sql/dialect.ts";
 import { SqlStore } from "../sql/sql-store.ts";
 import { claimSelect } from "./claim-select.ts";
@@ -97,9 +96,7 @@ class PgDialect implements Dialect {
     `jsonb_set(${expr}, ${path}::text[], ${json}::jsonb)`;
   readonly jsonRemove = (expr: string, path: string): string => `(${expr} #- ${path}::text[])`;
   readonly indexedBy = (): string => "";
-  claimSelect(query: CandidateQuery, batch: number | null): string {
-    return claimSelect(query, batch);
-  }
+  readonly claimSelect = claimSelect;
   violation(error: unknown): { kind: "unique" | "foreign"; detail: string } | null {
     const code = error instanceof Error && "code" in error ? String(error.code) : "";
     const detail = error instanceof Error && "constraint" in error ? String(error.constraint) : "";

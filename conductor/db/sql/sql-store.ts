@@ -36,6 +36,17 @@ import {
 } from "../store.ts";
 import { lastUuidOf, storedSummariesJson, summaryLinksSql, type SummaryJsonPage } from "../summary-json.ts";
 import { Params, type Dialect, type Executor, type SqlValue } from "./dialect.ts";
+import {
+  ALLOCATIONS,
+  CHASSIS,
+  DEPLOY_TEMPLATES,
+  PORTGROUPS,
+  PORTS,
+  VOLUME_CONNECTORS,
+  VOLUME_TARGETS,
+  type Doc,
+  type Table,
+} from "./tables.ts";
 
 type Row = Record<string, SqlValue | undefined>;
 type Reservation = { ifReservedBy?: string | null };
@@ -58,6 +69,19 @@ const NODE_COLUMNS = [
   ...["instance_uuid", "resource_class", "conductor_group", "owner", "lessee", "fault", "retired"],
   ...["created_at", "updated_at"],
 ] as const satisfies readonly (keyof NodeRecord)[];
+
+/** NodeFilter's keys that match a column's value (booleans as the dialect keeps them). */
+const NODE_EQUAL = [
+  ...["provision_state", "maintenance", "retired", "resource_class", "driver", "conductor_group"],
+  ...["instance_uuid", "fault", "owner", "lessee", "reservation", "chassis_uuid", "parent_node"],
+] as const satisfies readonly (keyof NodeFilter)[];
+
+/** NodeFilter's keys that ask whether a column is set (true) or NULL (false). */
+const NODE_SET = [
+  ["sharded", "shard"],
+  ["reserved", "reservation"],
+  ["associated", "instance_uuid"],
+] as const satisfies readonly (readonly [keyof NodeFilter, string])[];
 
 /** `column = ?` for each key of `match` that has a value, parameters added in order. */
 function equal(p: Params, match: Row): string[] {
@@ -153,13 +177,11 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   private nodeSelect(columns: (p: Params) => string, filter: NodeFilter, page: Page) {
     const p = this.params();
     const list = columns(p);
-    const bool = (value: boolean | undefined) => (value === undefined ? undefined : this.d.bool(value));
-    const { provision_state, resource_class, driver, conductor_group, instance_uuid } = filter;
-    const conditions = equal(p, { provision_state, maintenance: bool(filter.maintenance) });
-    conditions.push(...equal(p, { retired: bool(filter.retired), resource_class, driver, conductor_group }));
-    const { fault, owner, lessee, reservation, chassis_uuid, parent_node } = filter;
-    conditions.push(...equal(p, { instance_uuid, fault, owner, lessee, reservation, chassis_uuid }));
-    conditions.push(...equal(p, { parent_node }));
+    const match = NODE_EQUAL.map((key) => {
+      const value = filter[key];
+      return [key, typeof value === "boolean" ? this.d.bool(value) : value];
+    });
+    const conditions = equal(p, Object.fromEntries(match) as Row);
     if (filter.exclude_children === true) {
       // NOTE: read from the partial index once per query; `parent_node IS NULL` would parse every document
       conditions.push("uuid NOT IN (SELECT uuid FROM nodes WHERE parent_node IS NOT NULL)");
@@ -170,10 +192,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
         filter.shard.length ? `shard IN (${filter.shard.map((s) => p.add(s)).join(", ")})` : "1 = 0",
       );
     }
-    if (filter.sharded !== undefined) conditions.push(`shard IS ${filter.sharded ? "NOT " : ""}NULL`);
-    if (filter.reserved !== undefined) conditions.push(`reservation IS ${filter.reserved ? "NOT " : ""}NULL`);
-    if (filter.associated !== undefined) {
-      conditions.push(`instance_uuid IS ${filter.associated ? "NOT " : ""}NULL`);
+    for (const [key, column] of NODE_SET) {
+      if (filter[key] !== undefined) conditions.push(`${column} IS ${filter[key] ? "NOT " : ""}NULL`);
     }
     return { p, ...this.select("nodes", list, { conditions, p, page }) };
   }
@@ -266,9 +286,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     return node;
   }
 
-  getNode(ident: string): Promise<NodeRecord | null> {
-    return this.docBy<NodeRecord>("nodes", byIdent(ident));
-  }
+  readonly getNode = (ident: string) => this.docBy<NodeRecord>("nodes", byIdent(ident));
 
   async listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]> {
     const { sql, p } = this.nodeSelect(() => "doc", filter, page);
@@ -349,9 +367,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
       .sort((a, b) => b.count - a.count || a.name.localeCompare(b.name));
   }
 
-  countNodesByState(): Promise<Record<string, number>> {
-    return this.countNodesBy("provision_state");
-  }
+  readonly countNodesByState = () => this.countNodesBy("provision_state");
 
   async countNodesBy(column: "provision_state" | "power_state" | "fault"): Promise<Record<string, number>> {
     // the column comes from a closed union, never from a request
@@ -385,13 +401,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     return this.editNode(uuid, edit, options);
   }
 
-  setDeployProgress(uuid: string, progress: unknown, options?: Reservation): Promise<NodeRecord> {
-    return this.updateDriverInternalInfo(uuid, { deploy_progress: progress ?? undefined }, options);
-  }
-
-  deleteNode(uuid: string): Promise<void> {
-    return this.deleteBy("nodes", { uuid }, new NodeNotFound(uuid));
-  }
+  readonly setDeployProgress = (uuid: string, progress: unknown, options?: Reservation) =>
+    this.updateDriverInternalInfo(uuid, { deploy_progress: progress ?? undefined }, options);
+  readonly deleteNode = (uuid: string) => this.deleteBy("nodes", { uuid }, new NodeNotFound(uuid));
 
   /** One statement: the row lock makes the test-and-set atomic without a round trip per step. */
   reserveNode(uuid: string, holder: string): Promise<NodeRecord> {
@@ -399,13 +411,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     return this.editNode(uuid, edit, { ifReservedBy: null });
   }
 
-  async releaseNode(uuid: string, holder: string): Promise<void> {
-    await this.releaseAll({ uuid, reservation: holder });
-  }
-
-  releaseAllReservations(holder: string): Promise<string[]> {
-    return this.releaseAll({ reservation: holder });
-  }
+  readonly releaseNode = async (uuid: string, holder: string) =>
+    void (await this.releaseAll({ uuid, reservation: holder }));
+  readonly releaseAllReservations = (holder: string) => this.releaseAll({ reservation: holder });
 
   private async releaseAll(where: Row): Promise<string[]> {
     const edit = topLevelEdit({ reservation: null }, ["reservation"]);
@@ -454,166 +462,141 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     await this.insert("inventories", { node_uuid: uuid, doc: JSON.stringify(inventory) }, { tail });
   }
 
-  getInventory(uuid: string): Promise<unknown> {
-    return this.docBy("inventories", { node_uuid: uuid });
-  }
+  readonly getInventory = (uuid: string) => this.docBy<unknown>("inventories", { node_uuid: uuid });
 
-  async createPort(port: PortRecord): Promise<PortRecord> {
-    const { uuid, address, node_uuid } = port;
-    await this.insert("ports", { uuid, address, node_uuid, doc: JSON.stringify(port) }).catch(
-      (error: unknown) => {
-        throw this.portError(error, port);
-      },
-    );
-    return port;
-  }
-
-  private portError(error: unknown, port: Pick<PortRecord, "uuid" | "address" | "node_uuid">): unknown {
-    if (this.d.violation(error)?.kind === "foreign") return new NodeNotFound(port.node_uuid);
-    return this.conflict(error, (detail) =>
-      detail.includes("address")
-        ? `A port with MAC address ${port.address} already exists.`
-        : `A port with UUID ${port.uuid} already exists.`,
-    );
-  }
-
-  getPort(uuid: string): Promise<PortRecord | null> {
-    return this.docBy<PortRecord>("ports", { uuid });
-  }
-
-  listPorts(filter: PortFilter, page: Page): Promise<PortRecord[]> {
-    const p = this.params();
-    const conditions = equal(p, {
-      node_uuid: filter.node_uuid,
-      address: filter.address,
-      [this.d.jsonText("doc", "portgroup_uuid")]: filter.portgroup_uuid,
+  /** Inserts a resource's document with its mirrored columns. @throws NodeNotFound, Duplicate */
+  private async create<T extends Doc>(table: Table<T>, record: T): Promise<T> {
+    const row: Row = Object.fromEntries(table.columns.map((column) => [column, record[column] as SqlValue]));
+    await this.insert(table.name, { ...row, doc: JSON.stringify(record) }).catch((error: unknown) => {
+      throw this.refused(table, error, record);
     });
-    if (filter.project !== undefined) {
+    return record;
+  }
+
+  private get<T extends Doc>(table: Table<T>, ident: string): Promise<T | null> {
+    return this.docBy<T>(table.name, table.named ? byIdent(ident) : { uuid: ident });
+  }
+
+  /** A page of a resource, filtered by equality (and, for a node's children, by the project of the node). */
+  private list<T extends Doc, F extends object>(
+    table: Table<T, F>,
+    filter: F & { project?: string },
+    page: Page,
+  ) {
+    const p = this.params();
+    const columns: readonly string[] = table.columns;
+    const match = (table.filters ?? []).map((key) => [
+      columns.includes(key) ? key : this.d.jsonText("doc", key),
+      filter[key] as SqlValue | undefined,
+    ]);
+    const conditions = equal(p, Object.fromEntries(match) as Row);
+    if (table.ofNode && filter.project !== undefined) {
       conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, filter.project)})`);
     }
-    return this.docs<PortRecord>(this.select("ports", "doc", { conditions, p, page }).sql, p.values);
-  }
-
-  /** One statement, as updateAllocation. */
-  async updatePort(uuid: string, patch: Partial<PortRecord>): Promise<PortRecord> {
-    const edit = topLevelEdit({ ...patch, updated_at: now() }, ["address", "node_uuid"]);
-    const [port] = await this.edit<PortRecord>("ports", edit, { where: { uuid } }).catch((error: unknown) => {
-      throw this.portError(error, { uuid, address: patch.address ?? "", node_uuid: patch.node_uuid ?? "" });
-    });
-    if (!port) throw new NotFound(`Port ${uuid} could not be found.`);
-    return port;
-  }
-
-  deletePort(uuid: string): Promise<void> {
-    return this.deleteBy("ports", { uuid }, new NotFound(`Port ${uuid} could not be found.`));
-  }
-
-  async createPortgroup(portgroup: PortgroupRecord): Promise<PortgroupRecord> {
-    const { uuid, name, address, node_uuid } = portgroup;
-    const row = { uuid, name, address, node_uuid, doc: JSON.stringify(portgroup) };
-    await this.insert("portgroups", row).catch((error: unknown) => {
-      throw this.portgroupError(error, portgroup);
-    });
-    return portgroup;
-  }
-
-  /** Ironic's PortgroupAlreadyExists, PortgroupDuplicateName and PortgroupMACAlreadyExists texts. */
-  private portgroupError(error: unknown, portgroup: Partial<PortgroupRecord>): unknown {
-    if (this.d.violation(error)?.kind === "foreign") return new NodeNotFound(portgroup.node_uuid ?? "");
-    return this.conflict(error, (detail) => {
-      if (detail.includes("address"))
-        return `A portgroup with MAC address ${portgroup.address} already exists.`;
-      if (detail.includes("name")) return `A portgroup with name ${portgroup.name} already exists.`;
-      return `A portgroup with UUID ${portgroup.uuid} already exists.`;
-    });
-  }
-
-  getPortgroup(ident: string): Promise<PortgroupRecord | null> {
-    return this.docBy<PortgroupRecord>("portgroups", byIdent(ident));
-  }
-
-  listPortgroups(filter: PortgroupFilter, page: Page): Promise<PortgroupRecord[]> {
-    const p = this.params();
-    const conditions = equal(p, { node_uuid: filter.node_uuid, address: filter.address });
-    if (filter.project !== undefined) {
-      conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, filter.project)})`);
-    }
-    return this.docs<PortgroupRecord>(
-      this.select("portgroups", "doc", { conditions, p, page }).sql,
-      p.values,
-    );
-  }
-
-  /** One statement, as updatePort. */
-  async updatePortgroup(uuid: string, patch: Partial<PortgroupRecord>): Promise<PortgroupRecord> {
-    const edit = topLevelEdit({ ...patch, updated_at: now() }, ["name", "address", "node_uuid"]);
-    const [updated] = await this.edit<PortgroupRecord>("portgroups", edit, { where: { uuid } }).catch(
-      (error: unknown) => {
-        throw this.portgroupError(error, { uuid, ...patch });
-      },
-    );
-    if (!updated) throw new NotFound(`Portgroup ${uuid} could not be found.`);
-    return updated;
-  }
-
-  deletePortgroup(uuid: string): Promise<void> {
-    return this.deleteBy("portgroups", { uuid }, new NotFound(`Portgroup ${uuid} could not be found.`));
-  }
-
-  async createAllocation(allocation: AllocationRecord): Promise<AllocationRecord> {
-    const { uuid, name, state, node_uuid, resource_class } = allocation;
-    const row = { uuid, name, state, node_uuid, resource_class, doc: JSON.stringify(allocation) };
-    await this.insert("allocations", row).catch((error: unknown) => {
-      throw this.conflict(error, (detail) =>
-        detail.includes("name")
-          ? `An allocation with name ${allocation.name} already exists.`
-          : `An allocation with UUID ${allocation.uuid} already exists.`,
-      );
-    });
-    return allocation;
-  }
-
-  getAllocation(ident: string): Promise<AllocationRecord | null> {
-    return this.docBy<AllocationRecord>("allocations", byIdent(ident));
-  }
-
-  listAllocations(filter: AllocationFilter, page: Page): Promise<AllocationRecord[]> {
-    const p = this.params();
-    const { node_uuid, resource_class, state, owner } = filter;
-    const conditions = equal(p, {
-      node_uuid,
-      resource_class,
-      state,
-      [this.d.jsonText("doc", "owner")]: owner,
-    });
-    return this.docs<AllocationRecord>(
-      this.select("allocations", "doc", { conditions, p, page }).sql,
-      p.values,
-    );
+    const { sql } = this.select(table.name, "doc", { conditions, p, page, keys: table.sortKeys });
+    return this.docs<T>(sql, p.values);
   }
 
   /**
    * One statement (one round trip, no BEGIN/COMMIT): the row lock of the UPDATE serialises writers, and the
-   * indexed columns are set from the same patch as the document.
+   * mirrored columns are set from the same patch as the document. @throws NotFound, NodeNotFound, Duplicate
    */
-  async updateAllocation(uuid: string, patch: Partial<AllocationRecord>): Promise<AllocationRecord> {
-    const edit = topLevelEdit({ ...patch, updated_at: now() }, [
-      "name",
-      "state",
-      "node_uuid",
-      "resource_class",
-    ]);
-    const [updated] = await this.edit<AllocationRecord>("allocations", edit, { where: byIdent(uuid) }).catch(
-      (error: unknown) => {
-        throw this.conflict(error, () => `An allocation with name ${String(patch.name)} already exists.`);
-      },
-    );
-    if (!updated) throw new NotFound(`Allocation ${uuid} could not be found.`);
+  private async update<T extends Doc>(table: Table<T>, ident: string, patch: Partial<T>): Promise<T> {
+    const columns = table.columns.filter((column) => column !== "created_at");
+    const edit = topLevelEdit({ ...patch, updated_at: now() }, columns);
+    const where = table.named ? byIdent(ident) : { uuid: ident };
+    const [updated] = await this.edit<T>(table.name, edit, { where }).catch((error: unknown) => {
+      throw this.refused(table, error, { uuid: ident, ...patch });
+    });
+    if (!updated) throw new NotFound(`${table.noun} ${ident} could not be found.`);
     return updated;
   }
 
-  deleteAllocation(uuid: string): Promise<void> {
-    return this.deleteBy("allocations", { uuid }, new NotFound(`Allocation ${uuid} could not be found.`));
+  private remove<T extends Doc>(table: Table<T>, uuid: string): Promise<void> {
+    return this.deleteBy(table.name, { uuid }, new NotFound(`${table.noun} ${uuid} could not be found.`));
+  }
+
+  /** A write's constraint error in Ironic's words: the node is gone, or a unique column's value is taken. */
+  private refused<T extends Doc>(table: Table<T>, error: unknown, record: Partial<T>): unknown {
+    if (table.ofNode && this.d.violation(error)?.kind === "foreign") {
+      return new NodeNotFound("node_uuid" in record ? String(record.node_uuid) : "");
+    }
+    const a = /^[AEIOU]/.test(table.noun) ? "An" : "A";
+    return this.conflict(error, (detail) => {
+      const what = table.unique?.find(([constraint]) => detail.includes(constraint))?.[1](record);
+      return `${a} ${table.noun.toLowerCase()} with ${what ?? `UUID ${record.uuid}`} already exists.`;
+    });
+  }
+
+  readonly createPort = (port: PortRecord) => this.create(PORTS, port);
+  readonly getPort = (uuid: string) => this.get(PORTS, uuid);
+  readonly listPorts = (filter: PortFilter, page: Page) => this.list(PORTS, filter, page);
+  readonly updatePort = (uuid: string, patch: Partial<PortRecord>) => this.update(PORTS, uuid, patch);
+  readonly deletePort = (uuid: string) => this.remove(PORTS, uuid);
+
+  readonly createPortgroup = (portgroup: PortgroupRecord) => this.create(PORTGROUPS, portgroup);
+  readonly getPortgroup = (ident: string) => this.get(PORTGROUPS, ident);
+  readonly listPortgroups = (filter: PortgroupFilter, page: Page) => this.list(PORTGROUPS, filter, page);
+  readonly updatePortgroup = (uuid: string, patch: Partial<PortgroupRecord>) =>
+    this.update(PORTGROUPS, uuid, patch);
+  readonly deletePortgroup = (uuid: string) => this.remove(PORTGROUPS, uuid);
+
+  readonly createAllocation = (allocation: AllocationRecord) => this.create(ALLOCATIONS, allocation);
+  readonly getAllocation = (ident: string) => this.get(ALLOCATIONS, ident);
+  readonly listAllocations = (filter: AllocationFilter, page: Page) => this.list(ALLOCATIONS, filter, page);
+  readonly updateAllocation = (ident: string, patch: Partial<AllocationRecord>) =>
+    this.update(ALLOCATIONS, ident, patch);
+  readonly deleteAllocation = (uuid: string) => this.remove(ALLOCATIONS, uuid);
+
+  readonly createChassis = (chassis: ChassisRecord) => this.create(CHASSIS, chassis);
+  readonly getChassis = (uuid: string) => this.get(CHASSIS, uuid);
+  readonly listChassis = (page: Page) => this.list(CHASSIS, {}, page);
+  readonly updateChassis = (uuid: string, patch: Partial<ChassisRecord>) => this.update(CHASSIS, uuid, patch);
+
+  readonly createVolumeConnector = (connector: VolumeConnectorRecord) =>
+    this.create(VOLUME_CONNECTORS, connector);
+  readonly getVolumeConnector = (uuid: string) => this.get(VOLUME_CONNECTORS, uuid);
+  readonly listVolumeConnectors = (filter: VolumeFilter, page: Page) =>
+    this.list(VOLUME_CONNECTORS, filter, page);
+  readonly updateVolumeConnector = (uuid: string, patch: Partial<VolumeConnectorRecord>) =>
+    this.update(VOLUME_CONNECTORS, uuid, patch);
+  readonly deleteVolumeConnector = (uuid: string) => this.remove(VOLUME_CONNECTORS, uuid);
+
+  readonly createVolumeTarget = (target: VolumeTargetRecord) => this.create(VOLUME_TARGETS, target);
+  readonly getVolumeTarget = (uuid: string) => this.get(VOLUME_TARGETS, uuid);
+  readonly listVolumeTargets = (filter: VolumeFilter, page: Page) => this.list(VOLUME_TARGETS, filter, page);
+  readonly updateVolumeTarget = (uuid: string, patch: Partial<VolumeTargetRecord>) =>
+    this.update(VOLUME_TARGETS, uuid, patch);
+  readonly deleteVolumeTarget = (uuid: string) => this.remove(VOLUME_TARGETS, uuid);
+
+  readonly createDeployTemplate = (template: DeployTemplateRecord) => this.create(DEPLOY_TEMPLATES, template);
+  readonly getDeployTemplate = (ident: string) => this.get(DEPLOY_TEMPLATES, ident);
+  readonly listDeployTemplates = (page: Page) => this.list(DEPLOY_TEMPLATES, {}, page);
+  readonly updateDeployTemplate = (uuid: string, patch: Partial<DeployTemplateRecord>) =>
+    this.update(DEPLOY_TEMPLATES, uuid, patch);
+  readonly deleteDeployTemplate = (uuid: string) => this.remove(DEPLOY_TEMPLATES, uuid);
+
+  async deleteChassis(uuid: string): Promise<void> {
+    const p = this.params();
+    const id = p.add(uuid);
+    // NOTE: one statement, so a node put into the chassis meanwhile is either seen here or refused by its write
+    const changed = await this.d.run(
+      `DELETE FROM chassis WHERE uuid = ${id} AND NOT EXISTS (SELECT 1 FROM nodes WHERE chassis_uuid = ${id})`,
+      p.values,
+    );
+    if (changed > 0) return;
+    if (await this.getChassis(uuid)) throw new ChassisNotEmpty(uuid);
+    throw new NotFound(`Chassis ${uuid} could not be found.`);
+  }
+
+  async listDeployTemplatesByNames(names: readonly string[]): Promise<DeployTemplateRecord[]> {
+    if (names.length === 0) return [];
+    const p = this.params();
+    const named = this.d.inList("name", p.add(this.d.list([...new Set(names)])));
+    return this.docs<DeployTemplateRecord>(
+      `SELECT doc FROM deploy_templates WHERE ${named} ORDER BY name, id`,
+      p.values,
+    );
   }
 
   async claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null> {
@@ -640,230 +623,6 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     } catch (error) {
       throw this.conflict(error, () => `Instance ${allocationUuid} is already associated with a node.`);
     }
-  }
-
-  /** Inserts a resource kept as a document with `columns` beside it; constraint errors through `error`. */
-  private async insertDoc<T extends object>(
-    table: string,
-    record: T,
-    options: { columns: Row; error: (error: unknown) => unknown },
-  ): Promise<T> {
-    await this.insert(table, { ...options.columns, doc: JSON.stringify(record) }).catch((error: unknown) => {
-      throw options.error(error);
-    });
-    return record;
-  }
-
-  /** One UPDATE of a document by uuid (`columns` are kept beside it); @throws `missing`, or as `error` maps */
-  private async updateDoc<T extends object>(
-    table: string,
-    uuid: string,
-    options: {
-      patch: Partial<T>;
-      columns: readonly string[];
-      missing: Error;
-      error: (e: unknown) => unknown;
-    },
-  ): Promise<T> {
-    const edit = topLevelEdit({ ...options.patch, uuid: undefined, updated_at: now() }, options.columns);
-    edit.remove = edit.remove.filter(([key]) => key !== "uuid");
-    const [updated] = await this.edit<T>(table, edit, { where: { uuid } }).catch((error: unknown) => {
-      throw options.error(error);
-    });
-    if (!updated) throw options.missing;
-    return updated;
-  }
-
-  /** A volume resource's list: by node, or the nodes of a project. */
-  private listVolume<T>(table: string, filter: VolumeFilter, page: Page): Promise<T[]> {
-    const p = this.params();
-    const conditions = equal(p, { node_uuid: filter.node_uuid });
-    if (filter.project !== undefined) {
-      conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, filter.project)})`);
-    }
-    const keys = ["id", "uuid", "created_at", "updated_at", "node_uuid"];
-    const extra = table === "volume_targets" ? ["boot_index"] : ["type", "connector_id"];
-    const { sql } = this.select(table, "doc", { conditions, p, page, keys: [...keys, ...extra] });
-    return this.docs<T>(sql, p.values);
-  }
-
-  /** A volume resource's constraint error: its node is gone, or a unique rule broke. */
-  private volumeError(error: unknown, node: string, unique: (detail: string) => string): unknown {
-    if (this.d.violation(error)?.kind === "foreign") return new NodeNotFound(node);
-    return this.conflict(error, unique);
-  }
-
-  createChassis(chassis: ChassisRecord): Promise<ChassisRecord> {
-    return this.insertDoc("chassis", chassis, {
-      columns: { uuid: chassis.uuid, created_at: chassis.created_at },
-      error: (error) => this.conflict(error, () => `A chassis with UUID ${chassis.uuid} already exists.`),
-    });
-  }
-
-  getChassis(uuid: string): Promise<ChassisRecord | null> {
-    return this.docBy<ChassisRecord>("chassis", { uuid });
-  }
-
-  listChassis(page: Page): Promise<ChassisRecord[]> {
-    const p = this.params();
-    const keys = ["id", "uuid", "created_at"];
-    return this.docs<ChassisRecord>(
-      this.select("chassis", "doc", { conditions: [], p, page, keys }).sql,
-      p.values,
-    );
-  }
-
-  updateChassis(uuid: string, patch: Partial<ChassisRecord>): Promise<ChassisRecord> {
-    return this.updateDoc<ChassisRecord>("chassis", uuid, {
-      patch,
-      columns: [],
-      missing: new NotFound(`Chassis ${uuid} could not be found.`),
-      error: (error) => error,
-    });
-  }
-
-  async deleteChassis(uuid: string): Promise<void> {
-    const p = this.params();
-    const id = p.add(uuid);
-    // NOTE: one statement, so a node put into the chassis meanwhile is either seen here or refused by its write
-    const changed = await this.d.run(
-      `DELETE FROM chassis WHERE uuid = ${id} AND NOT EXISTS (SELECT 1 FROM nodes WHERE chassis_uuid = ${id})`,
-      p.values,
-    );
-    if (changed > 0) return;
-    if (await this.getChassis(uuid)) throw new ChassisNotEmpty(uuid);
-    throw new NotFound(`Chassis ${uuid} could not be found.`);
-  }
-
-  createVolumeConnector(connector: VolumeConnectorRecord): Promise<VolumeConnectorRecord> {
-    const { uuid, node_uuid, type, connector_id } = connector;
-    return this.insertDoc("volume_connectors", connector, {
-      columns: { uuid, node_uuid, type, connector_id, created_at: connector.created_at },
-      error: (error) =>
-        this.volumeError(error, node_uuid, (detail) =>
-          detail.includes("connector_id")
-            ? `A volume connector with type ${type} and connector ID ${connector_id} already exists.`
-            : `A volume connector with UUID ${uuid} already exists.`,
-        ),
-    });
-  }
-
-  getVolumeConnector(uuid: string): Promise<VolumeConnectorRecord | null> {
-    return this.docBy<VolumeConnectorRecord>("volume_connectors", { uuid });
-  }
-
-  listVolumeConnectors(filter: VolumeFilter, page: Page): Promise<VolumeConnectorRecord[]> {
-    return this.listVolume<VolumeConnectorRecord>("volume_connectors", filter, page);
-  }
-
-  updateVolumeConnector(uuid: string, patch: Partial<VolumeConnectorRecord>): Promise<VolumeConnectorRecord> {
-    return this.updateDoc<VolumeConnectorRecord>("volume_connectors", uuid, {
-      patch,
-      columns: ["node_uuid", "type", "connector_id"],
-      missing: new NotFound(`Volume connector ${uuid} could not be found.`),
-      error: (error) =>
-        this.volumeError(
-          error,
-          patch.node_uuid ?? "",
-          () =>
-            `A volume connector with type ${String(patch.type)} and connector ID ${String(patch.connector_id)} already exists.`,
-        ),
-    });
-  }
-
-  deleteVolumeConnector(uuid: string): Promise<void> {
-    const missing = new NotFound(`Volume connector ${uuid} could not be found.`);
-    return this.deleteBy("volume_connectors", { uuid }, missing);
-  }
-
-  createVolumeTarget(target: VolumeTargetRecord): Promise<VolumeTargetRecord> {
-    const { uuid, node_uuid, boot_index } = target;
-    return this.insertDoc("volume_targets", target, {
-      columns: { uuid, node_uuid, boot_index, created_at: target.created_at },
-      error: (error) =>
-        this.volumeError(error, node_uuid, (detail) =>
-          detail.includes("boot_index")
-            ? `A volume target with boot index '${boot_index}' for the same node already exists.`
-            : `A volume target with UUID ${uuid} already exists.`,
-        ),
-    });
-  }
-
-  getVolumeTarget(uuid: string): Promise<VolumeTargetRecord | null> {
-    return this.docBy<VolumeTargetRecord>("volume_targets", { uuid });
-  }
-
-  listVolumeTargets(filter: VolumeFilter, page: Page): Promise<VolumeTargetRecord[]> {
-    return this.listVolume<VolumeTargetRecord>("volume_targets", filter, page);
-  }
-
-  updateVolumeTarget(uuid: string, patch: Partial<VolumeTargetRecord>): Promise<VolumeTargetRecord> {
-    return this.updateDoc<VolumeTargetRecord>("volume_targets", uuid, {
-      patch,
-      columns: ["node_uuid", "boot_index"],
-      missing: new NotFound(`Volume target ${uuid} could not be found.`),
-      error: (error) =>
-        this.volumeError(
-          error,
-          patch.node_uuid ?? "",
-          () =>
-            `A volume target with boot index '${String(patch.boot_index)}' for the same node already exists.`,
-        ),
-    });
-  }
-
-  deleteVolumeTarget(uuid: string): Promise<void> {
-    const missing = new NotFound(`Volume target ${uuid} could not be found.`);
-    return this.deleteBy("volume_targets", { uuid }, missing);
-  }
-
-  createDeployTemplate(template: DeployTemplateRecord): Promise<DeployTemplateRecord> {
-    const { uuid, name } = template;
-    return this.insertDoc("deploy_templates", template, {
-      columns: { uuid, name, created_at: template.created_at },
-      error: (error) =>
-        this.conflict(error, (detail) =>
-          detail.includes("name")
-            ? `A deploy template with name ${name} already exists.`
-            : `A deploy template with UUID ${uuid} already exists.`,
-        ),
-    });
-  }
-
-  getDeployTemplate(ident: string): Promise<DeployTemplateRecord | null> {
-    return this.docBy<DeployTemplateRecord>("deploy_templates", byIdent(ident));
-  }
-
-  listDeployTemplates(page: Page): Promise<DeployTemplateRecord[]> {
-    const p = this.params();
-    const keys = ["id", "uuid", "name", "created_at"];
-    const { sql } = this.select("deploy_templates", "doc", { conditions: [], p, page, keys });
-    return this.docs<DeployTemplateRecord>(sql, p.values);
-  }
-
-  async listDeployTemplatesByNames(names: readonly string[]): Promise<DeployTemplateRecord[]> {
-    if (names.length === 0) return [];
-    const p = this.params();
-    const named = this.d.inList("name", p.add(this.d.list([...new Set(names)])));
-    return this.docs<DeployTemplateRecord>(
-      `SELECT doc FROM deploy_templates WHERE ${named} ORDER BY name, id`,
-      p.values,
-    );
-  }
-
-  updateDeployTemplate(uuid: string, patch: Partial<DeployTemplateRecord>): Promise<DeployTemplateRecord> {
-    return this.updateDoc<DeployTemplateRecord>("deploy_templates", uuid, {
-      patch,
-      columns: ["name"],
-      missing: new NotFound(`Deploy template ${uuid} could not be found.`),
-      error: (error) =>
-        this.conflict(error, () => `A deploy template with name ${String(patch.name)} already exists.`),
-    });
-  }
-
-  deleteDeployTemplate(uuid: string): Promise<void> {
-    const missing = new NotFound(`Deploy template ${uuid} could not be found.`);
-    return this.deleteBy("deploy_templates", { uuid }, missing);
   }
 
   registerConductor(
@@ -948,9 +707,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     return this.docs<NodeHistoryRecord>(sql, p.values);
   }
 
-  getNodeHistory(nodeUuid: string, eventUuid: string): Promise<NodeHistoryRecord | null> {
-    return this.docBy<NodeHistoryRecord>("node_history", { node_uuid: nodeUuid, uuid: eventUuid });
-  }
+  readonly getNodeHistory = (nodeUuid: string, eventUuid: string) =>
+    this.docBy<NodeHistoryRecord>("node_history", { node_uuid: nodeUuid, uuid: eventUuid });
 
   async insertToken(token: StoredToken, options: { now: string; maxPerUser: number }): Promise<boolean> {
     return this.d.transaction(async (db) => {
@@ -971,17 +729,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     });
   }
 
-  async tokenByDigest(digest: string): Promise<StoredToken | null> {
-    return (await this.tokens("digest", digest))[0] ?? null;
-  }
-
-  async tokenById(id: string): Promise<StoredToken | null> {
-    return (await this.tokens("id", id))[0] ?? null;
-  }
-
-  listTokens(now: string): Promise<StoredToken[]> {
-    return this.tokens("live", now);
-  }
+  readonly tokenByDigest = async (digest: string) => (await this.tokens("digest", digest))[0] ?? null;
+  readonly tokenById = async (id: string) => (await this.tokens("id", id))[0] ?? null;
+  readonly listTokens = (now: string) => this.tokens("live", now);
 
   async revokeToken(id: string): Promise<boolean> {
     const p = this.params();
@@ -1007,7 +757,5 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     }));
   }
 
-  close(): Promise<void> {
-    return this.d.close();
-  }
+  readonly close = () => this.d.close();
 }
