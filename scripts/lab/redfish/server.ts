@@ -366,7 +366,13 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
         } else {
           s.media = { image: null, inserted: false, writeProtected: true };
         }
-        await s.machine.setMedia?.(s.media.image);
+        try {
+          await s.machine.setMedia?.(s.media.image);
+        } catch (e) {
+          // a BMC that could not fetch the image leaves the slot empty and says why
+          s.media = { image: null, inserted: false, writeProtected: true };
+          return error(500, "InternalError", `Virtual media: ${(e as Error).message}`);
+        }
         return [204, undefined];
       }
       return [
