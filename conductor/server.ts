@@ -76,6 +76,9 @@ export function createConductor(
   const drivers =
     options.drivers ??
     defaultDrivers(config, {
+      vmedia: {
+        signedUrl: (path) => `${publicUrl()}${imageServing.links.sign(path, config.images.urlExpiresS)}`,
+      },
       ipmitool: {
         onCall: (call) =>
           metrics.observeBmcCall({ command: call.command, outcome: call.outcome }, call.seconds),

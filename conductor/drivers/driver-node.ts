@@ -13,6 +13,8 @@ export async function driverNodeOf(store: Store, node: NodeRecord): Promise<Driv
     instance_info: node.instance_info,
     driver_internal_info: node.driver_internal_info,
     boot_mode: node.boot_mode,
+    boot_interface: node.boot_interface,
+    network_data: node.network_data,
     ports: ports.map((p) => ({ address: p.address, pxe_enabled: p.pxe_enabled })),
   };
 }

@@ -1,3 +1,4 @@
+import type { JsonObject } from "../../shared/resources.ts";
 import type { BootDevice, PowerState } from "../../shared/states.ts";
 
 /** What a driver may read of a node: a snapshot, never a live row. */
@@ -11,6 +12,10 @@ export interface DriverNode {
   ports: { address: string; pxe_enabled: boolean }[];
   /** the boot mode recorded on the node (set on create, PATCH or PUT …/states/boot_mode), if any */
   boot_mode?: string | null;
+  /** the node's boot_interface (a hardware type offering several picks by it) */
+  boot_interface?: string;
+  /** the node's network_data (API 1.66): what a ramdisk booted without DHCP configures itself from */
+  network_data?: JsonObject;
 }
 
 export interface CallOptions {
@@ -57,8 +62,13 @@ export interface BootInterface {
   /** Called once when the conductor starts: files every node needs (the iPXE entry script). */
   start?(): Promise<void>;
   validate(node: DriverNode): void;
-  /** Writes the node's network-boot configuration; agentParams become kernel arguments. */
-  prepareRamdisk(node: DriverNode, options: { agentParams: Record<string, string> }): Promise<void>;
+  /** The device the node boots the ramdisk from (set once before the power cycle). Absent: pxe. */
+  ramdiskBootDevice?(node: DriverNode): BootDevice;
+  /** Writes the node's ramdisk boot configuration; agentParams become kernel arguments. */
+  prepareRamdisk(
+    node: DriverNode,
+    options: { agentParams: Record<string, string>; signal?: AbortSignal },
+  ): Promise<void>;
   /** Removes every boot file written for the node (idempotent). */
   cleanUpRamdisk(node: DriverNode): Promise<void>;
   /** Makes the next boot come from the local disk. */

@@ -16,6 +16,14 @@ import { FakePower } from "./power/fake.ts";
 import { IpmitoolPower } from "./power/ipmitool.ts";
 import type { RedfishClientOptions } from "./redfish/client.ts";
 import { redfishHardware } from "./redfish/hardware.ts";
+import { VmediaIsoBuilder, vmediaDirOf } from "../images/iso.ts";
+import { DeployFiles } from "../images/iso-sources.ts";
+
+/** What the redfish-virtual-media boot needs from the conductor: signed links to what it serves. */
+export interface VirtualMediaWiring {
+  /** A signed, expiring absolute URL for a path the conductor serves. */
+  signedUrl(path: string): string;
+}
 
 /** Where the HTTP-served boot files live under the data dir. */
 export function httpBootRoot(config: ConductorConfig): string {
@@ -80,9 +88,21 @@ function networkBoot(config: ConductorConfig) {
 /** Ironic's redfish: Redfish power, management and inspection; network boot and the agent as for ipmi. */
 export function redfishHardwareOf(
   config: ConductorConfig,
-  options: { client?: RedfishClientOptions; pollIntervalMs?: number } = {},
+  options: { client?: RedfishClientOptions; pollIntervalMs?: number; vmedia?: VirtualMediaWiring } = {},
 ): HardwareType {
+  const vmedia = options.vmedia;
   return redfishHardware(config, {
+    ...(vmedia
+      ? {
+          virtualMedia: {
+            isos: new VmediaIsoBuilder({ dir: vmediaDirOf(config.dataDir) }),
+            files: new DeployFiles({ dir: join(config.dataDir, "vmedia-sources") }),
+            signedUrl: (path) => vmedia.signedUrl(path),
+            defaultDeployImages: { kernel: config.boot.deployKernel, ramdisk: config.boot.deployRamdisk },
+            kernelArgs: ["console=tty0", "console=ttyS0,115200n8"],
+          },
+        }
+      : {}),
     boot: networkBoot(config),
     bootName: config.boot.kind,
     // fake deploy is offered as Ironic offers it wherever it is enabled (tests, demos)
@@ -145,11 +165,11 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
 /** The hardware types a conductor offers; `ipmitool` options reach the BMC runner (metrics hooks). */
 export function defaultDrivers(
   config: ConductorConfig,
-  options: { ipmitool?: IpmitoolOptions; redfish?: RedfishClientOptions } = {},
+  options: { ipmitool?: IpmitoolOptions; redfish?: RedfishClientOptions; vmedia?: VirtualMediaWiring } = {},
 ): DriverRegistry {
   return driverRegistry([
     fakeHardware(config),
     ipmiHardware(config, options.ipmitool),
-    redfishHardwareOf(config, { client: options.redfish }),
+    redfishHardwareOf(config, { client: options.redfish, vmedia: options.vmedia }),
   ]);
 }

@@ -37,14 +37,15 @@ export async function retireAgentToken(task: Task): Promise<void> {
 }
 
 /**
- * Boots the node into the deploy ramdisk: boot files, one-time PXE, power cycle. The previous boot's agent
+ * Boots the node into the deploy ramdisk: boot files (or a virtual CD), one-time PXE (or cdrom), power cycle. The previous boot's agent
  * token is retired (the only other place is an operator's power action) so the new agent gets a fresh one.
  */
 export async function bootIntoRamdisk(task: Task): Promise<void> {
   await retireAgentToken(task);
   const node = await task.driverNode();
-  await task.hw.boot.prepareRamdisk(node, { agentParams: agentParams(task) });
-  await task.hw.management.setBootDevice(node, { device: "pxe", persistent: false }, { signal: task.signal });
+  await task.hw.boot.prepareRamdisk(node, { agentParams: agentParams(task), signal: task.signal });
+  const device = task.hw.boot.ramdiskBootDevice?.(node) ?? "pxe";
+  await task.hw.management.setBootDevice(node, { device, persistent: false }, { signal: task.signal });
   await task.setPower(task.node.power_state === "power on" ? "reboot" : "power on");
   await task.mergeInternalInfo({
     ramdisk_booted_at: new Date().toISOString(),

@@ -11,9 +11,11 @@ export interface ImageRoutes {
   /** Under localRoot, served without a link (deploy kernel and ramdisk). */
   publicDir?: string;
   cache?: ImageCache;
+  /** Virtual-media ISOs, served under /vmedia/ through signed links (the BMC fetches them). */
+  vmediaDir?: string;
 }
 
-/** Registers /images/ (local root) and /image-cache/ (Glance cache) where configured. */
+/** Registers /images/ (local root), /image-cache/ (Glance cache) and /vmedia/ (ISOs) where configured. */
 export function registerImageRoutes(app: FastifyInstance, routes: ImageRoutes): void {
   if (routes.localRoot !== undefined)
     void app.register(localImagesPlugin, {
@@ -22,6 +24,8 @@ export function registerImageRoutes(app: FastifyInstance, routes: ImageRoutes): 
       links: routes.links,
       ...(routes.publicDir !== undefined ? { publicDir: routes.publicDir } : {}),
     });
+  if (routes.vmediaDir !== undefined)
+    void app.register(localImagesPlugin, { prefix: "/vmedia", root: routes.vmediaDir, links: routes.links });
   const cache = routes.cache;
   if (cache)
     void app.register(localImagesPlugin, {

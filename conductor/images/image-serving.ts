@@ -4,6 +4,7 @@ import type { ConductorConfig } from "../config.ts";
 import { GlanceClient, staticTokenSource, type TokenSource } from "./glance.ts";
 import { GlanceImageSources, noGlance, type ImageSources } from "./glance-source.ts";
 import { ImageCache } from "./image-cache.ts";
+import { vmediaDirOf } from "./iso.ts";
 import type { UrlSigner } from "./image-request.ts";
 import type { ImageRoutes } from "./image-routes.ts";
 import { ImageLinks, type LinkKeySource } from "./signed-links.ts";
@@ -62,8 +63,11 @@ export function createImageServing(
       serviceProject: glance.serviceProject,
     });
   }
+  const vmediaDir = vmediaDirOf(config.dataDir);
+  mkdirSync(vmediaDir, { recursive: true, mode: 0o700 });
   const routes: ImageRoutes = {
     links,
+    vmediaDir,
     ...(config.images.localRoot ? { localRoot: config.images.localRoot } : {}),
     ...(config.images.publicDir !== undefined ? { publicDir: config.images.publicDir } : {}),
     ...(cache ? { cache } : {}),

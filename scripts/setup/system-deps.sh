@@ -12,6 +12,8 @@ packages=(
   python3-sushy
   # strace: a test checks which files ipmitool opens (it must skip the system's enterprise number registry).
   strace
+  # The redfish-virtual-media boot builds its BIOS+UEFI ISOs with grub-mkrescue, which drives xorriso.
+  xorriso
   qemu-system-x86 qemu-utils ipxe-qemu
   busybox-static dnsmasq-base iproute2 cpio kmod zstd xz-utils
   gdisk dosfstools genisoimage mtools util-linux fdisk time e2fsprogs

@@ -1,8 +1,10 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { QemuMachine, bootOrderOf } from "../../scripts/lab/redfish/qmp.ts";
+import { QemuMachine, bootOrderOf, qmp } from "../../scripts/lab/redfish/qmp.ts";
 import { startRedfishBmc } from "../../scripts/lab/redfish/server.ts";
 import { RedfishConnections } from "../../conductor/drivers/redfish/client.ts";
 import { RedfishPower } from "../../conductor/drivers/redfish/power.ts";
@@ -21,6 +23,7 @@ describe("the lab's Redfish BMC driving QEMU through QMP", { timeout: 120_000 },
     const machine = new QemuMachine({
       argv: ["-machine", "none", "-nodefaults", "-display", "none", "-S"],
       qmpSocket: join(dir, "qmp.sock"),
+      virtualCd: false,
     });
     const bmc = await startRedfishBmc({ systems: [{ id: "vm", machine }] });
     const conn = new RedfishConnections({ backoffMs: 1 });
@@ -44,6 +47,57 @@ describe("the lab's Redfish BMC driving QEMU through QMP", { timeout: 120_000 },
     } finally {
       await conn.close();
       await bmc.stop();
+    }
+  });
+
+  it("puts an inserted image's fetched file in the running VM's CD drive and ejects it", async () => {
+    const iso = join(dir, "served.iso");
+    writeFileSync(iso, Buffer.alloc(64 * 2048, 1));
+    const server = createServer((request, response) => {
+      void readFile(iso).then((bytes) => response.end(bytes));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const address = server.address() as { port: number };
+    const socket = join(dir, "cd", "qmp.sock");
+    rmSync(join(dir, "cd"), { recursive: true, force: true });
+    await import("node:fs/promises").then((fs) => fs.mkdir(join(dir, "cd")));
+    const machine = new QemuMachine({
+      argv: ["-machine", "pc", "-nodefaults", "-display", "none", "-S"],
+      qmpSocket: socket,
+    });
+    const bmc = await startRedfishBmc({ systems: [{ id: "vm", machine }] });
+    const auth = `Basic ${Buffer.from("admin:password").toString("base64")}`;
+    const post = (action: string, body: unknown) =>
+      fetch(`${bmc.url}/redfish/v1/Systems/vm/VirtualMedia`, { headers: { authorization: auth } })
+        .then(() =>
+          fetch(`${bmc.url}/redfish/v1/Managers/BMC/VirtualMedia/vm/Actions/VirtualMedia.${action}`, {
+            method: "POST",
+            headers: { authorization: auth, "content-type": "application/json" },
+            body: JSON.stringify(body),
+          }),
+        )
+        .then((r) => r.status);
+    const cd = async () => {
+      const blocks = (await qmp(socket, "query-block")) as {
+        qdev?: string;
+        inserted?: { file: string };
+      }[];
+      return blocks.find((b) => b.qdev === "vmedia-cd");
+    };
+    try {
+      await machine.reset("On", "Cd");
+      await until(async () => ((await machine.power()) === "On" ? true : undefined), { timeoutMs: 30_000 });
+      expect((await cd())?.inserted).toBeUndefined();
+      const url = `http://127.0.0.1:${address.port}/vmedia/x.iso?anvil_expires=1&anvil_sig=y`;
+      expect(await post("InsertMedia", { Image: url, Inserted: true })).toBe(204);
+      expect((await cd())?.inserted?.file).toBe(join(dir, "cd", "vmedia.iso"));
+      expect(await readFile(join(dir, "cd", "vmedia.iso"))).toEqual(await readFile(iso));
+      expect(await post("EjectMedia", {})).toBe(204);
+      expect((await cd())?.inserted).toBeUndefined();
+    } finally {
+      await machine.close();
+      await bmc.stop();
+      server.close();
     }
   });
 });

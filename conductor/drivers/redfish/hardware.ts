@@ -2,6 +2,8 @@ import type { ConductorConfig } from "../../config.ts";
 import type { BootInterface } from "../interfaces.ts";
 import type { HardwareType } from "../hardware-type.ts";
 import type { DeployInterface, InspectInterface, RaidInterface } from "../interfaces.ts";
+import { BootByNode } from "./boot-select.ts";
+import { RedfishVirtualMediaBoot, type VirtualMediaBootOptions } from "./boot.ts";
 import { RedfishConnections, type RedfishClientOptions } from "./client.ts";
 import { REDFISH_PROPERTIES } from "./driver-info.ts";
 import { RedfishInspect } from "./inspect.ts";
@@ -18,6 +20,8 @@ export interface RedfishHardwareParts {
   client?: RedfishClientOptions;
   /** Poll interval while waiting for power states and tasks (tests shorten it). */
   pollIntervalMs?: number;
+  /** Offers the `redfish-virtual-media` boot interface (ISO builder, deploy files, link signer). */
+  virtualMedia?: Omit<VirtualMediaBootOptions, "connections">;
 }
 
 /**
@@ -29,6 +33,10 @@ export function redfishHardware(_config: ConductorConfig, parts: RedfishHardware
   const management = new RedfishManagement({ connections });
   const redfishInspect = new RedfishInspect(connections);
   const deployNames = parts.deploy.map((d) => d.name);
+  const vmedia = parts.virtualMedia
+    ? new RedfishVirtualMediaBoot({ ...parts.virtualMedia, connections })
+    : undefined;
+  const boot = vmedia ? new BootByNode(parts.boot, new Map([[vmedia.name, vmedia]])) : parts.boot;
   return {
     name: "redfish",
     interfaces: {
@@ -48,7 +56,7 @@ export function redfishHardware(_config: ConductorConfig, parts: RedfishHardware
     },
     power: new RedfishPower({ connections, management, pollIntervalMs: parts.pollIntervalMs }),
     management,
-    boot: parts.boot,
+    boot,
     deploy: parts.deploy,
     inspect: [redfishInspect, ...parts.inspect],
     raid: parts.raid,
@@ -57,6 +65,7 @@ export function redfishHardware(_config: ConductorConfig, parts: RedfishHardware
       inspect_interface: parts.inspect.map((i) => i.name),
       raid_interface: parts.raid.slice(1).map((r) => r.name),
       network_interface: ["noop"],
+      ...(vmedia ? { boot_interface: [vmedia.name] } : {}),
     },
     properties: REDFISH_PROPERTIES,
     stop: () => connections.close(),

@@ -1,11 +1,19 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, rmSync } from "node:fs";
+import { createWriteStream, existsSync, rmSync } from "node:fs";
+import { rename } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { connect, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Machine, MachinePower, MachineReset } from "./machine.ts";
 
+/** A QMP command: its name, or its name with arguments. */
+export type QmpCommand = string | { execute: string; arguments: Record<string, unknown> };
+
 /** One QMP exchange: connect, negotiate capabilities, run a command, return its "return" value. */
-export async function qmp(socketPath: string, execute: string, timeoutMs = 5000): Promise<unknown> {
+export async function qmp(socketPath: string, command: QmpCommand, timeoutMs = 5000): Promise<unknown> {
+  const execute = typeof command === "string" ? command : command.execute;
   const socket: Socket = connect(socketPath);
   socket.setEncoding("utf8");
   let buffer = "";
@@ -39,7 +47,7 @@ export async function qmp(socketPath: string, execute: string, timeoutMs = 5000)
     await next(); // greeting
     socket.write(JSON.stringify({ execute: "qmp_capabilities" }) + "\n");
     await next();
-    socket.write(JSON.stringify({ execute }) + "\n");
+    socket.write(JSON.stringify(typeof command === "string" ? { execute } : command) + "\n");
     // `quit` may close the socket before answering: that is the answer
     const answer = await next().catch((error: unknown) => {
       if (execute === "quit") return { return: {} };
@@ -53,11 +61,17 @@ export async function qmp(socketPath: string, execute: string, timeoutMs = 5000)
   }
 }
 
+// the virtual CD's drive and device (IDE secondary master, where -cdrom would sit on the pc machine)
+const CD_DRIVE = "vmedia";
+const CD_ID = "vmedia-cd";
+
 export interface QemuMachineOptions {
   /** QEMU's argv without -qmp and -boot (the node's disks, NIC, memory...). */
   argv: readonly string[];
   qmpSocket: string;
   binary?: string;
+  /** Give the VM a virtual CD drive (IDE, the pc machine's secondary master). Default true. */
+  virtualCd?: boolean;
 }
 
 /** QEMU's boot order letter for a Redfish boot source: the NIC (n), the CD (d), the first disk (c). */
@@ -86,9 +100,39 @@ export class QemuMachine implements Machine {
     }
   }
 
-  setMedia(image: string | null): Promise<void> {
-    this.media = image;
-    return Promise.resolve();
+  /**
+   * A virtual CD: an http(s) image is fetched first (as a BMC does) into the VM's directory; the file then goes
+   * into the VM's CD drive at once when it runs (QMP blockdev-change-medium) and at every start. Null ejects.
+   */
+  async setMedia(image: string | null): Promise<void> {
+    const running = (await this.power()) !== "Off";
+    if (image === null) {
+      this.media = null;
+      if (running)
+        await qmp(this.options.qmpSocket, { execute: "eject", arguments: { id: CD_ID, force: true } });
+      rmSync(this.isoPath(), { force: true });
+      return;
+    }
+    const file = image.startsWith("/") ? image : await this.fetchImage(image);
+    this.media = file;
+    if (running)
+      await qmp(this.options.qmpSocket, {
+        execute: "blockdev-change-medium",
+        arguments: { id: CD_ID, filename: file, format: "raw", "read-only-mode": "read-only" },
+      });
+  }
+
+  private isoPath(): string {
+    return join(dirname(this.options.qmpSocket), "vmedia.iso");
+  }
+
+  private async fetchImage(url: string): Promise<string> {
+    const response = await fetch(url, { signal: AbortSignal.timeout(120_000) });
+    if (!response.ok || !response.body) throw new Error(`fetching ${url.split("?")[0]}: ${response.status}`);
+    const part = `${this.isoPath()}.part`;
+    await pipeline(Readable.fromWeb(response.body), createWriteStream(part));
+    await rename(part, this.isoPath());
+    return this.isoPath();
   }
 
   async reset(type: MachineReset, bootSource: string): Promise<void> {
@@ -125,7 +169,14 @@ export class QemuMachine implements Machine {
       "-boot",
       `order=${bootOrderOf(bootSource)}`,
     ];
-    if (this.media && this.media.startsWith("/")) argv.push("-cdrom", this.media);
+    // a CD drive is always there (an empty one without media) so an insert while running has a device
+    if (this.options.virtualCd !== false) {
+      argv.push(
+        "-drive",
+        `if=none,id=${CD_DRIVE},media=cdrom,readonly=on${this.media ? `,format=raw,file=${this.media}` : ""}`,
+      );
+      argv.push("-device", `ide-cd,drive=${CD_DRIVE},id=${CD_ID},bus=ide.1,unit=0`);
+    }
     const child = spawn(this.options.binary ?? "qemu-system-x86_64", argv, { stdio: "ignore" });
     this.child = child;
     child.on("error", () => undefined);

@@ -48,6 +48,8 @@ export interface Misbehaviour {
   noSessions?: boolean;
   /** Answer Reset with 202 and a task monitor that finishes after this many polls. */
   resetTaskPolls?: number;
+  /** Answer InsertMedia with 500 and this message (a BMC that cannot reach the image URL). */
+  refuseInsertMedia?: string;
 }
 
 export interface RedfishBmcOptions {
@@ -159,6 +161,9 @@ function systemResource(base: string, s: SystemState, power: string): Record<str
     Storage: ref(`${base}/Storage`),
     SimpleStorage: ref(`${base}/SimpleStorage`),
     EthernetInterfaces: ref(`${base}/EthernetInterfaces`),
+    // ComputerSystem v1_13's own VirtualMedia: its one member is this system's CD on the shared manager, so
+    // a client looking systems-first (as Ironic does) finds the right slot among several systems
+    VirtualMedia: ref(`${base}/VirtualMedia`),
     Links: { Chassis: [ref("/redfish/v1/Chassis/1")], ManagedBy: [ref("/redfish/v1/Managers/BMC")] },
     Actions: {
       "#ComputerSystem.Reset": {
@@ -351,6 +356,8 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
           if (typeof body.Image !== "string" || body.Image === "")
             return error(400, "PropertyMissing", "The property Image is a required property");
           if (s.media.inserted) return error(409, "ResourceInUse", "Media is already inserted");
+          if (misbehave.refuseInsertMedia !== undefined)
+            return error(500, "InternalError", misbehave.refuseInsertMedia);
           s.media = {
             image: body.Image,
             inserted: body.Inserted !== false,
@@ -359,7 +366,13 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
         } else {
           s.media = { image: null, inserted: false, writeProtected: true };
         }
-        await s.machine.setMedia?.(s.media.image);
+        try {
+          await s.machine.setMedia?.(s.media.image);
+        } catch (e) {
+          // a BMC that could not fetch the image leaves the slot empty and says why
+          s.media = { image: null, inserted: false, writeProtected: true };
+          return error(500, "InternalError", `Virtual media: ${(e as Error).message}`);
+        }
         return [204, undefined];
       }
       return [
@@ -446,6 +459,13 @@ async function systemRoute(ctx: {
   const { s, base, sub, method, request, misbehave } = ctx;
   const spec = s.spec;
   if (sub === "" && method === "GET") return [200, systemResource(base, s, await s.machine.power())];
+  if (sub === "/VirtualMedia" && method === "GET")
+    return [
+      200,
+      collection(`${base}/VirtualMedia`, "#VirtualMediaCollection.VirtualMediaCollection", [
+        `/redfish/v1/Managers/BMC/VirtualMedia/${spec.id}`,
+      ]),
+    ];
   if (sub === "" && method === "PATCH") {
     const body = (await readBody(request)) as { Boot?: Record<string, unknown>; IndicatorLED?: unknown };
     if (body.IndicatorLED !== undefined) {
