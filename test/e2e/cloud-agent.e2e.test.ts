@@ -93,7 +93,7 @@ afterAll(async () => {
   console.log(
     [
       "\nlab cloud + QEMU node figures",
-      ...Object.entries(figures).map(([k, v]) => `  ${k.padEnd(36)} ${v}`),
+      ...Object.entries(figures).map(([k, v]) => `  ${k.padEnd(40)} ${v}`),
     ].join("\n"),
   );
   if (lab) await cloudDown(lab);
