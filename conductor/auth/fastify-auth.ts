@@ -19,7 +19,8 @@ declare module "fastify" {
 /**
  * Routes anyone may call, by their route pattern (not the raw URL, so no path trick reaches a protected
  * handler through a public prefix): version discovery as in Ironic, the agent's lookup and a ramdisk's inspection data, and the boot and
- * image files that firmware and the ramdisk fetch (temporary URLs carry their own signature).
+ * image files that firmware and the ramdisk fetch, local or from the Glance cache (temporary URLs carry
+ * their own signature).
  */
 // the dashboard's page, script and stylesheet carry no data: the page signs in, then calls the API
 const PUBLIC_ROUTES = new Set([
@@ -29,6 +30,7 @@ const PUBLIC_ROUTES = new Set([
   "/v1/continue_inspection",
   "/boot/*",
   "/images/*",
+  "/image-cache/*",
   "/ui/",
   "/ui/app.js",
   "/ui/app.css",

@@ -2,8 +2,9 @@
 # Builds a small whole-disk test image that boots by BIOS and by UEFI: an MBR (syslinux's mbr.bin) and one
 # FAT16 partition holding syslinux (BIOS), syslinux.efi as EFI/BOOT/BOOTX64.EFI (UEFI), Debian's kernel and a
 # tiny busybox initramfs whose init prints "ANVIL-TEST-IMAGE-BOOTED <id>" to the console (ttyS0), then
-# "ANVIL-TEST-IMAGE-CONFIGDRIVE <device> uuid=<uuid>" (or "... none") from the config drive it finds, and
-# powers off. Built without mounting anything (mtools, syslinux on the image file, dd).
+# "ANVIL-TEST-IMAGE-CONFIGDRIVE <device> uuid=<uuid>" (or "... none") from the config drive it finds, then
+# "ANVIL-TEST-IMAGE-USERDATA <first line>" when the drive carries user data, and powers off. Built without
+# mounting anything (mtools, syslinux on the image file, dd).
 #
 #   build.sh [--id ID] [--out DIR]
 #
@@ -134,6 +135,10 @@ done
 if [ -n "$drive" ] && busybox mount -t iso9660 -o ro "/dev/$drive" /mnt; then
   uuid=$(busybox sed -n 's/.*"uuid": *"\([^"]*\)".*/\1/p' /mnt/openstack/latest/meta_data.json 2>/dev/null)
   echo "ANVIL-TEST-IMAGE-CONFIGDRIVE $drive uuid=${uuid:-unknown}"
+  # The user data's first line (what `server create --user-data` gave), if the drive has any.
+  if [ -f /mnt/openstack/latest/user_data ]; then
+    echo "ANVIL-TEST-IMAGE-USERDATA $(busybox head -n 1 /mnt/openstack/latest/user_data)"
+  fi
 else
   echo "ANVIL-TEST-IMAGE-CONFIGDRIVE none"
 fi

@@ -27,3 +27,21 @@ glance:
 YAML
   chmod 600 "$file"
 }
+
+# write_anvil_lab_config FILE IMAGE_ROOT: what `lab up` gives its own conductor, for the lab's QEMU nodes:
+# they reach the conductor at the guest address scripts/lab/vm-args.ts forwards (10.0.2.100, port 80 →
+# this conductor's port), PXE-boot the ramdisk from IMAGE_ROOT/ramdisk, and fetch Glance images from the
+# image cache by signed links under that address. No power sync: the test image powers itself off after
+# printing its marker, and a sync forcing the recorded state would switch it on again and again.
+write_anvil_lab_config() {
+  local file="$1" root="$2"
+  cat >>"$file" <<YAML
+public_url: http://10.0.2.100
+boot:
+  deploy_kernel: http://10.0.2.100/images/ramdisk/anvil.kernel
+  deploy_ramdisk: http://10.0.2.100/images/ramdisk/anvil.initramfs
+images:
+  local_root: $root
+  public_dir: ramdisk
+YAML
+}

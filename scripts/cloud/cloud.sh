@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The lab cloud: Keystone, Glance, Placement and Nova (Debian bookworm's Zed) with nova-compute-ironic
 # driving an Anvil conductor, everything on loopback, as plain processes, state in one directory.
-#   cloud.sh up [--computes N]      start it all (in order, each checked ready); prints start time and RSS
+#   cloud.sh up [--computes N] [--lab-nodes M]
+#                                   start it all (in order, each checked ready); prints start time and RSS.
+#                                   --lab-nodes: M QEMU lab nodes (scripts/lab: ipmi_sim BMC, VM on power on)
+#                                   whose PXE and agent reach this Anvil; enroll file in lab/enroll.json
 #   cloud.sh status                 which processes run, and their total RSS
 #   cloud.sh stop-compute I         stop nova-compute number I (the others take its nodes over)
 #   cloud.sh start-compute I        start it again (host compute-I)
@@ -181,6 +184,7 @@ EOF
   printf '[api_database]\nconnection = %s\n[database]\nconnection = %s\n' "$(db_url nova_api)" "$(db_url nova)" \
     >"$etc/nova-db.conf"
   write_anvil_config "$etc/anvil.yaml" "$DIR" "$ANVIL_PORT"
+  if [ "$LAB_NODES" -gt 0 ]; then write_anvil_lab_config "$etc/anvil.yaml" "$repo/build"; fi
   cat >"$DIR/admin-openrc" <<EOF
 export OS_AUTH_URL=http://127.0.0.1:$KEYSTONE_PORT/v3
 export OS_IDENTITY_API_VERSION=3
@@ -257,6 +261,14 @@ start_keystone() {
   } >"$DIR/log/keystone-manage.log" 2>&1 || die "keystone-manage failed: $(tail -5 "$DIR/log/keystone-manage.log")"
   uwsgi_app keystone "$KEYSTONE_PORT" /usr/bin/keystone-wsgi-public "OS_KEYSTONE_CONFIG_FILES=$conf"
   wait_http keystone "http://127.0.0.1:$KEYSTONE_PORT/v3"
+}
+
+# start_lab: the lab's nodes without its conductor (scripts/lab does the VMs, disks and BMCs); the VMs
+# forward the conductor's guest address to ANVIL_PORT, so this cloud's Anvil is their conductor.
+start_lab() {
+  log "lab: $LAB_NODES QEMU node(s)"
+  (cd "$repo" && node --import tsx scripts/lab/main.ts up "$LAB_NODES" --no-conductor --port "$ANVIL_PORT" \
+    --dir "$DIR/lab") >"$DIR/log/lab.log" 2>&1 || die "lab up failed: $(tail -5 "$DIR/log/lab.log")"
 }
 
 start_anvil() {
@@ -355,10 +367,15 @@ total_rss_mb() {
 
 cmd_up() {
   local computes=1
+  LAB_NODES=0
   while [ $# -gt 0 ]; do
     case "$1" in
       --computes)
         computes="$2"
+        shift 2
+        ;;
+      --lab-nodes)
+        LAB_NODES="$2"
         shift 2
         ;;
       *) die "unknown option $1" ;;
@@ -387,11 +404,14 @@ RABBIT_DIST_PORT=$RABBIT_DIST_PORT
 EPMD_PORT=$EPMD_PORT
 PG_PORT=$PG_PORT
 COMPUTES=$computes
+LAB_NODES=$LAB_NODES
+LAB_DIR=$DIR/lab
 EOF
   write_configs
   start_rabbitmq
   start_keystone
   fill_catalog
+  if [ "$LAB_NODES" -gt 0 ]; then start_lab; fi
   start_anvil
   start_glance
   start_placement
@@ -450,6 +470,10 @@ cmd_down() {
       kill "$p" 2>/dev/null || true
     fi
   done
+  # the lab's VMs and BMCs, by the pids it recorded
+  if [ -f "$DIR/lab/lab.json" ]; then
+    (cd "$repo" && node --import tsx scripts/lab/main.ts down --dir "$DIR/lab") >&2 || true
+  fi
   bash "$repo/scripts/setup/postgres.sh" stop "$DIR/pg" || true
   rm -rf "$DIR"
   log "down"
@@ -469,7 +493,7 @@ case "${1:-}" in
     ;;
   down) cmd_down ;;
   *)
-    sed -n '2,13p' "$0" >&2
+    sed -n '2,16p' "$0" >&2
     exit 2
     ;;
 esac

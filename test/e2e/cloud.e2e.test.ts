@@ -1,10 +1,28 @@
-import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exec } from "../../shared/system/exec.ts";
-import { until } from "../helpers/wait.ts";
-import { REPO_ROOT } from "../../scripts/lab/lab.ts";
+import {
+  api,
+  cloudDown,
+  cloudScript,
+  cloudUp,
+  createBaremetalFlavor,
+  createImage,
+  hypervisors as hypervisorsOf,
+  nodeAvailable as nodeAvailableOf,
+  openstack as openstackOf,
+  openstackJson as openstackJsonOf,
+  seconds,
+  server as serverOf,
+  serverSettles as serverSettlesOf,
+  settle,
+  token as tokenOf,
+  type BaremetalNode,
+  type Hypervisor,
+  type LabCloud,
+} from "../helpers/cloud.ts";
 
 /**
  * Issue 25's lab cloud: Debian's Keystone, Glance, Placement and Nova (Zed) with two nova-compute-ironic
@@ -12,173 +30,43 @@ import { REPO_ROOT } from "../../scripts/lab/lab.ts";
  * goes through the stock `openstack` CLI with Keystone credentials; the nodes are fake-hardware.
  */
 
-const CLOUD = join(REPO_ROOT, "scripts", "cloud", "cloud.sh");
 const NODES = 4;
 const COMPUTES = 2;
-// NOTE: generous: on the shared 2-core machine one `openstack` command takes 2–12 s.
-const CLI_TIMEOUT_MS = 5 * 60_000;
 
-let dir = "";
-let env: Record<string, string> = {};
-let cloudEnv: Record<string, string> = {};
+let lab: LabCloud | undefined;
 const figures: Record<string, string> = {};
 
-const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
-
-/** KEY=VALUE lines (with or without `export`), as cloud.sh writes admin-openrc and cloud.env. */
-function parseEnvFile(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const line of text.split("\n")) {
-    const m = /^(?:export )?([A-Z_0-9]+)=(.*)$/.exec(line.trim());
-    if (m?.[1] !== undefined && m[2] !== undefined) out[m[1]] = m[2];
-  }
-  return out;
-}
-
-async function cloud(args: string[], timeoutMs = 20 * 60_000): Promise<string> {
-  const r = await exec("bash", [CLOUD, ...args], { env: { ANVIL_CLOUD_DIR: dir }, timeoutMs });
-  expect(r.code, `cloud.sh ${args.join(" ")}: ${r.stderr.slice(-3000)}`).toBe(0);
-  return r.stderr;
-}
-
-/**
- * The stock CLI with the admin's Keystone credentials (in the environment, never argv). Bare-metal commands
- * go system scoped, as an operator administers Ironic's fleet (a project-scoped admin is only its
- * project's owner to Anvil's policy, as in Ironic's new defaults); the rest project scoped.
- */
-async function openstack(args: string[]): Promise<string> {
-  const { OS_PROJECT_NAME: _project, OS_PROJECT_DOMAIN_NAME: _domain, ...unscoped } = env;
-  const scoped = args[0] === "baremetal" ? { ...unscoped, OS_SYSTEM_SCOPE: "all" } : env;
-  const r = await exec("openstack", args, { env: scoped, timeoutMs: CLI_TIMEOUT_MS });
-  expect(r.code, `openstack ${args.join(" ")}: ${r.stderr.slice(-2000)}`).toBe(0);
-  return r.stdout;
-}
-
-async function openstackJson<T>(args: string[]): Promise<T> {
-  return JSON.parse(await openstack([...args, "-f", "json"])) as T;
-}
-
-/**
- * Polls through the shared helper every 2 s, riding over a probe's failures (an `openstack` command that
- * fails while a service restarts or a compute settles); the last failure is named on timeout.
- */
-async function settle<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  let last: unknown;
-  try {
-    return await until(
-      async () => {
-        try {
-          return await probe();
-        } catch (error) {
-          last = error;
-          return undefined;
-        }
-      },
-      { what, timeoutMs, intervalMs: 2000 },
-    );
-  } catch (error) {
-    throw new Error(`${String(error)} (last failure: ${String(last)})`);
-  }
-}
-
-/** A Keystone token for direct reads of Nova's and Placement's APIs (what the CLI would print). */
-async function token(): Promise<string> {
-  return (await openstackJson<{ id: string }>(["token", "issue"])).id;
-}
-
-async function api<T>(url: string, tok: string, microversion?: string): Promise<T> {
-  const headers: Record<string, string> = { "X-Auth-Token": tok, Accept: "application/json" };
-  if (microversion) headers["OpenStack-API-Version"] = microversion;
-  const res = await fetch(url, { headers });
-  expect(res.status, `${url}: ${await res.clone().text()}`).toBe(200);
-  return (await res.json()) as T;
-}
-
-interface Hypervisor {
-  id: string;
-  hypervisor_hostname: string;
-  state: string;
-  service: { host: string };
-}
-
-async function hypervisors(tok: string): Promise<Hypervisor[]> {
-  const url = `http://127.0.0.1:${cloudEnv.NOVA_PORT}/v2.1/os-hypervisors/detail`;
-  return (await api<{ hypervisors: Hypervisor[] }>(url, tok, "compute 2.53")).hypervisors;
-}
-
-interface BaremetalNode {
-  uuid: string;
-  provision_state: string;
-  power_state: string | null;
-  instance_uuid: string | null;
-}
-
-const node = (id: string) => openstackJson<BaremetalNode>(["baremetal", "node", "show", id]);
-const server = (id: string) => openstackJson<Record<string, string>>(["server", "show", id]);
-
-/** Waits for the server's status, then returns the node it runs on. */
-async function serverSettles(id: string, status: string, powerState: string): Promise<BaremetalNode> {
-  const nodeId = await settle(
-    `server ${id} ${status}`,
-    async () => {
-      const s = await server(id);
-      expect(s.status).not.toBe("ERROR");
-      return s.status === status ? s["OS-EXT-SRV-ATTR:hypervisor_hostname"] : undefined;
-    },
-    5 * 60_000,
-  );
-  return settle(
-    `node ${nodeId} ${powerState}`,
-    async () => {
-      const n = await node(nodeId);
-      return n.power_state === powerState ? n : undefined;
-    },
-    2 * 60_000,
-  );
-}
-
-async function nodeAvailable(nodeId: string): Promise<BaremetalNode> {
-  return settle(
-    `node ${nodeId} available`,
-    async () => {
-      const n = await node(nodeId);
-      return n.provision_state === "available" && n.instance_uuid === null ? n : undefined;
-    },
-    5 * 60_000,
-  );
-}
+const the = (): LabCloud => {
+  if (lab === undefined) throw new Error("the cloud is not up");
+  return lab;
+};
+const openstack = (args: string[]): Promise<string> => openstackOf(the(), args);
+const openstackJson = <T>(args: string[]): Promise<T> => openstackJsonOf<T>(the(), args);
+const token = (): Promise<string> => tokenOf(the());
+const hypervisors = (tok: string): Promise<Hypervisor[]> => hypervisorsOf(the(), tok);
+const server = (id: string): Promise<Record<string, string>> => serverOf(the(), id);
+const serverSettles = (id: string, status: string, powerState: string): Promise<BaremetalNode> =>
+  serverSettlesOf(the(), id, { status, powerState });
+const nodeAvailable = (id: string): Promise<BaremetalNode> => nodeAvailableOf(the(), id);
 
 // NOTE: ANVIL_CLOUD_E2E_DIR names a cloud already up (`cloud.sh up --computes 2`, no servers or nodes yet)
 // that the test uses and leaves up: a cloud's start takes minutes, so this is for working on the test.
 const reuse = process.env.ANVIL_CLOUD_E2E_DIR;
 
 beforeAll(async () => {
-  if (reuse) {
-    dir = reuse;
-    env = parseEnvFile(await readFile(join(dir, "admin-openrc"), "utf8"));
-    cloudEnv = parseEnvFile(await readFile(join(dir, "cloud.env"), "utf8"));
-    return;
-  }
-  // NOTE: under /tmp, not .tmp/: PostgreSQL runs as its own user and must be able to enter the directory.
-  const parent = await mkdtemp(join(tmpdir(), "anvil-cloud-e2e-"));
-  await chmod(parent, 0o755);
-  dir = join(parent, "cloud");
   const t0 = Date.now();
-  const log = await cloud(["up", "--computes", String(COMPUTES)]);
+  const up = await cloudUp(["--computes", String(COMPUTES)], reuse);
+  lab = up.cloud;
+  if (reuse) return;
   figures["cloud up"] = seconds(Date.now() - t0);
-  figures["cloud up (script's line)"] = /up in .*/.exec(log)?.[0] ?? "?";
-  env = parseEnvFile(await readFile(join(dir, "admin-openrc"), "utf8"));
-  cloudEnv = parseEnvFile(await readFile(join(dir, "cloud.env"), "utf8"));
+  figures["cloud up (script's line)"] = /up in .*/.exec(up.log)?.[0] ?? "?";
 }, 25 * 60_000);
 
 afterAll(async () => {
   console.log(
     ["\nlab cloud figures", ...Object.entries(figures).map(([k, v]) => `  ${k.padEnd(28)} ${v}`)].join("\n"),
   );
-  if (dir && !reuse) {
-    await cloud(["down"], 2 * 60_000);
-    await rm(join(dir, ".."), { recursive: true, force: true });
-  }
+  if (lab) await cloudDown(lab);
 }, 5 * 60_000);
 
 describe("the lab cloud on Anvil", () => {
@@ -231,7 +119,7 @@ describe("the lab cloud on Anvil", () => {
       const inv = await settle(
         `placement inventory of ${id}`,
         async () => {
-          const url = `http://127.0.0.1:${cloudEnv.PLACEMENT_PORT}/resource_providers/${id}/inventories`;
+          const url = `http://127.0.0.1:${the().cloudEnv.PLACEMENT_PORT}/resource_providers/${id}/inventories`;
           const body = await api<{ inventories: Record<string, { total: number }> }>(url, tok);
           return body.inventories.CUSTOM_BAREMETAL ? body.inventories : undefined;
         },
@@ -249,29 +137,11 @@ describe("the lab cloud on Anvil", () => {
       // A real (empty) qcow2: fake-hardware does not write it, but Glance and Nova read its metadata.
       const image = join(work, "cloud-test.qcow2");
       expect((await exec("qemu-img", ["create", "-f", "qcow2", image, "64M"])).code).toBe(0);
-      const img = await openstackJson<{ id: string; status: string }>([
-        "image", "create", "--public", "--disk-format", "qcow2", "--container-format", "bare", "--file", image, "cloud-test",
-      ]); // prettier-ignore
-      // The CLI prints the image as created, before its upload; Glance then marks it active.
-      const status = await settle(
-        "image active",
-        async () => {
-          const shown = await openstackJson<{ status: string }>(["image", "show", img.id]);
-          return shown.status === "active" ? shown.status : undefined;
-        },
-        2 * 60_000,
-      );
-      expect(status).toBe("active");
-      imageId = img.id;
+      imageId = await createImage(the(), image, "cloud-test");
     } finally {
       await rm(work, { recursive: true, force: true });
     }
-    // As Ironic's install guide: the node's resource class, and no VCPU/RAM/disk from placement.
-    await openstack([
-      "flavor", "create", "--ram", "768", "--vcpus", "1", "--disk", "1",
-      "--property", "resources:CUSTOM_BAREMETAL=1", "--property", "resources:VCPU=0",
-      "--property", "resources:MEMORY_MB=0", "--property", "resources:DISK_GB=0", "bm",
-    ]); // prettier-ignore
+    await createBaremetalFlavor(the(), "bm");
 
     const t0 = Date.now();
     const created = await openstackJson<{ id: string; status: string }>([
@@ -332,7 +202,7 @@ describe("the lab cloud on Anvil", () => {
     expect(moving.length).toBeGreaterThan(0);
 
     const t0 = Date.now();
-    await cloud(["stop-compute", "2"], 2 * 60_000);
+    await cloudScript(the().dir, ["stop-compute", "2"], 2 * 60_000);
     const after = await settle(
       "compute-1 reports every node",
       async () => {

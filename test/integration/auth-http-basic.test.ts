@@ -84,6 +84,22 @@ describe("http_basic as Ironic answers it", () => {
     expect((await api(`${ctx.url}/v1/events`)).status).toBe(401);
   });
 
+  it("the Glance image cache is served by signed link, not credentials: the agent has no user", async () => {
+    // NOTE: the agent holds a signed link to the conductor's cache and no API credentials; a 401 here
+    // failed every Glance-backed deploy behind auth (found by the lab cloud's QEMU e2e).
+    const cached = await startConductor({
+      auth: { auth_strategy: "http_basic", http_basic_auth_user_file: files.userFile },
+      glance: { endpoint: "http://127.0.0.1:9" },
+    });
+    try {
+      const unsigned = await api(`${cached.url}/image-cache/0b5e2f4c-40c4-4c16-9d5f-0a0f4b7d3a11`);
+      expect(unsigned.status).toBe(403); // refused for its missing signature, not for a missing user
+      expect((await api(`${cached.url}/image-cache/../v1/nodes`)).status).not.toBe(200);
+    } finally {
+      await cached.stop();
+    }
+  });
+
   it("a path trick through a public prefix still needs auth (sent raw, not normalised by a client)", async () => {
     const { port } = new URL(ctx.url);
     for (const path of ["/boot/../v1/nodes", "/v1/lookup/../nodes", "/v1/lookup/%2e%2e/nodes"]) {
