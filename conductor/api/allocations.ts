@@ -2,7 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { AllocationCreateBody, ResourceName } from "../../shared/api.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
-import { badRequest } from "./errors.ts";
+import { badRequest, pyRepr } from "./errors.ts";
 import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
 import { ALLOCATION_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { AllocationListQuery, FieldsQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
@@ -57,12 +57,6 @@ async function checkNamedNodes(
   const missing: string[] = [];
   for (const ident of new Set(named.candidates)) if (await hidden(ident)) missing.push(ident);
   if (missing.length > 0) throw badRequest(`Nodes cannot be found: ${missing.join(", ")}`);
-}
-
-/** Python's repr of a string, as jsonschema's messages quote values (cut: a long value is not echoed whole). */
-function pyRepr(value: unknown): string {
-  const text = typeof value === "string" ? value.slice(0, 300) : String(JSON.stringify(value)).slice(0, 300);
-  return text.includes("'") && !text.includes('"') ? `"${text}"` : `'${text.replace(/'/g, "\\'")}'`;
 }
 
 /**

@@ -6,11 +6,37 @@ import { maskSecrets, restoreMaskedSecrets } from "../../shared/secrets.ts";
 import { authorize } from "../auth/policy.ts";
 import { ConductorError } from "../errors.ts";
 import { type ApiDeps, baseUrl } from "./context.ts";
-import { notFound } from "./errors.ts";
+import { badRequest, notFound, pyRepr } from "./errors.ts";
 import { applyJsonPatch } from "./json-patch.ts";
 import { checkStoredJson } from "./limits.ts";
 import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
 import { listParams, resourceView, sendCollection } from "./resource-view.ts";
+
+/**
+ * Ironic's texts for a body its TEMPLATE_SCHEMA (jsonschema: "Schema error for template: …", with the root
+ * cause of an `anyOf`) or its uuid check refuses, which clients match on ("does not match", "is too short",
+ * "Expected UUID for uuid"); other issues keep the shared wording. @throws Invalid
+ */
+function parseTemplateBody(body: unknown): DeployTemplateCreateBody {
+  const parsed = DeployTemplateCreateBody.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const raw = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+  for (const issue of parsed.error.issues) {
+    const field = issue.path[0];
+    if (issue.path.length !== 1 || typeof field !== "string") continue;
+    const value = raw[field];
+    if (field === "name" && typeof value === "string" && issue.code === "too_big")
+      throw badRequest(`Schema error for template: ${pyRepr(value)} is too long`);
+    if (field === "name" && typeof value === "string" && value.length > 0)
+      throw badRequest(
+        `Schema error for template: ${pyRepr(value)} is not valid under any of the given schemas. Possible root cause: ${pyRepr(value)} does not match '^CUSTOM_[A-Z0-9_]+$'`,
+      );
+    if (field === "steps" && Array.isArray(value) && value.length === 0)
+      throw badRequest("Schema error for template: [] is too short");
+    if (field === "uuid" && typeof value === "string") throw badRequest(`Expected UUID for uuid: ${value}`);
+  }
+  throw parsed.error;
+}
 
 /** Deploy templates came with microversion 1.55. */
 export const DEPLOY_TEMPLATES_VERSION = 55;
@@ -80,7 +106,7 @@ export function deployTemplatesPlugin(deps: ApiDeps) {
 
     app.post("/v1/deploy_templates", async (request, reply) => {
       authorize("baremetal:deploy_template:create", request.identity);
-      const body = DeployTemplateCreateBody.parse(request.body);
+      const body = parseTemplateBody(request.body);
       checkStoredJson(body, JSON_FIELDS, deps.config.api);
       const template = await deps.store.createDeployTemplate({
         uuid: body.uuid ?? randomUUID(),

@@ -10,6 +10,12 @@ export const badRequest = (message: string): Invalid => new Invalid(message);
 export const notFound = (message: string): NotFound => new NotFound(message);
 export const conflict = (message: string): Conflict => new Conflict(message);
 
+/** Python's repr of a string, as jsonschema's messages quote values (cut: a long value is not echoed whole). */
+export function pyRepr(value: unknown): string {
+  const text = typeof value === "string" ? value.slice(0, 300) : String(JSON.stringify(value)).slice(0, 300);
+  return text.includes("'") && !text.includes('"') ? `"${text}"` : `'${text.replace(/'/g, "\\'")}'`;
+}
+
 /** Ironic's envelope: the fault is JSON inside a JSON string; faultcode is "Server" for 5xx, as Ironic's. */
 export function errorBody(message: string, status = 400): { error_message: string } {
   const faultcode = status >= 500 ? "Server" : "Client";

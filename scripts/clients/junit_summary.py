@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Summarises a pytest JUnit XML report: one `RESULT <test> PASS|FAIL|SKIP <reason>` line per test, then counts.
 
-Usage: junit_summary.py REPORT.xml [--markdown OUT.md --title TITLE]
+Usage: junit_summary.py REPORT.xml [REPORT.xml ...] [--markdown OUT.md --title TITLE]
+Several reports (one per module run in parallel) are read in the order given.
 The reason is the first meaningful line of the failure (for HTTP errors, the client's message with the
 status), so failures can be grouped by cause.
 """
@@ -22,12 +23,14 @@ def reason_of(element):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("report")
+    parser.add_argument("reports", nargs="+")
     parser.add_argument("--markdown")
     parser.add_argument("--title", default="results")
     args = parser.parse_args()
     rows = []
-    for case in ET.parse(args.report).getroot().iter("testcase"):
+    cases = [case for report in args.reports for case in ET.parse(report).getroot().iter("testcase")]
+    cases.sort(key=lambda case: f"{case.get('classname', '')}.{case.get('name', '')}")
+    for case in cases:
         name = f"{case.get('classname', '')}.{case.get('name', '')}".split("functional.", 1)[-1]
         failure = case.find("failure")
         if failure is None:

@@ -318,3 +318,20 @@ describe("allocation create: the texts clients match on", () => {
     expect(await create({ resource_class: "rc", uuid: "!@#" })).toBe("Expected UUID for uuid: !@#");
   });
 });
+
+describe("deploy template create: the texts clients match on", () => {
+  it("names Ironic's TEMPLATE_SCHEMA and uuid texts", async () => {
+    const steps = [{ interface: "bios", step: "apply_configuration", args: {}, priority: 10 }];
+    const create = async (body: Record<string, unknown>): Promise<string> => {
+      const r = await api(`${ctx.url}/v1/deploy_templates`, { method: "POST", body, headers: at("1.55") });
+      expect(r.status).toBe(400);
+      return faultOf(r.body);
+    };
+    for (const name of ["foo", "not/a/name"])
+      expect(await create({ name, steps })).toBe(
+        `Schema error for template: '${name}' is not valid under any of the given schemas. Possible root cause: '${name}' does not match '^CUSTOM_[A-Z0-9_]+$'`,
+      );
+    expect(await create({ name: "CUSTOM_X", steps: [] })).toBe("Schema error for template: [] is too short");
+    expect(await create({ name: "CUSTOM_X", steps, uuid: "!@#" })).toBe("Expected UUID for uuid: !@#");
+  });
+});
