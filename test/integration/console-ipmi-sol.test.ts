@@ -104,6 +104,10 @@ describe("IPMI Serial-over-LAN through the console WebSocket", () => {
     });
     expect(off.status).toBe(202);
     expect(await closed).toBe(1000);
+    // viewers are closed as the session stops; console_enabled is written just after
+    await waitFor(async () => !(await consoleState()).console_enabled, {
+      what: "the console to be disabled",
+    });
     expect(await consoleState()).toEqual({ console_enabled: false, console_info: null });
     late.terminate();
   });
