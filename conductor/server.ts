@@ -27,6 +27,10 @@ import { buildBootFilesListener } from "./drivers/boot/http-listener.ts";
 import { parseListenAddress } from "./listen-address.ts";
 import { uiPlugin } from "./ui/ui-plugin.ts";
 import type { UrlSigner } from "./images/image-request.ts";
+import { ConsoleSessions } from "./console/sessions.ts";
+import { ConsoleTokens } from "./console/token.ts";
+import { consoleUpgradeRoute } from "./console/websocket.ts";
+import { ConsoleService } from "./operations/console.ts";
 import { Provisioner } from "./operations/provisioner.ts";
 import { adoptBoot, takeOver } from "./operations/recovery.ts";
 import { failTimedOut } from "./operations/wait-timeouts.ts";
@@ -134,8 +138,13 @@ export function createConductor(
     drivers,
     options.sign ?? imageServing.sign,
   );
+  const consoleSessions = new ConsoleSessions({ logger });
+  const consoleTokens = new ConsoleTokens();
+  const consoles = new ConsoleService(provisioner, consoleSessions, consoleTokens);
+  const consoleRoute = consoleUpgradeRoute({ sessions: consoleSessions, tokens: consoleTokens, logger });
   const startedAt = new Date();
   const app = buildApi({
+    console: consoles,
     store,
     provisioner,
     allocations,
@@ -231,6 +240,23 @@ export function createConductor(
         logger,
         adoptBoot: (uuid) => adoptBoot(provisioner, uuid),
       });
+      // consoles follow their nodes: started here for the nodes this conductor owns (scanned at start and
+      // whenever the live conductors change), stopped for nodes that moved, were disabled or deleted
+      let ringSeen = "";
+      const reconcileConsoles = async (): Promise<void> => {
+        const ring = membership
+          .alive()
+          .map((r) => r.identity)
+          .sort()
+          .join(",");
+        const scan = ring !== ringSeen;
+        ringSeen = ring;
+        const { started, stopped } = await consoles.reconcile({
+          isMine: (node) => membership.owns(node),
+          scan,
+        });
+        if (started + stopped > 0) logger.info({ started, stopped }, "console sessions reconciled");
+      };
       const takeover = async (): Promise<void> => {
         await freeOrphans();
         await adoption.run();
@@ -242,9 +268,10 @@ export function createConductor(
           isWorking: (uuid) => provisioner.isWorking(uuid),
           acceptsAgent: (node) => lookupAllowed(node, config.agent.fastTrack),
         });
+        await reconcileConsoles();
       };
       await freeOrphans({ everyHolder: true });
-      gateway.attach(app.server);
+      gateway.attach(app.server, [consoleRoute]);
       const url = await app.listen({ host: config.host, port: config.port });
       listeningUrl = url;
       for (const listener of side) {
@@ -325,6 +352,8 @@ export function createConductor(
       provisioner.stopping();
       allocations.stop();
       await gateway.close();
+      consoleRoute.close();
+      await consoleSessions.stopAll();
       imageServing.stop();
       provisioner.abortAll("conductor stopping");
       await provisioner.settle();

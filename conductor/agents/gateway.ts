@@ -16,7 +16,7 @@ import { authenticateHello, type AgentOwner, type OwnerElsewhere } from "./hands
 import { KeyedMutex } from "./keyed-mutex.ts";
 import { PendingCalls } from "./pending-calls.ts";
 import { UnclaimedResults } from "./unclaimed-results.ts";
-import { answerUpgrade } from "./upgrade-answer.ts";
+import { answerUpgrade, type UpgradeRoute } from "./upgrade-answer.ts";
 
 export const AGENT_PATH = "/v1/agent";
 
@@ -59,9 +59,10 @@ export type DisconnectedListener = (uuid: string) => void;
 export interface AgentGateway {
   /**
    * Owns the server's WebSocket upgrades: the agent path becomes a session (within the connection caps);
-   * any other path, or a refused one, gets an HTTP answer and its socket is destroyed.
+   * a path one of `others` claims goes to it; any other path, or a refused one, gets an HTTP answer and its
+   * socket is destroyed.
    */
-  attach(server: Server): void;
+  attach(server: Server, others?: readonly UpgradeRoute[]): void;
   /**
    * Runs a command on a node's agent.
    * @throws AgentCommandError: the agent's error (BUSY, BAD_ARGS, COMMAND_FAILED, …) or NOT_CONNECTED,
@@ -420,9 +421,11 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
     }
   }
 
-  function attach(server: Server): void {
+  function attach(server: Server, others: readonly UpgradeRoute[] = []): void {
     const listener = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
       const path = (req.url ?? "/").split("?")[0] ?? "/";
+      const other = others.find((route) => route.matches(path));
+      if (other !== undefined) return other.handle(req, socket, head);
       if (path !== AGENT_PATH) {
         return answerUpgrade(socket, { status: 404, message: "No WebSocket endpoint at this path." });
       }

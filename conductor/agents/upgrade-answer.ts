@@ -1,5 +1,12 @@
 import { STATUS_CODES } from "node:http";
+import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
+
+/** Another WebSocket endpoint on the API's server (the console's): the gateway hands it the paths it claims. */
+export interface UpgradeRoute {
+  matches(path: string): boolean;
+  handle(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+}
 
 /** A socket that has not drained its answer by then is cut: an answer must never hold a descriptor. */
 const ANSWER_FLUSH_MS = 5_000;

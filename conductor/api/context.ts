@@ -11,6 +11,7 @@ import type { PeerAuth } from "../auth/peer-identity.ts";
 import type { ConductorAuth } from "../auth/strategy.ts";
 import type { HistoryRecorder } from "../history/recorder.ts";
 import type { Membership } from "../cluster/membership.ts";
+import type { ConsoleService } from "../operations/console.ts";
 import type { OperationSpec } from "../operations/operation.ts";
 import { MIN_VERSION } from "./microversion.ts";
 import type { ViewContext } from "./views.ts";
@@ -38,6 +39,8 @@ export interface ApiDeps {
   tls?: { cert: string; key: string; trust?: string };
   /** The cluster secret's MACs on forwarded calls (absent: no secret configured). */
   peers?: PeerAuth;
+  /** Serial consoles (absent: every node answers as `no-console`). */
+  console?: ConsoleService;
 }
 
 declare module "fastify" {

@@ -27,6 +27,7 @@ import * as actions from "./node-actions.ts";
 import { listNodes } from "./node-list.ts";
 import { patchNode } from "./node-patch.ts";
 import { nodeAllocationRoutes } from "./node-allocation.ts";
+import { nodeConsoleRoutes } from "./node-console.ts";
 import { nodeVifRoutes } from "./node-vifs.ts";
 import {
   type IdentParams,
@@ -201,5 +202,6 @@ export function nodesPlugin(deps: ApiDeps) {
     app.get<IdentParams>(`${node}/ports/detail`, sub.nodePorts(deps, true));
     nodeVifRoutes(app, deps);
     nodeAllocationRoutes(app, deps);
+    nodeConsoleRoutes(app, deps);
   };
 }

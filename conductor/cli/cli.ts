@@ -2,6 +2,7 @@ import { parseCommandArgs } from "./args.ts";
 import { AnvilClient, authorizationFromEnv } from "./client.ts";
 import { commandHelp, type Command } from "./command.ts";
 import { allocationCommands } from "./commands/allocation.ts";
+import { consoleCommands } from "./commands/console.ts";
 import { tokenCommands } from "./commands/token.ts";
 import { tlsCommands } from "./commands/tls.ts";
 import { keystoneCommands } from "./commands/keystone.ts";
@@ -19,6 +20,7 @@ export const COMMANDS: readonly Command[] = [
   ...tokenCommands,
   ...tlsCommands,
   ...keystoneCommands,
+  ...consoleCommands,
 ];
 
 interface Globals {

@@ -1,5 +1,6 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import { Invalid } from "../errors.ts";
+import type { ConsoleInterface } from "./console/console.ts";
 import type {
   BootInterface,
   DeployInterface,
@@ -38,6 +39,8 @@ export interface HardwareType {
   deploy: readonly DeployInterface[];
   inspect: readonly InspectInterface[];
   raid: readonly RaidInterface[];
+  /** The serial consoles the type offers (none: only `no-console`); a node picks one by console_interface. */
+  console?: readonly ConsoleInterface[];
   /** Other values a node may choose for an interface field (besides the default). */
   alternatives: Partial<Record<keyof InterfaceNames, readonly string[]>>;
   /** driver_info keys this type reads, with a description: served at /v1/drivers/{name}/properties */
@@ -70,6 +73,14 @@ export function nodeInterfaces(
     inspect: pick(hw.inspect, node.inspect_interface, "inspect_interface"),
     raid: pick(hw.raid, node.raid_interface, "raid_interface"),
   };
+}
+
+/** The node's serial console, or undefined for `no-console` (or a name the type does not offer). */
+export function consoleOf(
+  hw: HardwareType,
+  node: Pick<NodeRecord, "console_interface">,
+): ConsoleInterface | undefined {
+  return hw.console?.find((c) => c.name === node.console_interface);
 }
 
 export interface DriverRegistry {

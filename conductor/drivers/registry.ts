@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import type { ConductorConfig } from "../config.ts";
 import { FakeBoot } from "./boot/fake.ts";
+import { FakeConsole } from "./console/console.ts";
 import { agentDeploy } from "./deploy/agent.ts";
 import { fakeDeploy } from "./deploy/fake.ts";
 import { agentInspect, fakeInspect } from "./inspect/inspect.ts";
@@ -9,6 +10,7 @@ import { fakeRaid } from "./raid/fake.ts";
 import { IpxeBoot } from "./boot/ipxe.ts";
 import { PxeBoot } from "./boot/pxe.ts";
 import { driverRegistry, type DriverRegistry, type HardwareType } from "./hardware-type.ts";
+import { IpmitoolConsole } from "./ipmi/console.ts";
 import { Ipmitool, type IpmitoolOptions } from "./ipmi/ipmitool.ts";
 import { FakeManagement } from "./management/fake.ts";
 import { IpmitoolManagement } from "./management/ipmitool.ts";
@@ -66,12 +68,14 @@ export function fakeHardware(config: ConductorConfig): HardwareType {
     deploy: [fakeDeploy, agentDeploy],
     inspect: [fakeInspect, agentInspect],
     raid: [fakeRaid, agentRaidOf(config), noRaid],
+    console: [new FakeConsole()],
     // like Ironic's fake-hardware, the agent's in-band interfaces can be mixed with fake power and boot
     alternatives: {
       deploy_interface: ["direct"],
       network_interface: ["noop"],
       inspect_interface: ["agent"],
       raid_interface: ["agent", "no-raid"],
+      console_interface: ["no-console"],
     },
     properties: {},
   };
@@ -146,8 +150,14 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
     inspect: [agentInspect],
     // NOTE: as in Ironic, no-raid is the default; `--raid-interface agent` builds software RAID in band
     raid: [noRaid, agentRaidOf(config)],
+    // as in Ironic, no-console is the default; `--console-interface ipmitool-socat` serves Serial-over-LAN
+    console: [new IpmitoolConsole({ ipmitool })],
     // flat records VIFs on ports (Ironic's default where it is enabled); noop records nothing
-    alternatives: { raid_interface: ["agent"], network_interface: ["noop"] },
+    alternatives: {
+      raid_interface: ["agent"],
+      network_interface: ["noop"],
+      console_interface: ["ipmitool-socat"],
+    },
     properties: {
       ipmi_address: "IP address or hostname of the node's BMC. Required.",
       ipmi_port: "UDP port of the BMC. Optional, default 623.",

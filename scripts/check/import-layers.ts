@@ -19,7 +19,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ["operations"],
   ["flows"],
   ["tasks"],
-  ["agents"],
+  ["agents", "console"],
   ["drivers"],
   ["allocations", "auth", "history", "metrics", "images", "tls"],
   ["db", "events", "states"],

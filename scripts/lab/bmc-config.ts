@@ -44,6 +44,11 @@ export interface BmcConfig {
   password: string;
   /** Program run after every chassis change (see CHASSIS_CONTROL), or "-" for none. */
   hook: string;
+  /**
+   * The serial port Serial-over-LAN reaches: ipmi_sim's `sol` device, e.g. "tcp:127.0.0.1:PORT" (it dials
+   * that address and keeps redialling while nothing listens: QEMU's `-serial tcp:…,server` or a test's socket).
+   */
+  sol?: string;
 }
 
 const AUTHS = "none md2 md5 straight";
@@ -60,6 +65,7 @@ export function lanConf(config: BmcConfig): string {
     `    guid a123456789abcdefa123456789abcdef`,
     `  endlan`,
     `  chassis_control "${join(config.dir, "chassis-control")} ${join(config.dir, "chassis")} ${config.hook}"`,
+    ...(config.sol === undefined ? [] : [`  sol "${config.sol}" 115200`]),
     `  user 2 true "${config.username}" "${config.password}" admin 10 ${AUTHS}`,
     "",
   ].join("\n");

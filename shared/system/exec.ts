@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 
 /** What a child process left behind. */
 export interface ExecResult {
@@ -108,4 +108,17 @@ export function exec(
     child.stdin.on("error", () => undefined); // a child that exits early closes its stdin: not our error
     child.stdin.end(options.input);
   });
+}
+
+/**
+ * Starts a long-lived program (a console session) with an argv array and the same allowlisted environment as
+ * exec; the caller owns its streams and its end. Spawn observers see it as they see exec's.
+ */
+export function spawnStreaming(
+  command: string,
+  args: readonly string[],
+  options: Pick<ExecOptions, "env" | "cwd"> = {},
+): ChildProcessWithoutNullStreams {
+  for (const observer of observers) observer(command, args);
+  return spawn(command, args, { cwd: options.cwd, env: childEnvironment(options.env), stdio: "pipe" });
 }

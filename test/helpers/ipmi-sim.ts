@@ -27,6 +27,8 @@ export interface IpmiSimOptions {
    * to start and stop QEMU. It must not block: ipmi_sim waits for it.
    */
   hook?: string;
+  /** ipmi_sim's SOL device ("tcp:127.0.0.1:PORT": the test's socket plays the serial port). */
+  sol?: string;
 }
 
 /** A running ipmi_sim: a BMC on a loopback UDP port whose chassis lives in files. */
@@ -67,7 +69,15 @@ export async function startIpmiSim(options: IpmiSimOptions = {}): Promise<IpmiSi
 
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freeUdpPort();
-    await writeLanConf({ name: "anvil-test-bmc", port, dir, username, password, hook: options.hook ?? "-" });
+    await writeLanConf({
+      name: "anvil-test-bmc",
+      port,
+      dir,
+      username,
+      password,
+      hook: options.hook ?? "-",
+      sol: options.sol,
+    });
     const child = spawn("ipmi_sim", ipmiSimArgs(dir), { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));

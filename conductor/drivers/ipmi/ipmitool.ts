@@ -189,6 +189,26 @@ export class Ipmitool {
     }
   }
 
+  /**
+   * The program, argv and environment of one ipmitool command to `info`'s BMC, for a caller that runs it
+   * itself (a SOL session lives as long as the console): the password in the environment, never argv.
+   */
+  invocation(
+    info: IpmiDriverInfo,
+    command: readonly string[],
+  ): { binary: string; args: string[]; env: Record<string, string> } {
+    const args = [
+      ...connectionArgs(info, {
+        sessionTimeoutSec: this.sessionTimeoutSec,
+        sessionRetries: this.sessionRetries,
+      }),
+      ...command,
+    ];
+    const env: Record<string, string> = { IPMI_PASSWORD: info.ipmi_password };
+    if (!this.fullEnterpriseRegistry) env.HOME = ipmitoolHome();
+    return { binary: this.binary, args, env };
+  }
+
   private async once(
     info: IpmiDriverInfo,
     command: readonly string[],

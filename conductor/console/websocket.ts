@@ -1,0 +1,82 @@
+import { WebSocketServer, type RawData, type WebSocket } from "ws";
+import type { Logger } from "../../shared/log.ts";
+import { answerUpgrade, type UpgradeRoute } from "../agents/upgrade-answer.ts";
+import type { ConsoleSessions } from "./sessions.ts";
+import type { ConsoleTokens } from "./token.ts";
+
+/** Where a node's console stream is served: `/v1/console/<uuid>?token=…`. */
+export const CONSOLE_PATH_PREFIX = "/v1/console/";
+
+/** The path of a node's console stream (the token goes in the query). */
+export function consolePath(uuid: string, token: string): string {
+  return `${CONSOLE_PATH_PREFIX}${uuid}?token=${encodeURIComponent(token)}`;
+}
+
+/** A viewer that lets this much output pile up unsent is cut off (a stalled client must not hold memory). */
+const MAX_BUFFERED_BYTES = 1024 * 1024;
+/** Keystrokes arrive in small frames; a paste of a few KiB is the most a serial line takes anyway. */
+const MAX_INPUT_FRAME_BYTES = 4096;
+
+function bytesOf(data: RawData): Buffer {
+  if (Buffer.isBuffer(data)) return data;
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return Buffer.from(data);
+}
+
+/**
+ * The console's WebSocket endpoint: a token minted by GET …/states/console (after the node's get_console
+ * policy) opens the stream of that node only; the viewer gets the scrollback, then live output as binary
+ * frames, and what it sends (binary or text) goes to the serial port. No token, a forged or expired one, or a
+ * console not running here: refused before the handshake, in Ironic's error envelope.
+ */
+export function consoleUpgradeRoute(deps: {
+  sessions: ConsoleSessions;
+  tokens: ConsoleTokens;
+  logger: Logger;
+}): UpgradeRoute & { close(): void } {
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: MAX_INPUT_FRAME_BYTES,
+    perMessageDeflate: false,
+  });
+
+  function accept(ws: WebSocket, uuid: string): void {
+    const attachment = deps.sessions.attach(uuid, {
+      send: (chunk) => {
+        if (ws.readyState !== ws.OPEN) return;
+        if (ws.bufferedAmount > MAX_BUFFERED_BYTES) return ws.close(1008, "viewer too slow");
+        ws.send(chunk, { binary: true });
+      },
+      end: (reason) => ws.close(1000, reason.slice(0, 120)),
+    });
+    if (attachment === undefined) return ws.close(1013, "console not available");
+    ws.on("message", (data) => attachment.write(bytesOf(data)));
+    ws.on("close", () => attachment.detach());
+    ws.on("error", () => ws.terminate());
+  }
+
+  return {
+    matches: (path) => path.startsWith(CONSOLE_PATH_PREFIX),
+    handle(req, socket, head) {
+      const url = new URL(req.url ?? "/", "http://console.invalid");
+      const uuid = url.pathname.slice(CONSOLE_PATH_PREFIX.length);
+      const claims = deps.tokens.verify(url.searchParams.get("token") ?? "");
+      if (claims === null || claims.node !== uuid)
+        return answerUpgrade(socket, {
+          status: 401,
+          message: "The console token is missing, invalid or expired.",
+        });
+      if (!deps.sessions.has(uuid))
+        return answerUpgrade(socket, {
+          status: 400,
+          message: `Console access is not enabled on node ${uuid}`,
+        });
+      deps.logger.info({ node: uuid, remote: req.socket.remoteAddress }, "console viewer attached");
+      wss.handleUpgrade(req, socket, head, (ws) => accept(ws, uuid));
+    },
+    close() {
+      for (const client of wss.clients) client.terminate();
+      wss.close();
+    },
+  };
+}
