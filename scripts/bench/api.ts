@@ -1,8 +1,9 @@
 // API benchmark: 10,000 nodes created through the API (concurrency 8), then list/detail/show latencies and the
 // conductor's RSS, printed beside real Ironic 21.4 measured on this machine kind (shared/reference/ironic-bench.md).
 // BENCH_AUTH=token: the conductor runs http_basic and every call carries a bearer token.
-// BENCH_BASELINE_REV=<revision>: that revision's conductor (extracted with git archive) is measured first, in
-// the same run, and both are printed with the ratio.
+// BENCH_BASELINE_REV=<revision>: that revision's conductor (extracted with git archive) is measured too, in
+// the same run, in BENCH_ROUNDS interleaved rounds (default 4: baseline first, then this checkout first, …), each
+// round on a fresh database; every figure is printed per round with the median per-round ratio.
 import bcrypt from "bcryptjs";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -10,6 +11,14 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Agent, request } from "node:http";
 import { startBenchConductor } from "./conductor-process.ts";
+import {
+  type Figure,
+  type PairedRound,
+  compareRounds,
+  loadNow,
+  printLoad,
+  roundOrder,
+} from "./interleave.ts";
 import { percentile } from "./percentile.ts";
 import { rssMiB } from "./rss.ts";
 
@@ -19,6 +28,7 @@ const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 30);
 
 const AUTH = process.env.BENCH_AUTH === "token" ? "token" : "noauth";
 const BASELINE_REV = process.env.BENCH_BASELINE_REV;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (BASELINE_REV ? 4 : 1));
 
 const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 /** Sent with every call (the bearer token once issued). */
@@ -80,44 +90,67 @@ async function issueToken(url: string): Promise<void> {
   auth.Authorization = `Bearer ${(JSON.parse(issued.text) as { token: string }).token}`;
 }
 
-type Shown = { p50: number; p99: number; rps: number };
+type Timed = { p50: number; p99: number; rps: number };
+/** One checkout's figures in one round. */
+interface Measured {
+  createRate: number;
+  list: Timed;
+  detail: Timed;
+  one: Timed;
+  rss: number;
+}
+
+const FIGURES: Figure<Measured>[] = [
+  { name: "POST /v1/nodes (concurrency 8)", unit: "/s", digits: 0, of: (m) => m.createRate },
+  { name: "GET /v1/nodes?limit=1000 p50", unit: "ms", digits: 1, of: (m) => m.list.p50 },
+  { name: "GET /v1/nodes?limit=1000 p99", unit: "ms", digits: 1, of: (m) => m.list.p99 },
+  { name: "GET /v1/nodes/detail p50", unit: "ms", digits: 1, of: (m) => m.detail.p50 },
+  { name: "GET /v1/nodes/detail p99", unit: "ms", digits: 1, of: (m) => m.detail.p99 },
+  { name: "GET /v1/nodes/{id} p50", unit: "ms", digits: 3, of: (m) => m.one.p50 },
+  { name: "GET /v1/nodes/{id} p99", unit: "ms", digits: 3, of: (m) => m.one.p99 },
+  { name: "GET /v1/nodes/{id} 1 client", unit: "req/s", digits: 0, of: (m) => m.one.rps },
+  { name: "conductor RSS", unit: "MiB", digits: 0, of: (m) => m.rss },
+];
 
 async function main(): Promise<void> {
+  printLoad("at start");
   const root = mkdtempSync(join(tmpdir(), "anvil-bench-"));
   const checkouts: [string, string | undefined][] = [["this checkout", undefined]];
   if (BASELINE_REV) {
     const base = join(root, "baseline");
     mkdirSync(base);
-    execFileSync("bash", ["-c", `git archive ${BASELINE_REV} | tar -x -C ${base}`]);
+    execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "bash", BASELINE_REV, base]);
     symlinkSync(resolve("node_modules"), join(base, "node_modules"));
     checkouts.unshift([`baseline ${BASELINE_REV}`, base]);
   }
-  const shows: [string, Shown][] = [];
+  const rounds: PairedRound<Measured>[] = [];
   try {
-    for (const [name, cwd] of checkouts) {
-      const dir = join(root, name.replace(/\W+/g, "-"));
-      mkdirSync(dir);
-      console.log(`\n== ${name} (${AUTH}) ==`);
-      shows.push([name, await measure(dir, cwd)]);
+    for (let round = 0; round < ROUNDS; round++) {
+      const load0 = loadNow();
+      const results = new Map<string, Measured>();
+      for (const [name, cwd] of roundOrder(checkouts, round)) {
+        const dir = join(root, `${name.replace(/\W+/g, "-")}-${round}`);
+        mkdirSync(dir);
+        console.log(`\n== round ${round + 1}/${ROUNDS}: ${name} (${AUTH}), load ${loadNow().toFixed(2)} ==`);
+        results.set(name, await measure(dir, cwd));
+      }
+      if (checkouts.length === 2)
+        rounds.push({
+          base: results.get(checkouts[0]![0])!,
+          here: results.get(checkouts[1]![0])!,
+          load: [load0, loadNow()],
+        });
     }
   } finally {
     rmSync(root, { recursive: true, force: true });
     agent.destroy();
   }
-  if (shows.length === 2) {
-    const [[baseName, base], [hereName, here]] = shows as [[string, Shown], [string, Shown]];
-    console.log(`\nGET /v1/nodes/{id}, 1 client, ${AUTH}:`);
-    for (const [name, r] of shows)
-      console.log(
-        `  ${name.padEnd(28)} p50 ${r.p50.toFixed(3)} ms, p99 ${r.p99.toFixed(3)} ms, ${r.rps.toFixed(0)}/s`,
-      );
-    console.log(
-      `  ${hereName} / ${baseName}: p50 ${((here.p50 / base.p50 - 1) * 100).toFixed(1)} %, req/s ${((here.rps / base.rps - 1) * 100).toFixed(1)} % (goal: cost < +10 %)`,
-    );
-  }
+  if (BASELINE_REV)
+    compareRounds(FIGURES, rounds, { title: `API, SQLite, ${NODES} nodes, ${AUTH}`, baseline: BASELINE_REV });
+  printLoad("at end");
 }
 
-async function measure(dir: string, cwd: string | undefined): Promise<Shown> {
+async function measure(dir: string, cwd: string | undefined): Promise<Measured> {
   const { child, url } = await startBenchConductor(dir, { args: authArgs(dir), cwd });
   try {
     await issueToken(url);
@@ -185,7 +218,7 @@ async function measure(dir: string, cwd: string | undefined): Promise<Shown> {
       ["RSS < 200 MB", rss < 200],
     ] as const;
     for (const [goal, met] of goals) console.log(`goal ${goal}: ${met ? "met" : "NOT met"}`);
-    return one;
+    return { createRate, list, detail, one, rss };
   } finally {
     child.kill("SIGTERM");
   }

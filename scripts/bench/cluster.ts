@@ -5,8 +5,9 @@
 // On one 2-core machine the three conductors share the cores with the server and the client, which the
 // one-conductor row shows the cost of (docs/cluster.md). Run it under `flock /tmp/anvil-heavy.lock`.
 // BENCH_BASELINE_REV=<revision>: that revision's conductors (extracted with git archive; the fleet seeded by
-// its own store code) are measured in every row too, just before this checkout's, and both are printed with
-// the ratio.
+// its own store code) are measured in every row too, in BENCH_ROUNDS interleaved rounds (default 2: baseline
+// first, then this checkout first, …; each measurement on a fresh database), and every figure is printed per
+// round with the median of the per-round ratios.
 import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -16,6 +17,14 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { type Dispatcher, request } from "undici";
 import { promisify } from "node:util";
+import {
+  type Figure,
+  type PairedRound,
+  compareRounds,
+  loadNow,
+  printLoad,
+  roundOrder,
+} from "./interleave.ts";
 import { percentile } from "./percentile.ts";
 import { rssMiB } from "./rss.ts";
 
@@ -45,6 +54,7 @@ const PAGES = Number(process.env.BENCH_PAGES ?? 200);
 const LIST_PAGES = Number(process.env.BENCH_LIST_PAGES ?? 1_000);
 const CONCURRENCY = 8;
 const BASELINE_REV = process.env.BENCH_BASELINE_REV;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (BASELINE_REV ? 2 : 1));
 const HEADERS = { "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": "1.78" };
 
 async function call(
@@ -286,30 +296,22 @@ function report(r: Result): void {
   );
 }
 
-/** Baseline against this checkout, one line a figure: both values and the ratio (this / baseline). */
-function compare(base: Result, here: Result): void {
-  const row = `${here.store}, ${here.conductors} conductor(s)`;
-  console.log(`\n== ${row}: baseline ${BASELINE_REV} → this checkout ==`);
-  const rows: [string, number, number, string, number][] = [
-    ["seed (Store)", base.seedPerS, here.seedPerS, "/s", 0],
-    ["node create (API)", base.createPerS, here.createPerS, "/s", 0],
-    ["list p50", base.list.p50, here.list.p50, "ms", 1],
-    ["list p99", base.list.p99, here.list.p99, "ms", 1],
-    ["detail p50", base.detail.p50, here.detail.p50, "ms", 1],
-    ["detail p99", base.detail.p99, here.detail.p99, "ms", 1],
-    ["allocations (class)", base.alloc.perS, here.alloc.perS, "/s", 0],
-    ["allocation p99", base.alloc.p99, here.alloc.p99, "ms", 1],
-    ["allocations (+trait)", base.traits.perS, here.traits.perS, "/s", 0],
-    ["allocations (exact)", base.exact.perS, here.exact.perS, "/s", 0],
-    ["race losers told p50", base.raceLoserP50, here.raceLoserP50, "ms", 1],
-    ["conductor RSS (max)", Math.max(...base.rss), Math.max(...here.rss), "MiB", 0],
-  ];
-  for (const [name, a, b, unit, digits] of rows) {
-    console.log(
-      `${name.padEnd(26)} ${fmt(a, digits).padStart(9)} → ${fmt(b, digits).padStart(9)} ${unit.padEnd(6)} ×${(b / a).toFixed(2)}`,
-    );
-  }
-}
+/** The figures compared between the baseline and this checkout, one line each. */
+const FIGURES: Figure<Result>[] = [
+  { name: "seed (Store)", unit: "/s", digits: 0, of: (r) => r.seedPerS },
+  { name: "node create (API)", unit: "/s", digits: 0, of: (r) => r.createPerS },
+  { name: "list p50", unit: "ms", digits: 1, of: (r) => r.list.p50 },
+  { name: "list p99", unit: "ms", digits: 1, of: (r) => r.list.p99 },
+  { name: "detail p50", unit: "ms", digits: 1, of: (r) => r.detail.p50 },
+  { name: "detail p99", unit: "ms", digits: 1, of: (r) => r.detail.p99 },
+  { name: "allocations (class)", unit: "/s", digits: 0, of: (r) => r.alloc.perS },
+  { name: "allocation p50", unit: "ms", digits: 1, of: (r) => r.alloc.p50 },
+  { name: "allocation p99", unit: "ms", digits: 1, of: (r) => r.alloc.p99 },
+  { name: "allocations (+trait)", unit: "/s", digits: 0, of: (r) => r.traits.perS },
+  { name: "allocations (exact)", unit: "/s", digits: 0, of: (r) => r.exact.perS },
+  { name: "race losers told p50", unit: "ms", digits: 1, of: (r) => r.raceLoserP50 },
+  { name: "conductor RSS (max)", unit: "MiB", digits: 0, of: (r) => Math.max(...r.rss) },
+];
 
 async function main(): Promise<void> {
   const only = process.env.BENCH_STORES?.split(",") ?? ["postgresql", "sqlite"];
@@ -325,39 +327,62 @@ async function main(): Promise<void> {
     symlinkSync(resolve("node_modules"), join(base, "node_modules"));
     checkouts.unshift([`baseline ${BASELINE_REV}`, base]);
   }
-  const pairs: Result[][] = [];
+  /** The rows measured: PostgreSQL behind each conductor count, then SQLite behind one. */
+  const rows: { store: "PostgreSQL" | "SQLite"; conductors: number }[] = [
+    ...(only.includes("postgresql") ? pgConductors : []).map((n) => ({
+      store: "PostgreSQL" as const,
+      conductors: n,
+    })),
+    ...(only.includes("sqlite") ? [{ store: "SQLite" as const, conductors: 1 }] : []),
+  ];
+  const compared: [string, PairedRound<Result>[]][] = [];
+  printLoad("at start");
   try {
-    for (const conductors of only.includes("postgresql") ? pgConductors : []) {
-      const row: Result[] = [];
-      for (const [name, checkout] of checkouts) {
-        // a fresh server for each row and checkout (the seed fills its database); its own temp dir, because
-        // the server runs as another user, who cannot enter the bench's private one
-        const postgres = throwawayPostgres("anvil-cluster-bench-pg-");
-        try {
-          const url = postgres.start();
-          console.log(`\n[${name}]`);
-          row.push(await measure("PostgreSQL", { database: url, conductors, dir, checkout }));
-          report(row.at(-1)!);
-        } finally {
-          postgres.stop();
+    for (const { store, conductors } of rows) {
+      const rounds: PairedRound<Result>[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        const load0 = loadNow();
+        const results = new Map<string, Result>();
+        for (const [name, checkout] of roundOrder(checkouts, round)) {
+          console.log(`\n[round ${round + 1}/${ROUNDS}, ${name}, load ${loadNow().toFixed(2)}]`);
+          results.set(name, await measureOn(store, { conductors, dir, checkout }));
+          report(results.get(name)!);
         }
+        if (checkouts.length === 2)
+          rounds.push({
+            base: results.get(checkouts[0]![0])!,
+            here: results.get(checkouts[1]![0])!,
+            load: [load0, loadNow()],
+          });
       }
-      pairs.push(row);
-    }
-    if (only.includes("sqlite")) {
-      const row: Result[] = [];
-      for (const [i, [name, checkout]] of checkouts.entries()) {
-        console.log(`\n[${name}]`);
-        const database = join(dir, `bench-${i}.sqlite`);
-        row.push(await measure("SQLite", { database, conductors: 1, dir, checkout }));
-        report(row.at(-1)!);
-      }
-      pairs.push(row);
+      compared.push([`${store}, ${NODES} nodes, ${conductors} conductor(s)`, rounds]);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  if (BASELINE_REV) for (const [base, here] of pairs) compare(base!, here!);
+  if (BASELINE_REV)
+    for (const [title, rounds] of compared) compareRounds(FIGURES, rounds, { title, baseline: BASELINE_REV });
+  printLoad("at end");
+}
+
+/**
+ * One measurement on a fresh database: a throwaway PostgreSQL server (its own temp dir, because the server runs
+ * as another user, who cannot enter the bench's private one), or a new SQLite file.
+ */
+async function measureOn(
+  store: "PostgreSQL" | "SQLite",
+  setup: { conductors: number; dir: string; checkout: string },
+): Promise<Result> {
+  if (store === "SQLite") {
+    const database = join(mkdtempSync(join(setup.dir, "sqlite-")), "bench.sqlite");
+    return measure(store, { ...setup, database });
+  }
+  const postgres = throwawayPostgres("anvil-cluster-bench-pg-");
+  try {
+    return await measure(store, { ...setup, database: postgres.start() });
+  } finally {
+    postgres.stop();
+  }
 }
 
 main().catch((error: unknown) => {

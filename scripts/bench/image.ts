@@ -10,11 +10,12 @@
  *   (d) the HTTP client alone, end to end (socket → sha256 → writer → disk): Anvil's reader against undici,
  *       same images, same server, same writer, runs interleaved. undici replaces the reader only if it is
  *       within 5 % (the decision and the figures are in docs/images.md).
- * Usage: node --import tsx scripts/bench/image.ts [--small] [--clients | --reversed]
- *   --small: 1/8 sizes, for a quick look; --clients: only (d); --reversed: only (e)
+ * Usage: node --import tsx scripts/bench/image.ts [--small] [--clients | --reversed | --writers]
+ *   --small: 1/8 sizes, for a quick look; --clients: only (d); --reversed: only (e); --writers: only (a)–(c)
  * BENCH_BASELINE_REV=<revision>: that revision's writer (its own copy of this script, extracted with git
- * archive and bundled the same way) writes every (a)–(c) image too, interleaved with this checkout's; both
- * are printed with the ratio.
+ * archive and bundled the same way) writes every (a)–(c) image too, in BENCH_ROUNDS interleaved rounds (default
+ * 2: baseline first, then this checkout first, …); every image's throughput is printed per round, and at the end
+ * the medians and the median per-round ratio of all of them, with the load average.
  */
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -30,13 +31,24 @@ import { Qcow2Converter } from "../../agent/image/qcow2.ts";
 import { buildQcow2 } from "../../test/helpers/qcow2.ts";
 import type { WriteImageRequest, WriteImageResult } from "../../shared/image.ts";
 import { runOk } from "../../test/helpers/run.ts";
+import {
+  type Figure,
+  type PairedRound,
+  compareRounds,
+  loadNow,
+  printLoad,
+  roundOrder,
+} from "./interleave.ts";
 import { startHttpImageServer } from "../../test/helpers/http-image-server.ts";
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
 const self = fileURLToPath(import.meta.url);
 const BASELINE_REV = process.env.BENCH_BASELINE_REV;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 
+/** Per image (its label), each writer's throughput (MB/s) in each round, and the load around each round. */
+const perRound = new Map<string, { mbps: number[][]; load: [number, number][] }>();
 const must = (command: string, args: string[]): Promise<string> =>
   runOk(command, args, { timeoutMs: 30 * 60_000 });
 
@@ -217,8 +229,9 @@ async function baselineBundle(dir: string, rev: string): Promise<string> {
 }
 
 /**
- * Each writer writes the image, best of 2, runs interleaved so that a disturbed moment hits both alike;
- * prints each and, with a baseline, this checkout's throughput over the baseline's.
+ * Each writer writes the image in BENCH_ROUNDS interleaved rounds (AB, BA, …), so that a disturbed moment hits
+ * both alike; prints each round, the best of each and, with a baseline, this checkout's throughput over the
+ * baseline's (best of each, and the median of the per-round ratios).
  */
 async function compareWriters(
   writers: Writers,
@@ -226,12 +239,23 @@ async function compareWriters(
   options: { request: WriteImageRequest; target: string; bytes: number; baseline?: Run },
 ): Promise<void> {
   const bestOf: (Run | undefined)[] = writers.map(() => undefined);
-  for (let round = 0; round < 2; round += 1) {
-    for (const [i, [, bundle]] of writers.entries()) {
+  const record = { mbps: [] as number[][], load: [] as [number, number][] };
+  for (let round = 0; round < ROUNDS; round += 1) {
+    const load0 = loadNow();
+    const mbpsOf: number[] = [];
+    for (const [i, [name, bundle]] of roundOrder([...writers.entries()], round)) {
       const run = await runWriter(bundle, options.request, options.target);
+      mbpsOf[i] = options.bytes / 1e6 / run.seconds;
+      if (writers.length > 1)
+        console.log(
+          `    round ${round + 1} ${name}: ${run.seconds.toFixed(2)} s ${mbps(options.bytes, run.seconds)} MB/s`,
+        );
       if (!bestOf[i] || run.seconds < bestOf[i].seconds) bestOf[i] = run;
     }
+    record.mbps.push(mbpsOf);
+    record.load.push([load0, loadNow()]);
   }
+  perRound.set(label, record);
   for (const [i, [name]] of writers.entries()) {
     const tag = writers.length > 1 ? ` (${name})` : "";
     report(`  ${label}${tag}`, bestOf[i] as Run, { bytes: options.bytes, baseline: options.baseline });
@@ -240,9 +264,29 @@ async function compareWriters(
     const [base, here] = bestOf as [Run, Run];
     const rss = base.rssMB && here.rssMB ? `, peak RSS ×${(here.rssMB / base.rssMB).toFixed(2)}` : "";
     console.log(
-      `  ${label}: this checkout / baseline throughput ×${(base.seconds / here.seconds).toFixed(3)}${rss}`,
+      `  ${label}: this checkout / baseline throughput ×${(base.seconds / here.seconds).toFixed(3)} (best of each)${rss}`,
     );
   }
+}
+
+/** Every image's per-round throughput, baseline against this checkout, as the shared comparison prints it. */
+function compareAllWriters(baseline: string): void {
+  const labels = [...perRound.keys()];
+  const figures: Figure<Record<string, number>>[] = labels.map((label) => ({
+    name: label.trim(),
+    unit: "MB/s",
+    digits: 0,
+    of: (r) => r[label] ?? NaN,
+  }));
+  const rounds: PairedRound<Record<string, number>>[] = Array.from({ length: ROUNDS }, (_, round) => ({
+    base: Object.fromEntries(labels.map((l) => [l, perRound.get(l)!.mbps[round]![0]!])),
+    here: Object.fromEntries(labels.map((l) => [l, perRound.get(l)!.mbps[round]![1]!])),
+    load: [
+      Math.min(...labels.map((l) => perRound.get(l)!.load[round]![0])),
+      Math.max(...labels.map((l) => perRound.get(l)!.load[round]![1])),
+    ],
+  }));
+  compareRounds(figures, rounds, { title: "image writer throughput (a)–(c)", baseline });
 }
 
 async function runDd(url: string, target: string): Promise<Run> {
@@ -294,6 +338,7 @@ async function makeSparseImage(path: string, size: number, fraction: number): Pr
 }
 
 async function main(): Promise<void> {
+  printLoad("at start");
   const small = process.argv.includes("--small");
   const scale = small ? 8 : 1;
   const dir = resolve(".tmp/bench");
@@ -349,7 +394,7 @@ async function main(): Promise<void> {
     });
 
     console.log(
-      `node ${process.version}, ${small ? "small (1/8) sizes" : "full sizes"}; best of 2 runs each`,
+      `node ${process.version}, ${small ? "small (1/8) sizes" : "full sizes"}; best of ${ROUNDS} runs each`,
     );
     if (clientsOnly) {
       await compareClients(
@@ -398,6 +443,8 @@ async function main(): Promise<void> {
         request: req(f),
       });
     }
+    if (BASELINE_REV) compareAllWriters(BASELINE_REV);
+    if (process.argv.includes("--writers")) return;
     await compareClients(
       bundle,
       [
@@ -408,6 +455,7 @@ async function main(): Promise<void> {
     );
     await compareOrders(dir);
   } finally {
+    printLoad("at end");
     await server.close();
     await rm(dir, { recursive: true, force: true });
   }

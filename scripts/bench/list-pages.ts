@@ -3,8 +3,9 @@
 // fetch and parse `GET /v1/nodes?limit=1000` (the stock CLI's `node list` page) round-robin, BENCH_PAGES pages
 // a round. Prints p50/p99, pages/s, the conductors' CPU per page and their own time per request. With
 // BENCH_BASELINE_REV=<revision> the conductors of that revision (extracted with git archive) serve the same
-// fleet in alternating rounds, so the machine's other load hits both alike, and the ratio is printed. Run it
-// under `flock /tmp/anvil-heavy.lock`.
+// fleet in BENCH_ROUNDS interleaved rounds (baseline first, then this checkout first, …), so the machine's other
+// load hits both alike; every figure is printed per round with the median per-round ratio. Run it under
+// `flock /tmp/anvil-heavy.lock`.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { copyFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,6 +14,14 @@ import { createInterface } from "node:readline";
 import { Pool, request } from "undici";
 import { seedFleet } from "./fleet.ts";
 import { throwawayPostgres } from "./throwaway-postgres.ts";
+import {
+  type Figure,
+  type PairedRound,
+  compareRounds,
+  loadNow,
+  printLoad,
+  roundOrder,
+} from "./interleave.ts";
 import { percentile } from "./percentile.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 100_000);
@@ -186,10 +195,19 @@ async function round(
   }
 }
 
+const FIGURES: Figure<Round>[] = [
+  { name: "list page p50", unit: "ms", digits: 1, of: (r) => r.p50 },
+  { name: "list page p99", unit: "ms", digits: 1, of: (r) => r.p99 },
+  { name: "pages per second", unit: "/s", digits: 0, of: (r) => r.perS },
+  { name: "conductors' CPU per page", unit: "ms", digits: 2, of: (r) => r.cpuPerPage },
+  { name: "inside a conductor p50", unit: "ms", digits: 0, of: (r) => r.servedP50 },
+];
+
 const show = (r: Round) =>
   `p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.perS.toFixed(0)} pages/s, conductors' CPU ${r.cpuPerPage.toFixed(2)} ms/page (clients ${r.clientCpuPerPage.toFixed(2)}${POSTGRES ? `, server ${r.serverCpuPerPage.toFixed(2)}` : ""}); inside a conductor p50 ${r.servedP50} ms, p99 ${r.servedP99} ms`;
 
 async function main(): Promise<void> {
+  printLoad("at start");
   const dir = mkdtempSync(join(tmpdir(), "anvil-list-bench-"));
   // its own temp dir: the server runs as another user, who cannot enter the bench's private one
   const postgres = throwawayPostgres("anvil-list-bench-pg-");
@@ -205,16 +223,24 @@ async function main(): Promise<void> {
       checkouts.unshift([`baseline ${BASELINE_REV}`, base]);
     }
     const results = new Map<string, Round[]>(checkouts.map(([name]) => [name, []]));
+    const paired: PairedRound<Round>[] = [];
     for (let i = 0; i < ROUNDS; i++) {
-      for (const [name, checkout] of checkouts) {
+      const load0 = loadNow();
+      for (const [name, checkout] of roundOrder(checkouts, i)) {
         const r = await round(checkout, {
           database: fleet,
           dir,
           serverDataDir: POSTGRES ? join(postgres.dir, "data") : undefined,
         });
         results.get(name)!.push(r);
-        console.log(`round ${i + 1}, ${name}: ${show(r)}`);
+        console.log(`round ${i + 1}, ${name} (load ${loadNow().toFixed(2)}): ${show(r)}`);
       }
+      if (checkouts.length === 2)
+        paired.push({
+          base: results.get(checkouts[0]![0])!.at(-1)!,
+          here: results.get(checkouts[1]![0])!.at(-1)!,
+          load: [load0, loadNow()],
+        });
     }
     // the median round of each (by p99), so one disturbed round does not decide
     const median = (rounds: Round[]) =>
@@ -229,16 +255,16 @@ async function main(): Promise<void> {
         `  all ${all.length} pages of the ${rounds.length} rounds: p50 ${at(50)} ms, p99 ${at(99)} ms`,
       );
     }
-    if (BASELINE_REV) {
-      const [before, after] = [...results.values()].map(median) as [Round, Round];
-      console.log(
-        `ratio: p99 ×${(before.p99 / after.p99).toFixed(2)} lower, CPU per page ×${(before.cpuPerPage / after.cpuPerPage).toFixed(2)} lower`,
-      );
-    }
+    if (BASELINE_REV)
+      compareRounds(FIGURES, paired, {
+        title: `list pages, ${NODES} nodes, ${where}`,
+        baseline: BASELINE_REV,
+      });
   } finally {
     postgres.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+  printLoad("at end");
 }
 
 main().catch((error: unknown) => {
