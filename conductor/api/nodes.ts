@@ -28,6 +28,7 @@ import { listNodes } from "./node-list.ts";
 import { patchNode } from "./node-patch.ts";
 import { nodeAllocationRoutes } from "./node-allocation.ts";
 import { nodeVifRoutes } from "./node-vifs.ts";
+import { nodeIndicatorRoutes } from "./node-indicators.ts";
 import {
   type IdentParams,
   calls,
@@ -200,6 +201,7 @@ export function nodesPlugin(deps: ApiDeps) {
     app.get<IdentParams>(`${node}/ports`, sub.nodePorts(deps, false));
     app.get<IdentParams>(`${node}/ports/detail`, sub.nodePorts(deps, true));
     nodeVifRoutes(app, deps);
+    nodeIndicatorRoutes(app, deps);
     nodeAllocationRoutes(app, deps);
   };
 }

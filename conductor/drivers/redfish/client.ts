@@ -6,7 +6,7 @@ import { Pool } from "undici";
 import type { z } from "zod";
 import { DriverError } from "../errors.ts";
 import type { RedfishDriverInfo } from "./driver-info.ts";
-import { errorMessageOf, ServiceRootSchema, TaskSchema, type ServiceRoot } from "./schemas.ts";
+import { errorMessageOf, messageIdsOf, ServiceRootSchema, TaskSchema, type ServiceRoot } from "./schemas.ts";
 import { BodyTooLarge, readBounded } from "../../../shared/read-bounded.ts";
 
 /** A Redfish call failed: the HTTP status (0 when there was no answer) and the BMC's own message. */
@@ -14,8 +14,11 @@ export class RedfishError extends DriverError {
   readonly status: number;
   readonly detail: string;
 
-  constructor(message: string, options: { status: number; detail?: string; retryable?: boolean }) {
-    super(message, options.retryable ?? false);
+  constructor(
+    message: string,
+    options: { status: number; detail?: string; retryable?: boolean; invalidRequest?: boolean },
+  ) {
+    super(message, options.retryable ?? false, { invalidRequest: options.invalidRequest ?? false });
     this.name = "RedfishError";
     this.status = options.status;
     this.detail = options.detail ?? "";
@@ -50,6 +53,35 @@ interface RequestInit {
   signal?: AbortSignal;
   /** Statuses that answer the call rather than fail it (e.g. 409 the caller retries itself). */
   accept?: readonly number[];
+}
+
+/**
+ * The Base registry's messages for a request whose value or parameter the service refuses (DMTF DSP8011): a
+ * 400 carrying one of them stems from what was asked, not from a failing BMC.
+ */
+export const REQUEST_MESSAGE_IDS: ReadonlySet<string> = new Set([
+  "PropertyValueNotInList",
+  "PropertyValueTypeError",
+  "PropertyValueFormatError",
+  "PropertyValueOutOfRange",
+  "PropertyValueIncorrect",
+  "PropertyUnknown",
+  "PropertyNotWritable",
+  "PropertyMissing",
+  "ActionParameterValueNotInList",
+  "ActionParameterValueTypeError",
+  "ActionParameterValueFormatError",
+  "ActionParameterNotSupported",
+  "ActionParameterUnknown",
+  "ActionParameterMissing",
+  "ActionNotSupported",
+  "MalformedJSON",
+]);
+
+/** Whether a BMC's error answer refuses the request's own content (a Base registry id above, any version). */
+export function refusesRequest(status: number, body: unknown): boolean {
+  if (status !== 400) return false;
+  return messageIdsOf(body).some((id) => REQUEST_MESSAGE_IDS.has(id.split(".").pop() ?? ""));
 }
 
 const TRANSIENT_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CLOSED"]);
@@ -327,7 +359,12 @@ export class RedfishClient {
     const detail = errorMessageOf(answer.body);
     return new RedfishError(
       `Redfish ${init.method} ${init.path} at ${this.info.origin} failed with HTTP ${answer.status}${detail ? `: ${detail}` : ""}`,
-      { status: answer.status, detail, retryable: answer.status === 503 },
+      {
+        status: answer.status,
+        detail,
+        retryable: answer.status === 503,
+        invalidRequest: refusesRequest(answer.status, answer.body),
+      },
     );
   }
 
