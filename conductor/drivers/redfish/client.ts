@@ -7,6 +7,7 @@ import type { z } from "zod";
 import { DriverError } from "../errors.ts";
 import type { RedfishDriverInfo } from "./driver-info.ts";
 import { errorMessageOf, messageIdsOf, ServiceRootSchema, TaskSchema, type ServiceRoot } from "./schemas.ts";
+import { pinnedConnector } from "./tls.ts";
 import { BodyTooLarge, readBounded } from "../../../shared/read-bounded.ts";
 
 /** A Redfish call failed: the HTTP status (0 when there was no answer) and the BMC's own message. */
@@ -84,6 +85,7 @@ export function refusesRequest(status: number, body: unknown): boolean {
   return messageIdsOf(body).some((id) => REQUEST_MESSAGE_IDS.has(id.split(".").pop() ?? ""));
 }
 
+// ERR_REDFISH_PIN_MISMATCH is not here: a wrong certificate is never retried
 const TRANSIENT_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CLOSED"]);
 const DEFAULT_SESSIONS = "/redfish/v1/SessionService/Sessions";
 
@@ -132,7 +134,10 @@ export class RedfishClient {
           : {};
     this.pool = new Pool(info.origin, {
       connections: options.connections ?? 4,
-      connect: { ...tls, timeout: this.timeoutMs },
+      connect:
+        info.verifyCa.kind === "pin"
+          ? pinnedConnector(info.verifyCa.sha256, this.timeoutMs)
+          : { ...tls, timeout: this.timeoutMs },
       headersTimeout: this.timeoutMs,
       bodyTimeout: this.timeoutMs,
       keepAliveTimeout: 30_000,
@@ -297,7 +302,9 @@ export class RedfishClient {
         if (init.signal?.aborted) throw error;
         if (!TRANSIENT_CODES.has(code) || attempt >= this.attempts) {
           const reason = error instanceof Error ? error.message : String(error);
-          throw new RedfishError(`Redfish connection to ${this.info.origin} failed: ${code || reason}`, {
+          // a pin mismatch says which fingerprint it saw; other failures their code
+          const what = code === "ERR_REDFISH_PIN_MISMATCH" ? reason : code || reason;
+          throw new RedfishError(`Redfish connection to ${this.info.origin} failed: ${what}`, {
             status: 0,
             detail: reason,
             retryable: true,
