@@ -48,6 +48,9 @@ export function toHttpError(error: unknown): { status: number; message: string }
   if (error instanceof JsonLimitError) return { status: 400, message: error.message };
   // Ironic's TemporaryFailure (503) for a BMC that did not answer, its IPMIFailure/DriverOperationError
   // (500, faultcode Server, with the reason) for a BMC that answered with an error
+  // a BMC that refused the request's own value (its 400 with a Base registry id naming the value, or a
+  // device/reset type the system does not list) is Ironic's InvalidParameterValue
+  if (error instanceof DriverError && error.invalidRequest) return { status: 400, message: error.message };
   if (error instanceof DriverError)
     return { status: error.retryable ? 503 : 500, message: `Driver operation failed: ${error.message}` };
   if (typeof error === "object" && error !== null && "statusCode" in error) {

@@ -29,6 +29,7 @@ import { patchNode } from "./node-patch.ts";
 import { nodeAllocationRoutes } from "./node-allocation.ts";
 import { nodeConsoleRoutes } from "./node-console.ts";
 import { nodeVifRoutes } from "./node-vifs.ts";
+import { nodeIndicatorRoutes } from "./node-indicators.ts";
 import {
   type IdentParams,
   calls,
@@ -201,6 +202,7 @@ export function nodesPlugin(deps: ApiDeps) {
     app.get<IdentParams>(`${node}/ports`, sub.nodePorts(deps, false));
     app.get<IdentParams>(`${node}/ports/detail`, sub.nodePorts(deps, true));
     nodeVifRoutes(app, deps);
+    nodeIndicatorRoutes(app, deps);
     nodeAllocationRoutes(app, deps);
     nodeConsoleRoutes(app, deps);
   };

@@ -126,6 +126,8 @@ export const RULES = {
   "baremetal:node:inject_nmi": SYSTEM_MEMBER_OR_OWNER_ADMIN,
   "baremetal:node:get_console": SYSTEM_MEMBER_OR_OWNER_MEMBER,
   "baremetal:node:set_console_state": SYSTEM_MEMBER_OR_OWNER_MEMBER,
+  "baremetal:node:get_indicator_state": SYSTEM_OR_PROJECT_READER,
+  "baremetal:node:set_indicator_state": SYSTEM_MEMBER_OR_OWNER_MEMBER,
   "baremetal:allocation:get": ALLOCATION_READER,
   "baremetal:allocation:list": API_READER,
   "baremetal:allocation:list_all": SYSTEM_READER,

@@ -22,6 +22,24 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/** An indicator's state (Ironic's indicator_states). */
+export type IndicatorState = "on" | "off" | "blinking" | "unknown";
+/** A component that carries indicators (Ironic's components). */
+export type IndicatorComponent = "system" | "chassis" | "disk" | "power" | "nic";
+/** What one indicator offers: the states it may be set to, or readonly. */
+export interface IndicatorInfo {
+  readonly: boolean;
+  states: IndicatorState[];
+}
+/** One indicator set to a state. */
+export interface IndicatorChange {
+  component: IndicatorComponent;
+  name: string;
+  state: Exclude<IndicatorState, "unknown">;
+}
+/** Ironic's get_supported_indicators: component → indicator name → what it offers. */
+export type IndicatorMap = Partial<Record<IndicatorComponent, Record<string, IndicatorInfo>>>;
+
 /** Switches a node on and off through its BMC. */
 export interface PowerInterface {
   /** @throws InvalidDriverInfo when driver_info lacks or mangles what this interface needs. */
@@ -55,6 +73,16 @@ export interface ManagementInterface {
   setBootMode?(node: DriverNode, mode: "bios" | "uefi", options?: CallOptions): Promise<void>;
   /** Turns UEFI secure boot on or off (Ironic's set_secure_boot_state); absent where the driver cannot. */
   setSecureBoot?(node: DriverNode, on: boolean, options?: CallOptions): Promise<void>;
+  /** The node's indicators (LEDs) by component (Ironic's get_supported_indicators); absent where none. */
+  getIndicators?(node: DriverNode, options?: CallOptions): Promise<IndicatorMap>;
+  /** @throws Invalid for an indicator the node does not have (Ironic's MissingParameterValue) */
+  getIndicatorState?(
+    node: DriverNode,
+    indicator: { component: IndicatorComponent; name: string },
+    options?: CallOptions,
+  ): Promise<IndicatorState>;
+  /** @throws Invalid for an unknown indicator or a state it does not offer */
+  setIndicatorState?(node: DriverNode, change: IndicatorChange, options?: CallOptions): Promise<void>;
 }
 
 /** Makes the node boot the deploy ramdisk, or its own disk afterwards. */

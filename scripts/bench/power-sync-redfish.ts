@@ -16,9 +16,18 @@ import { benchBmcHost } from "./redfish-bmc-fleet.ts";
 // a child serves at most this many BMCs: each is a listening socket and an accepted one (ulimit -n 20000)
 const PER_CHILD = 4000;
 
+export interface PassFigures {
+  seconds: number;
+  checked: number;
+  inSync: number;
+  workers: number;
+  /** Conductor CPU per node checked during the pass (the BMCs run in child processes, not counted). */
+  cpuMsPerCall: number;
+}
+
 export interface RedfishSyncResult {
-  cold: { seconds: number; checked: number; inSync: number; workers: number };
-  warm: { seconds: number; checked: number; inSync: number; workers: number };
+  cold: PassFigures;
+  warm: PassFigures;
   /** Conductor CPU per getPowerState on a warm connection, one call at a time. */
   cpuMsPerCall: number;
   medianMs: number;
@@ -83,7 +92,8 @@ export async function redfishPowerSync(
       await store.createNode({ ...node, provision_state: "available", power_state: "power off" });
     }
     const defaults = config.powerSync;
-    const pass = async () => {
+    const pass = async (): Promise<PassFigures> => {
+      const cpuBefore = process.cpuUsage();
       const started = performance.now();
       const report = await runPowerSyncPass(
         storePowerSyncPort(standaloneOperations({ store, drivers, holder: "sync-rf", config })),
@@ -95,8 +105,10 @@ export async function redfishPowerSync(
           maxFailures: 3,
         },
       );
+      const cpuUsed = process.cpuUsage(cpuBefore);
       return {
         seconds: (performance.now() - started) / 1000,
+        cpuMsPerCall: (cpuUsed.user + cpuUsed.system) / 1000 / Math.max(1, report.checked),
         checked: report.checked,
         inSync: report.outcomes["in sync"],
         workers: report.workers,

@@ -22,12 +22,15 @@ import { standaloneOperations } from "../../conductor/operations/standalone.ts";
 import { startIpmiSim } from "../../test/helpers/ipmi-sim.ts";
 import { seedFleet } from "./fleet.ts";
 import { redfishPowerSync } from "./power-sync-redfish.ts";
+import { estimateFleetSeconds, ipmitoolSample } from "./power-sync-ipmitool.ts";
 
 const SINGLE_NODES = Number(process.env.BENCH_SYNC_NODES ?? 10_000);
 const CLUSTER_NODES = Number(process.env.BENCH_NODES ?? 100_000);
 const CONCURRENCY = (process.env.BENCH_SYNC_CONCURRENCY ?? "8,32,auto").split(",");
 const STORES = process.env.BENCH_STORES?.split(",") ?? ["postgresql", "sqlite"];
 const REDFISH_NODES = Number(process.env.BENCH_REDFISH_NODES ?? SINGLE_NODES);
+// real ipmitool against one ipmi_sim per node: a sample (10^4 ipmi_sim processes do not fit the machine)
+const IPMITOOL_SAMPLE = Number(process.env.BENCH_IPMITOOL_SAMPLE ?? 64);
 const GOAL_S = 60;
 
 /** Median wall time of one `chassis power status` to a local ipmi_sim, and the conductor's CPU per call. */
@@ -167,6 +170,32 @@ async function main(): Promise<void> {
           `${rf.cpuMsPerCall.toFixed(2)} ms conductor CPU; ipmitool ${latency.medianMs.toFixed(1)} ms wall, ` +
           `${latency.cpuMs.toFixed(1)} ms CPU (with the ipmitool process)`,
       );
+      console.log(
+        `conductor CPU per node during the passes: redfish ${rf.cold.cpuMsPerCall.toFixed(2)} ms (first), ` +
+          `${rf.warm.cpuMsPerCall.toFixed(2)} ms (second)`,
+      );
+      if (IPMITOOL_SAMPLE > 0) {
+        const sample = await ipmitoolSample(join(dir, "ipmi.sqlite"), IPMITOOL_SAMPLE);
+        const estimate = estimateFleetSeconds({
+          nodes: REDFISH_NODES,
+          wallMsPerCall: latency.medianMs,
+          cpuMsPerCall: sample.cpuMsPerCall,
+          workers: defaultConfig().powerSync.maxConcurrency,
+          cores: 2,
+        });
+        console.log(
+          `ipmitool, same run, a sample of ${sample.nodes} nodes each on its own ipmi_sim (auto workers): ` +
+            `${sample.seconds.toFixed(1)} s, ${sample.workers} workers, ` +
+            `${sample.inSync === sample.nodes ? "all in sync" : `${sample.inSync} of ${sample.nodes} in sync`}; ` +
+            `conductor CPU per node ${sample.cpuMsPerCall.toFixed(1)} ms (ipmitool processes included), ` +
+            `ipmi_sim CPU per node ${sample.bmcCpuMsPerCall.toFixed(1)} ms`,
+        );
+        console.log(
+          `ipmitool at ${REDFISH_NODES} nodes, estimated (not measured): max(N x ${latency.medianMs.toFixed(1)} ms / ` +
+            `${defaultConfig().powerSync.maxConcurrency} workers, N x ${sample.cpuMsPerCall.toFixed(1)} ms CPU / 2 cores) = ` +
+            `${estimate.toFixed(0)} s; redfish measured ${rf.warm.seconds.toFixed(1)} s`,
+        );
+      }
     }
     if (STORES.includes("postgresql")) {
       const url = postgres.start();

@@ -150,8 +150,9 @@ describe("the redfish driver against the lab's in-memory BMC", () => {
     await management.setBootMode(node, "uefi");
     await management.setSecureBoot(node, true);
     expect(await management.getSecureBoot(node)).toBe(true);
-    await management.setIndicatorState(node, "blinking");
-    expect(await management.getIndicatorState(node)).toBe("blinking");
+    const system = { component: "system" as const, name: bmc.systems.get("node-1")!.spec.uuid! };
+    await management.setIndicatorState(node, { ...system, state: "blinking" });
+    expect(await management.getIndicatorState(node, system)).toBe("blinking");
     expect(bmc.systems.get("node-1")!.led).toBe("Blinking");
     await management.injectNmi(node);
     expect(machine.nmis).toBe(1);

@@ -1,6 +1,14 @@
 import type { BootDevice } from "../../../shared/states.ts";
 import { BOOT_DEVICES } from "../../../shared/states.ts";
+import { Invalid } from "../../errors.ts";
 import type { CallOptions, DriverNode, ManagementInterface } from "../interfaces.ts";
+import type { IndicatorChange, IndicatorComponent, IndicatorMap, IndicatorState } from "../out-of-band.ts";
+
+// Ironic's fake get_supported_indicators
+const FAKE_INDICATORS: IndicatorMap = {
+  chassis: { "led-0": { readonly: true, states: ["off", "on"] } },
+  system: { led: { readonly: false, states: ["blinking", "off", "on"] } },
+};
 
 /** Ironic's fake-hardware management: the boot device in memory per node uuid. */
 export class FakeManagement implements ManagementInterface {
@@ -13,7 +21,38 @@ export class FakeManagement implements ManagementInterface {
   readonly bootModes = new Map<string, "bios" | "uefi">();
   readonly secureBoot = new Map<string, boolean>();
 
+  /** Indicator states set per node ("uuid name@component"); unset ones read "on" as Ironic's fake answers. */
+  readonly indicators = new Map<string, IndicatorState>();
+
   validate(_node: DriverNode): void {}
+
+  async getIndicators(_node: DriverNode, _options?: CallOptions): Promise<IndicatorMap> {
+    return Promise.resolve(structuredClone(FAKE_INDICATORS));
+  }
+
+  async getIndicatorState(
+    node: DriverNode,
+    indicator: { component: IndicatorComponent; name: string },
+    _options?: CallOptions,
+  ): Promise<IndicatorState> {
+    fakeIndicator(indicator);
+    return Promise.resolve(
+      this.indicators.get(`${node.uuid} ${indicator.name}@${indicator.component}`) ?? "on",
+    );
+  }
+
+  async setIndicatorState(
+    node: DriverNode,
+    indicator: IndicatorChange,
+    _options?: CallOptions,
+  ): Promise<void> {
+    const { state } = indicator;
+    const info = fakeIndicator(indicator);
+    if (info.readonly || !info.states.includes(state))
+      throw new Invalid(`Indicator ${indicator.name}@${indicator.component} cannot be set to ${state}`);
+    this.indicators.set(`${node.uuid} ${indicator.name}@${indicator.component}`, state);
+    return Promise.resolve();
+  }
 
   async setBootMode(node: DriverNode, mode: "bios" | "uefi", _options?: CallOptions): Promise<void> {
     this.bootModes.set(node.uuid, mode);
@@ -49,4 +88,13 @@ export class FakeManagement implements ManagementInterface {
   ): Promise<{ boot_device: BootDevice | null; persistent: boolean | null }> {
     return Promise.resolve(this.devices.get(node.uuid) ?? { boot_device: null, persistent: null });
   }
+}
+
+/** Ironic's fake texts for an unknown component or indicator (InvalidParameterValue, 400). */
+function fakeIndicator(indicator: { component: IndicatorComponent; name: string }) {
+  const byName = FAKE_INDICATORS[indicator.component];
+  if (!byName) throw new Invalid(`Invalid component ${indicator.component} specified.`);
+  const info = byName[indicator.name];
+  if (!info) throw new Invalid(`Invalid indicator ${indicator.name} specified.`);
+  return info;
 }

@@ -6,7 +6,8 @@ import { Pool } from "undici";
 import type { z } from "zod";
 import { DriverError } from "../errors.ts";
 import type { RedfishDriverInfo } from "./driver-info.ts";
-import { errorMessageOf, ServiceRootSchema, TaskSchema, type ServiceRoot } from "./schemas.ts";
+import { errorMessageOf, messageIdsOf, ServiceRootSchema, TaskSchema, type ServiceRoot } from "./schemas.ts";
+import { pinnedConnector } from "./tls.ts";
 import { BodyTooLarge, readBounded } from "../../../shared/read-bounded.ts";
 
 /** A Redfish call failed: the HTTP status (0 when there was no answer) and the BMC's own message. */
@@ -14,8 +15,11 @@ export class RedfishError extends DriverError {
   readonly status: number;
   readonly detail: string;
 
-  constructor(message: string, options: { status: number; detail?: string; retryable?: boolean }) {
-    super(message, options.retryable ?? false);
+  constructor(
+    message: string,
+    options: { status: number; detail?: string; retryable?: boolean; invalidRequest?: boolean },
+  ) {
+    super(message, options.retryable ?? false, { invalidRequest: options.invalidRequest ?? false });
     this.name = "RedfishError";
     this.status = options.status;
     this.detail = options.detail ?? "";
@@ -52,6 +56,36 @@ interface RequestInit {
   accept?: readonly number[];
 }
 
+/**
+ * The Base registry's messages for a request whose value or parameter the service refuses (DMTF DSP8011): a
+ * 400 carrying one of them stems from what was asked, not from a failing BMC.
+ */
+export const REQUEST_MESSAGE_IDS: ReadonlySet<string> = new Set([
+  "PropertyValueNotInList",
+  "PropertyValueTypeError",
+  "PropertyValueFormatError",
+  "PropertyValueOutOfRange",
+  "PropertyValueIncorrect",
+  "PropertyUnknown",
+  "PropertyNotWritable",
+  "PropertyMissing",
+  "ActionParameterValueNotInList",
+  "ActionParameterValueTypeError",
+  "ActionParameterValueFormatError",
+  "ActionParameterNotSupported",
+  "ActionParameterUnknown",
+  "ActionParameterMissing",
+  "ActionNotSupported",
+  "MalformedJSON",
+]);
+
+/** Whether a BMC's error answer refuses the request's own content (a Base registry id above, any version). */
+export function refusesRequest(status: number, body: unknown): boolean {
+  if (status !== 400) return false;
+  return messageIdsOf(body).some((id) => REQUEST_MESSAGE_IDS.has(id.split(".").pop() ?? ""));
+}
+
+// ERR_REDFISH_PIN_MISMATCH is not here: a wrong certificate is never retried
 const TRANSIENT_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CLOSED"]);
 const DEFAULT_SESSIONS = "/redfish/v1/SessionService/Sessions";
 
@@ -100,7 +134,10 @@ export class RedfishClient {
           : {};
     this.pool = new Pool(info.origin, {
       connections: options.connections ?? 4,
-      connect: { ...tls, timeout: this.timeoutMs },
+      connect:
+        info.verifyCa.kind === "pin"
+          ? pinnedConnector(info.verifyCa.sha256, this.timeoutMs)
+          : { ...tls, timeout: this.timeoutMs },
       headersTimeout: this.timeoutMs,
       bodyTimeout: this.timeoutMs,
       keepAliveTimeout: 30_000,
@@ -265,7 +302,9 @@ export class RedfishClient {
         if (init.signal?.aborted) throw error;
         if (!TRANSIENT_CODES.has(code) || attempt >= this.attempts) {
           const reason = error instanceof Error ? error.message : String(error);
-          throw new RedfishError(`Redfish connection to ${this.info.origin} failed: ${code || reason}`, {
+          // a pin mismatch says which fingerprint it saw; other failures their code
+          const what = code === "ERR_REDFISH_PIN_MISMATCH" ? reason : code || reason;
+          throw new RedfishError(`Redfish connection to ${this.info.origin} failed: ${what}`, {
             status: 0,
             detail: reason,
             retryable: true,
@@ -327,7 +366,12 @@ export class RedfishClient {
     const detail = errorMessageOf(answer.body);
     return new RedfishError(
       `Redfish ${init.method} ${init.path} at ${this.info.origin} failed with HTTP ${answer.status}${detail ? `: ${detail}` : ""}`,
-      { status: answer.status, detail, retryable: answer.status === 503 },
+      {
+        status: answer.status,
+        detail,
+        retryable: answer.status === 503,
+        invalidRequest: refusesRequest(answer.status, answer.body),
+      },
     );
   }
 

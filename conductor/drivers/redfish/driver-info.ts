@@ -1,9 +1,15 @@
 import { z } from "zod";
 import { parseStrictBool } from "../../../shared/strict-bool.ts";
 import { InvalidDriverInfo } from "../errors.ts";
+import { parsePin } from "./tls.ts";
 
 /** How the conductor trusts the BMC's certificate: the system's CAs, none at all, or a CA bundle file. */
-export type VerifyCa = { kind: "system" } | { kind: "off" } | { kind: "file"; path: string };
+export type VerifyCa =
+  | { kind: "system" }
+  | { kind: "off" }
+  | { kind: "file"; path: string }
+  /** the leaf certificate's SHA-256 fingerprint (upper-case hex): no CA, exactly this certificate */
+  | { kind: "pin"; sha256: string };
 
 export interface RedfishDriverInfo {
   /** scheme://host[:port], no path ("https" when the operator gave a bare host). */
@@ -50,8 +56,17 @@ function verifyCaOf(value: boolean | string): VerifyCa {
   if (typeof value === "boolean") return value ? { kind: "system" } : { kind: "off" };
   const asBool = parseStrictBool(value);
   if (asBool !== undefined) return asBool ? { kind: "system" } : { kind: "off" };
+  if (/^sha256:/i.test(value)) {
+    const sha256 = parsePin(value);
+    if (!sha256)
+      fail("redfish_verify_ca", "is invalid: sha256: needs 64 hex digits (pairs may be colon-separated)");
+    return { kind: "pin", sha256 };
+  }
   if (!value.startsWith("/"))
-    fail("redfish_verify_ca", "is invalid: a boolean or an absolute path to a CA bundle");
+    fail(
+      "redfish_verify_ca",
+      "is invalid: a boolean, an absolute path to a CA bundle, or sha256:<the certificate's fingerprint>",
+    );
   return { kind: "file", path: value };
 }
 
@@ -91,7 +106,8 @@ export const REDFISH_PROPERTIES: Record<string, string> = {
   redfish_username: "User name for the Redfish service. Optional.",
   redfish_password: "Password for the Redfish service. Optional.",
   redfish_verify_ca:
-    "true (default: verify against the system CAs), false (no verification), or the path of a CA bundle.",
+    "true (default: verify against the system CAs), false (no verification), the path of a CA bundle, or " +
+    "sha256:<fingerprint> to trust exactly the BMC certificate with that SHA-256 fingerprint (Anvil's addition).",
   redfish_auth_type:
     "session, basic or auto (default: a session, basic authentication if sessions are refused).",
   deploy_kernel: "URL of the deploy kernel. Required unless the conductor has a default.",

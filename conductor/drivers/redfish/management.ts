@@ -3,6 +3,8 @@ import type { BootDevice } from "../../../shared/states.ts";
 import { bootModeOf } from "../boot/boot-mode.ts";
 import { DriverError } from "../errors.ts";
 import type { CallOptions, DriverNode, ManagementInterface } from "../interfaces.ts";
+import type { IndicatorChange, IndicatorComponent, IndicatorMap, IndicatorState } from "../out-of-band.ts";
+import { RedfishIndicators } from "./indicators.ts";
 import { RedfishError, type RedfishConnections } from "./client.ts";
 import { parseRedfishDriverInfo } from "./driver-info.ts";
 import { postReset, type BootRestorer } from "./reset.ts";
@@ -18,7 +20,6 @@ const TARGETS: Record<Exclude<BootDevice, "safe">, string> = {
 const SUPPORTED = Object.keys(TARGETS) as BootDevice[];
 
 export type BootMode = "uefi" | "bios";
-export type IndicatorState = "on" | "off" | "blinking" | "unknown";
 
 export interface RedfishManagementOptions {
   connections: RedfishConnections;
@@ -38,9 +39,11 @@ export class RedfishManagement implements ManagementInterface, BootRestorer {
   // nodes whose BMC refused a Continuous override: the device is set again (Once) before each power on, as
   // Ironic keeps redfish_boot_device; NOTE: held in memory, so a conductor restart forgets it
   private readonly onceFallback = new Map<string, BootDevice>();
+  private readonly indicators: RedfishIndicators;
 
   constructor(private readonly options: RedfishManagementOptions) {
     this.connections = options.connections;
+    this.indicators = new RedfishIndicators(options.connections);
   }
 
   /** @throws InvalidDriverInfo */
@@ -66,7 +69,12 @@ export class RedfishManagement implements ManagementInterface, BootRestorer {
     const target = request.device === "safe" ? undefined : TARGETS[request.device];
     const allowed = view.system.Boot?.["BootSourceOverrideTarget@Redfish.AllowableValues"];
     if (!target || (allowed && !allowed.includes(target))) {
-      throw new DriverError(`Redfish system ${view.path} does not support boot device ${request.device}`);
+      // Ironic's InvalidParameterValue text (ipmitool's, redfish's map lookup): a 400, the request's fault
+      throw new DriverError(
+        `Invalid boot device ${request.device} specified: Redfish system ${view.path} does not support boot device ${request.device}`,
+        false,
+        { invalidRequest: true },
+      );
     }
     this.onceFallback.delete(node.uuid);
     try {
@@ -141,39 +149,27 @@ export class RedfishManagement implements ManagementInterface, BootRestorer {
     });
   }
 
-  /** IndicatorLED (Lit/Blinking/Off) or, on newer services, LocationIndicatorActive. @throws RedfishError */
-  async getIndicatorState(node: DriverNode, options: CallOptions = {}): Promise<IndicatorState> {
-    const { system } = await loadSystem(this.connections, node, options.signal);
-    if (typeof system.LocationIndicatorActive === "boolean")
-      return system.LocationIndicatorActive ? "on" : "off";
-    switch (system.IndicatorLED ?? "") {
-      case "Lit":
-        return "on";
-      case "Off":
-        return "off";
-      case "Blinking":
-        return "blinking";
-      default:
-        return "unknown";
-    }
+  /** The System's and its Chassis' indicators (IndicatorLED, or LocationIndicatorActive). @throws RedfishError */
+  async getIndicators(node: DriverNode, options: CallOptions = {}): Promise<IndicatorMap> {
+    return this.indicators.list(node, options);
   }
 
-  /** @throws RedfishError, DriverError when the system has no indicator or cannot blink */
+  /** @throws Invalid (unknown indicator), RedfishError */
+  async getIndicatorState(
+    node: DriverNode,
+    indicator: { component: IndicatorComponent; name: string },
+    options: CallOptions = {},
+  ): Promise<IndicatorState> {
+    return this.indicators.get(node, indicator, options);
+  }
+
+  /** @throws Invalid (unknown indicator, a state it does not offer), RedfishError */
   async setIndicatorState(
     node: DriverNode,
-    state: "on" | "off" | "blinking",
+    change: IndicatorChange,
     options: CallOptions = {},
   ): Promise<void> {
-    const view = await loadSystem(this.connections, node, options.signal);
-    let body: Record<string, unknown>;
-    if (view.system.IndicatorLED !== undefined && view.system.IndicatorLED !== null) {
-      body = { IndicatorLED: state === "on" ? "Lit" : state === "off" ? "Off" : "Blinking" };
-    } else if (typeof view.system.LocationIndicatorActive === "boolean" && state !== "blinking") {
-      body = { LocationIndicatorActive: state === "on" };
-    } else {
-      throw new DriverError(`Redfish system ${view.path} does not support indicator state ${state}`);
-    }
-    await view.client.request({ method: "PATCH", path: view.path, body, signal: options.signal });
+    await this.indicators.set(node, change, options);
   }
 
   /** SecureBoot.SecureBootEnable. @throws RedfishError, DriverError where the system has no SecureBoot */

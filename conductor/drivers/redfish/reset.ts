@@ -32,6 +32,8 @@ export async function postReset(
   if (!resetType) {
     throw new DriverError(
       `Redfish system ${view.path} does not support reset type ${wanted.join(" or ")} (it allows ${allowed?.join(", ")})`,
+      false,
+      { invalidRequest: true },
     );
   }
   const response = await view.client.request({

@@ -166,6 +166,14 @@ export const ErrorBodySchema = z.looseObject({
   }),
 });
 
+/** The MessageIds of an error answer: `error.code` and every `@Message.ExtendedInfo` entry's. */
+export function messageIdsOf(body: unknown): string[] {
+  const parsed = ErrorBodySchema.safeParse(body);
+  if (!parsed.success) return [];
+  const extended = (parsed.data.error["@Message.ExtendedInfo"] ?? []).map((info) => info.MessageId ?? "");
+  return [parsed.data.error.code ?? "", ...extended].filter((id) => id.length > 0);
+}
+
 /** The BMC's own words for an error body, for last_error; "" when it has none we can read. */
 export function errorMessageOf(body: unknown): string {
   const parsed = ErrorBodySchema.safeParse(body);

@@ -62,6 +62,21 @@ export interface RedfishBmcOptions {
   /** Added to every answer (a BMC's latency). */
   latencyMs?: number;
   misbehave?: Misbehaviour;
+  /** How far the BMC's clock is off the host's (Manager.DateTime), in ms. Default 0. */
+  clockOffsetMs?: number;
+}
+
+/** The BMC's own state beside its systems: the chassis LED and the Manager's clock. */
+export interface ManagerState {
+  chassisLed: string;
+  readonly chassisUuid: string;
+  clockOffsetMs: number;
+  localOffset: string;
+}
+
+/** A Redfish DateTime as BMCs write it: whole seconds, an explicit UTC offset. */
+export function redfishDateTime(ms: number): string {
+  return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "+00:00");
 }
 
 interface SystemState {
@@ -81,6 +96,7 @@ export interface RedfishBmc {
   requests: string[];
   sessions: Map<string, string>;
   misbehave: Misbehaviour;
+  manager: ManagerState;
   stop(): Promise<void>;
 }
 
@@ -190,6 +206,12 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
       media: { image: null, inserted: false, writeProtected: true },
     });
   }
+  const manager: ManagerState = {
+    chassisLed: "Off",
+    chassisUuid: randomUUID(),
+    clockOffsetMs: options.clockOffsetMs ?? 0,
+    localOffset: "+00:00",
+  };
   const sessions = new Map<string, string>(); // token → session id
   const tasks = new Map<string, number>(); // task id → polls left
   const requests: string[] = [];
@@ -301,6 +323,17 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
       ];
     if (path === "/redfish/v1/Chassis")
       return [200, collection(path, "#ChassisCollection.ChassisCollection", ["/redfish/v1/Chassis/1"])];
+    if (path === "/redfish/v1/Chassis/1" && method === "PATCH") {
+      const body = (await readBody(request)) as { IndicatorLED?: unknown };
+      if (!["Lit", "Off", "Blinking"].includes(String(body.IndicatorLED)))
+        return error(
+          400,
+          "PropertyValueNotInList",
+          `IndicatorLED ${String(body.IndicatorLED)} is not allowed`,
+        );
+      manager.chassisLed = String(body.IndicatorLED);
+      return [204, undefined];
+    }
     if (path === "/redfish/v1/Chassis/1")
       return [
         200,
@@ -308,6 +341,8 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
           Id: "1",
           Name: "Lab chassis",
           ChassisType: "RackMount",
+          UUID: manager.chassisUuid,
+          IndicatorLED: manager.chassisLed,
           Links: {
             ComputerSystems: [...systems.keys()].map((id) => ref(`/redfish/v1/Systems/${id}`)),
             ManagedBy: [ref("/redfish/v1/Managers/BMC")],
@@ -316,6 +351,21 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
       ];
     if (path === "/redfish/v1/Managers")
       return [200, collection(path, "#ManagerCollection.ManagerCollection", ["/redfish/v1/Managers/BMC"])];
+    if (path === "/redfish/v1/Managers/BMC" && method === "PATCH") {
+      const body = (await readBody(request)) as { DateTime?: unknown; DateTimeLocalOffset?: unknown };
+      if (body.DateTime !== undefined) {
+        const when = typeof body.DateTime === "string" ? Date.parse(body.DateTime) : NaN;
+        if (Number.isNaN(when))
+          return error(400, "PropertyValueFormatError", `DateTime ${String(body.DateTime)} is not a date`);
+        manager.clockOffsetMs = when - Date.now();
+      }
+      if (body.DateTimeLocalOffset !== undefined) {
+        if (typeof body.DateTimeLocalOffset !== "string" || !/^[+-]\d\d:\d\d$/.test(body.DateTimeLocalOffset))
+          return error(400, "PropertyValueFormatError", "DateTimeLocalOffset must be +HH:MM or -HH:MM");
+        manager.localOffset = body.DateTimeLocalOffset;
+      }
+      return [204, undefined];
+    }
     if (path === "/redfish/v1/Managers/BMC")
       return [
         200,
@@ -324,6 +374,8 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
           Name: "Lab BMC",
           ManagerType: "BMC",
           FirmwareVersion: "anvil-lab",
+          DateTime: redfishDateTime(Date.now() + manager.clockOffsetMs),
+          DateTimeLocalOffset: manager.localOffset,
           VirtualMedia: ref(`${path}/VirtualMedia`),
           Links: { ManagerForServers: [...systems.keys()].map((id) => ref(`/redfish/v1/Systems/${id}`)) },
         }),
@@ -438,6 +490,7 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
     requests,
     sessions,
     misbehave,
+    manager,
     async stop() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -1,0 +1,54 @@
+import type { TLSSocket } from "node:tls";
+import { buildConnector } from "undici";
+
+/** `sha256:` and 64 hex digits, colons between the pairs optional (as `openssl x509 -fingerprint` prints). */
+const PIN = /^sha256:((?:[0-9a-f]{2}:?){31}[0-9a-f]{2})$/i;
+
+/** The pinned SHA-256 fingerprint in `redfish_verify_ca` (upper-case hex, no colons), or null for another value. */
+export function parsePin(value: string): string | null {
+  const match = PIN.exec(value.trim());
+  return match?.[1] ? match[1].replaceAll(":", "").toUpperCase() : null;
+}
+
+/** The fingerprint as operators read it: AB:CD:… */
+export function formatPin(hex: string): string {
+  return `sha256:${hex.match(/../g)?.join(":") ?? hex}`;
+}
+
+/** The certificate did not carry the pinned fingerprint: never retried, never answered unverified. */
+export class PinMismatch extends Error {
+  readonly code = "ERR_REDFISH_PIN_MISMATCH";
+
+  constructor(expected: string, actual: string | undefined) {
+    super(
+      `the BMC's certificate fingerprint ${actual ? formatPin(actual) : "(none)"} does not match ` +
+        `redfish_verify_ca ${formatPin(expected)}`,
+    );
+    this.name = "PinMismatch";
+  }
+}
+
+/**
+ * An undici connector that trusts exactly one leaf certificate: the chain is not checked against any CA (a
+ * pinned BMC certificate is usually self-signed), the leaf's SHA-256 fingerprint must equal the pin, and a
+ * connection whose leaf does not is destroyed before a byte of the request is written. TLS session
+ * resumption is off so every connection shows its certificate.
+ */
+export function pinnedConnector(pin: string, timeoutMs: number): buildConnector.connector {
+  const connect = buildConnector({ rejectUnauthorized: false, maxCachedSessions: 0, timeout: timeoutMs });
+  return (options, callback) => {
+    connect(options, (error, socket) => {
+      if (error || !socket) {
+        callback(error ?? new Error("no socket"), null);
+        return;
+      }
+      const actual = (socket as TLSSocket).getPeerCertificate?.()?.fingerprint256?.replaceAll(":", "");
+      if (actual?.toUpperCase() !== pin) {
+        socket.destroy();
+        callback(new PinMismatch(pin, actual), null);
+        return;
+      }
+      callback(null, socket);
+    });
+  };
+}
