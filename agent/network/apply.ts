@@ -54,7 +54,10 @@ export async function applyPlan(
     try {
       switch (step.kind) {
         case "ip":
-          await runner.ip(step.args);
+          await runner.ip(step.args).catch(async (error: unknown) => {
+            if (step.ifExists === undefined || !/File exists/.test(String(error))) throw error;
+            await runner.ip(step.ifExists);
+          });
           break;
         case "write":
           await runner.write(step.path, step.content);

@@ -11,7 +11,12 @@ export interface MachineLink {
 
 /** One thing to do: run `ip` with these arguments, write a (proc/sys) file, or start the DHCP client. */
 export type NetStep =
-  | { kind: "ip"; args: string[] }
+  | {
+      kind: "ip";
+      args: string[];
+      /** When `args` creates a device that already exists: these instead (e.g. `ip link set … type bond …`). */
+      ifExists?: string[];
+    }
   | { kind: "write"; path: string; content: string }
   | { kind: "dhcp4"; link: string; argv: string[] };
 
@@ -87,7 +92,8 @@ export function planNetwork(
     const add = ["link", "add", "name", name, "type", "bond", "mode", link.bond_mode ?? "balance-rr"];
     add.push("miimon", `${link.bond_miimon ?? DEFAULT_MIIMON}`);
     if (link.bond_xmit_hash_policy !== undefined) add.push("xmit_hash_policy", link.bond_xmit_hash_policy);
-    steps.push({ kind: "ip", args: add });
+    // NOTE: loading the bonding driver creates bond0 (its max_bonds defaults to 1): then it is reconfigured
+    steps.push({ kind: "ip", args: add, ifExists: ["link", "set", "dev", name, ...add.slice(4)] });
     for (const member of link.bond_links ?? [])
       steps.push({ kind: "ip", args: ["link", "set", "dev", nameOf(names, member), "master", name] });
     tune(link, name, link.ethernet_mac_address);

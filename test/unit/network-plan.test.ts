@@ -245,3 +245,27 @@ describe("applying a plan", () => {
     expect(reported).toHaveLength(2);
   });
 });
+
+describe("a bond that already exists", () => {
+  it("is reconfigured with ip link set … type bond instead of failing", async () => {
+    const calls: string[] = [];
+    const runner: NetRunner = {
+      ip: async (args) => {
+        calls.push(args.join(" "));
+        if (args[1] === "add") throw new Error("RTNETLINK answers: File exists");
+      },
+      write: async () => undefined,
+      daemon: async () => undefined,
+    };
+    const data = parseNetworkData(
+      JSON.stringify({
+        links: [phy("a", 1), { id: "b", type: "bond", bond_links: ["a"], bond_mode: "802.3ad" }],
+      }),
+    );
+    await applyPlan(planNetwork(data, MACHINE, OPTIONS).steps, runner);
+    const add = calls.indexOf("link add name bond0 type bond mode 802.3ad miimon 100");
+    expect(add).toBeGreaterThan(0);
+    expect(calls[add + 1]).toBe("link set dev bond0 type bond mode 802.3ad miimon 100");
+    expect(calls[add + 2]).toBe("link set dev eno1 master bond0");
+  });
+});
