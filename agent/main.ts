@@ -9,10 +9,13 @@ import type { HardwareBackend } from "./hardware/backend.ts";
 import { LinuxBackend } from "./hardware/linux/linux-backend.ts";
 import { SimulatedBackend } from "./hardware/simulated/simulated-backend.ts";
 import { AgentLink } from "./link/client.ts";
+import { linuxRunner } from "./network/apply.ts";
+import { netconfig } from "./network/netconfig.ts";
 import { checkConductorSchemes, parseConductorUrls } from "./link/endpoints.ts";
 
 const USAGE = `usage:
   anvil-agent inspect [--backend linux|simulated] [--inventory FILE]
+  anvil-agent netconfig --network-data FILE [--dry-run] [--resolv-conf FILE]
   anvil-agent [service] [--conductor ws://HOST:PORT/v1/agent] [--backend linux|simulated] [--inventory FILE]
                         [--events FILE] [--token-file FILE] [--log-level info]
 The conductor URL defaults to the kernel parameter anvil.conductor=; either may be a comma-separated list
@@ -20,7 +23,9 @@ The conductor URL defaults to the kernel parameter anvil.conductor=; either may 
 SHA-256 of the conductor's CA or certificate) to anvil.ca_fingerprint=; with a pin, wss:// trusts nothing else,
 every conductor URL must be wss://, and an empty, malformed or conflicting pin stops the agent.
 --token-file keeps the agent token across agent restarts within one boot; put it on a tmpfs (e.g. /run)
-so that a reboot forgets it, as the conductor expects.`;
+so that a reboot forgets it, as the conductor expects.
+netconfig configures the links, addresses, routes and DNS of OpenStack's network_data.json (the ramdisk's
+no-DHCP path) and exits non-zero with one line naming the problem when it cannot.`;
 
 /** Set by the build (esbuild define); "dev" when run from source. */
 const AGENT_VERSION = process.env.ANVIL_AGENT_VERSION ?? "0.0.0-dev";
@@ -33,6 +38,9 @@ const OPTIONS = {
   "token-file": { type: "string" },
   "ca-fingerprint": { type: "string", multiple: true },
   "log-level": { type: "string", default: "info" },
+  "network-data": { type: "string" },
+  "resolv-conf": { type: "string", default: "/etc/resolv.conf" },
+  "dry-run": { type: "boolean", default: false },
   version: { type: "boolean", default: false },
   help: { type: "boolean", short: "h", default: false },
 } as const;
@@ -49,6 +57,19 @@ async function main(): Promise<number> {
     return 0;
   }
   const mode = positionals[0] ?? "service";
+  if (mode === "netconfig") {
+    if (values["network-data"] === undefined) return usage(2);
+    return netconfig({
+      networkData: values["network-data"],
+      resolvConf: values["resolv-conf"],
+      dryRun: values["dry-run"],
+      sys: "/sys",
+      procSys: "/proc/sys",
+      dhcpScript: "/etc/anvil/udhcpc.script",
+      runner: linuxRunner,
+      out: (line) => process.stdout.write(`anvil-agent netconfig: ${line}\n`),
+    });
+  }
   const cmdlineText = await readFile("/proc/cmdline", "utf8").catch(() => "");
   const cmdline = parseKernelCmdline(cmdlineText);
   const backend = await createBackend({

@@ -86,7 +86,8 @@ busybox --list-full | while read -r applet; do
   [ -e "$stage/$applet" ] || [ -L "$stage/$applet" ] || ln -s /usr/bin/busybox "$stage/$applet"
 done
 # The tools the agent calls; real ones replace busybox's applets of the same name.
-tools=(lsblk blkid wipefs blkdiscard sfdisk partx mdadm sgdisk nvme hdparm smartctl dmidecode grub-install mkfs.fat)
+# iproute2's ip: busybox's cannot create VLANs or bonds (netconfig needs both).
+tools=(ip lsblk blkid wipefs blkdiscard sfdisk partx mdadm sgdisk nvme hdparm smartctl dmidecode grub-install mkfs.fat)
 for tool in "${tools[@]}"; do
   path=$(command -v "$tool") || { echo "build.sh: $tool is missing: run scripts/setup/system-deps.sh" >&2; exit 1; }
   # Whichever of bin/sbin busybox put its applet in, it must not shadow the real tool on PATH.
@@ -131,7 +132,7 @@ printf 'HOMEHOST <none>\n' >"$stage/etc/mdadm/mdadm.conf"
 {
   echo "kernel $version"
   echo "agent sha256 $(sha256sum "$agent" | cut -d' ' -f1)"
-  dpkg-query -W -f='${Package} ${Version}\n' busybox-static util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode dosfstools grub2-common grub-pc-bin grub-efi-amd64-bin libc6
+  dpkg-query -W -f='${Package} ${Version}\n' busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode dosfstools grub2-common grub-pc-bin grub-efi-amd64-bin libc6
 } >"$stage/etc/anvil/build-info"
 
 # The build id names the content, so it is computed over everything but itself.

@@ -122,3 +122,24 @@ export function spawnStreaming(
   for (const observer of observers) observer(command, args);
   return spawn(command, args, { cwd: options.cwd, env: childEnvironment(options.env), stdio: "pipe" });
 }
+
+/**
+ * Starts a daemon that outlives this process (the ramdisk's DHCP client after `netconfig` exits): its own
+ * session, this process's stdout/stderr (the console), the same allowlisted environment. Resolves once it runs.
+ * @throws spawn errors (ENOENT)
+ */
+export function startDetached(command: string, args: readonly string[]): Promise<number> {
+  for (const observer of observers) observer(command, args);
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      env: childEnvironment(),
+      detached: true,
+      stdio: ["ignore", "inherit", "inherit"],
+    });
+    child.once("error", reject);
+    child.once("spawn", () => {
+      child.unref();
+      resolve(child.pid ?? 0);
+    });
+  });
+}

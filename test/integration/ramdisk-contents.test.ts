@@ -97,7 +97,7 @@ describe("the deploy ramdisk's contents (unpacked on the host)", () => {
   });
 
   it("takes real tools over busybox applets of the same name", async () => {
-    const tools = ["lsblk", "blkid", "wipefs", "blkdiscard", "sfdisk", "partx"];
+    const tools = ["ip", "lsblk", "blkid", "wipefs", "blkdiscard", "sfdisk", "partx"];
     const script = `for t in ${tools.join(" ")}; do for d in /usr/bin /usr/sbin; do [ -L $d/$t ] && echo "$d/$t"; done; done; true`;
     const result = await runInRamdisk(unpacked, ["/bin/sh", "-c", script]);
     expect(result.code).toBe(0);
