@@ -1,7 +1,8 @@
 import fc from "fast-check";
+import { execFileSync } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApiError } from "../../conductor/api/errors.ts";
-import { applyJsonPatch, type PatchRules } from "../../conductor/api/json-patch.ts";
+import { applyJsonPatch, pythonRepr, type PatchRules } from "../../conductor/api/json-patch.ts";
 import type { JsonPatch } from "../../shared/api.ts";
 
 const RULES: PatchRules = {
@@ -176,5 +177,31 @@ describe("JSON Patch with Ironic's rules", () => {
       { numRuns: 2000, seed: 12 },
     );
     console.log(`json-patch: ${tried} arbitrary paths tried`);
+  });
+});
+
+describe("the failed operation in a refusal, quoted as Ironic's PatchError does", () => {
+  it("is a Python dict's repr, so a client's repr() of the text keeps `can't` as written", () => {
+    const text = refusal([{ op: "remove", path: "/extra/missing" }]);
+    expect(text).toBe(
+      "Couldn't apply patch '{'op': 'remove', 'path': '/extra/missing'}'. Reason: can't remove a non-existent object 'missing'.",
+    );
+    // python-ironicclient matches "Reason: can't remove a non-existent object" in repr(stderr bytes)
+    const asPythonRepr = pythonRepr(text);
+    expect(asPythonRepr).toContain("Reason: can't remove a non-existent object");
+  });
+
+  it("writes any string as Python 3's repr() does (generated, checked against python3)", () => {
+    const strings = fc.sample(
+      fc.string({
+        unit: fc.constantFrom("a", "/", "'", '"', "\\", "\n", "\t", "\r", "\x00", "\x1f", "\x7f", "~", " "),
+      }),
+      300,
+    );
+    const python = "import json,sys\nprint(json.dumps([repr(s) for s in json.load(sys.stdin)]))";
+    const expected = JSON.parse(
+      execFileSync("python3", ["-c", python], { input: JSON.stringify(strings), encoding: "utf8" }),
+    ) as string[];
+    expect(strings.map(pythonRepr)).toEqual(expected);
   });
 });
