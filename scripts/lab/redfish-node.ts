@@ -301,6 +301,8 @@ export async function startRedfishLabConductor(state: RedfishLabState): Promise<
     [
       ...["--import", "tsx", "conductor/main.ts"],
       ...["--host", state.hostIp, "--port", String(state.conductorPort)],
+      // a non-loopback address wants an explicit strategy: the bridge is this host's own, with one VM on it
+      ...["--auth-strategy", "noauth"],
       ...["--data-dir", join(state.dir, "conductor")],
       // the BMC (on the host) and the ramdisk (on the bridge) both reach the conductor at this address
       ...["--public-url", url],
