@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { appendFileSync, createWriteStream, existsSync, rmSync } from "node:fs";
+import { appendFileSync, createWriteStream, existsSync, rmSync, statSync } from "node:fs";
 import { rename } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Readable } from "node:stream";
@@ -74,8 +74,8 @@ export interface QemuMachineOptions {
   virtualCd?: boolean;
   /**
    * A file that gets one line per action, in the ipmi_sim lab hook's format (`<ms> power start order=d`,
-   * `<ms> power stop`, `<ms> reset start order=c`, `<ms> media insert <file>`, `<ms> media eject`), so the
-   * lab's probe counts power cycles of both kinds of node alike.
+   * `<ms> power stop`, `<ms> reset start order=c`, `<ms> media insert <file> fetch-ms=<ms> bytes=<n>`,
+   * `<ms> media eject`, `<ms> exited <code>`), so the lab's probe counts power cycles of both kinds alike.
    */
   eventLog?: string;
 }
@@ -124,9 +124,11 @@ export class QemuMachine implements Machine {
       rmSync(this.isoPath(), { force: true });
       return;
     }
+    const fetchStarted = Date.now();
     const file = image.startsWith("/") ? image : await this.fetchImage(image);
     this.media = file;
-    this.record(`media insert ${file}`);
+    const fetchMs = Date.now() - fetchStarted;
+    this.record(`media insert ${file} fetch-ms=${fetchMs} bytes=${statSync(file).size}`);
     if (running)
       await qmp(this.options.qmpSocket, {
         execute: "blockdev-change-medium",
