@@ -166,7 +166,7 @@ describe.skipIf(!canRun)("a lab node over Redfish virtual media, with no DHCP on
       await provision("deploy");
       await waitForSerial(new RegExp(MARKER), 1, 180_000);
       const bootedMs = Date.now() - started;
-      steps["deploy → marker on the console"] = seconds(Date.now() - deployedAt);
+      steps["deploy started → marker on the console"] = seconds(Date.now() - deployedAt);
       // the CD is empty once the node runs its instance, and the ISO is gone from the BMC and the conductor
       expect(await virtualCd(state)).toMatchObject({ Inserted: false, Image: null });
       expect(existsSync(join(vm, "vmedia.iso"))).toBe(false);
@@ -274,7 +274,8 @@ describe.skipIf(!canRun)("a lab node over Redfish virtual media, with no DHCP on
       };
       const fromNode = await frames(`eth.src == ${node.mac} && ip.src == ${node.ip}`);
       const dhcp = await frames("dhcp || dhcpv6");
-      expect(fromNode).toBeGreaterThan(100);
+      // (the capture saw the node at all: 124 frames in the first run, GRO makes them few)
+      expect(fromNode).toBeGreaterThan(10);
       expect(dhcp).toBe(0);
 
       console.log(
