@@ -4,6 +4,7 @@ import { labDown, labUp } from "./lab.ts";
 import { alive } from "./daemon.ts";
 import { readLabState } from "./state.ts";
 import { runLabDemo } from "./demo.ts";
+import { redfishLabDown, redfishLabUp } from "./redfish-node.ts";
 
 const USAGE = `npm run lab -- <command> [options]
   up N            start N virtual nodes (ipmi_sim BMC + QEMU VM each) and a conductor
@@ -11,6 +12,9 @@ const USAGE = `npm run lab -- <command> [options]
   status          what runs
   demo            up 1, walk the node from enroll to active with the stock baremetal CLI, then down
                   (--keep leaves the lab up; --tls and --auth as for up)
+  redfish-up      one node behind the lab Redfish BMC (QMP) on a bridge without DHCP, and a conductor on
+                  the bridge's address (root; default dir .tmp/redfish-lab): see docs/lab.md
+  redfish-down    stop it, delete its bridge and disks
 options:
   --dir DIR       the lab's state (default .tmp/lab)
   --port PORT     the conductor's port (default 6385; 0 picks a free one)
@@ -87,6 +91,23 @@ async function main(): Promise<void> {
         console.log(`${node.name}: BMC ${mark(node.bmcPid)}, port ${node.bmcPort}`);
       return;
     }
+    case "redfish-up": {
+      const state = await redfishLabUp({ dir: values.dir === ".tmp/lab" ? ".tmp/redfish-lab" : dir });
+      const { node, bmc } = state;
+      console.log(
+        [
+          `${node.name}: MAC ${node.mac}, static ${node.ip}/${state.prefix} on ${state.bridge} (no DHCP)`,
+          `BMC ${bmc.url}${node.systemId} (user ${bmc.username}, password in ${bmc.passwordFile})`,
+          `conductor ${state.conductor?.url ?? "-"}, log ${state.conductor?.log ?? "-"}`,
+          `network_data ${node.networkDataFile}, console ${node.dir}/vm/serial.log`,
+        ].join("\n"),
+      );
+      return;
+    }
+    case "redfish-down":
+      await redfishLabDown(values.dir === ".tmp/lab" ? ".tmp/redfish-lab" : dir);
+      console.log("stopped the Redfish lab");
+      return;
     case "demo":
       await runLabDemo({
         dir,

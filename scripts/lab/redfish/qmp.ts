@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream, existsSync, rmSync } from "node:fs";
+import { appendFileSync, createWriteStream, existsSync, rmSync, statSync } from "node:fs";
 import { rename } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Readable } from "node:stream";
@@ -72,6 +72,12 @@ export interface QemuMachineOptions {
   binary?: string;
   /** Give the VM a virtual CD drive (IDE, the pc machine's secondary master). Default true. */
   virtualCd?: boolean;
+  /**
+   * A file that gets one line per action, in the ipmi_sim lab hook's format (`<ms> power start order=d`,
+   * `<ms> power stop`, `<ms> reset start order=c`, `<ms> media insert <file> fetch-ms=<ms> bytes=<n>`,
+   * `<ms> media eject`, `<ms> exited <code>`), so the lab's probe counts power cycles of both kinds alike.
+   */
+  eventLog?: string;
 }
 
 /** QEMU's boot order letter for a Redfish boot source: the NIC (n), the CD (d), the first disk (c). */
@@ -89,6 +95,10 @@ export class QemuMachine implements Machine {
   private media: string | null = null;
 
   constructor(private readonly options: QemuMachineOptions) {}
+
+  private record(what: string): void {
+    if (this.options.eventLog) appendFileSync(this.options.eventLog, `${Date.now()} ${what}\n`);
+  }
 
   async power(): Promise<MachinePower> {
     if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null) return "Off";
@@ -108,13 +118,17 @@ export class QemuMachine implements Machine {
     const running = (await this.power()) !== "Off";
     if (image === null) {
       this.media = null;
+      this.record("media eject");
       if (running)
         await qmp(this.options.qmpSocket, { execute: "eject", arguments: { id: CD_ID, force: true } });
       rmSync(this.isoPath(), { force: true });
       return;
     }
+    const fetchStarted = Date.now();
     const file = image.startsWith("/") ? image : await this.fetchImage(image);
     this.media = file;
+    const fetchMs = Date.now() - fetchStarted;
+    this.record(`media insert ${file} fetch-ms=${fetchMs} bytes=${statSync(file).size}`);
     if (running)
       await qmp(this.options.qmpSocket, {
         execute: "blockdev-change-medium",
@@ -140,19 +154,23 @@ export class QemuMachine implements Machine {
     switch (type) {
       case "On":
       case "ForceOn":
-        if (!on) await this.start(bootSource);
+        if (!on) await this.start(bootSource, "power");
         return;
       case "ForceOff":
-        if (on) await this.stop();
+        if (on) {
+          this.record("power stop");
+          await this.stop();
+        }
         return;
       case "GracefulShutdown":
+        if (on) this.record("shutdown acpi-powerdown");
         if (on) await qmp(this.options.qmpSocket, "system_powerdown");
         return;
       case "ForceRestart":
       case "GracefulRestart":
         // a new boot order needs a new QEMU: off and on, as the ipmi lab's hook does
         if (on) await this.stop();
-        await this.start(bootSource);
+        await this.start(bootSource, on ? "reset" : "power");
         return;
       case "Nmi":
         if (on) await qmp(this.options.qmpSocket, "inject-nmi");
@@ -160,7 +178,8 @@ export class QemuMachine implements Machine {
     }
   }
 
-  private async start(bootSource: string): Promise<void> {
+  private async start(bootSource: string, key: "power" | "reset"): Promise<void> {
+    this.record(`${key} start order=${bootOrderOf(bootSource)}`);
     rmSync(this.options.qmpSocket, { force: true });
     const argv = [
       ...this.options.argv,
@@ -180,6 +199,7 @@ export class QemuMachine implements Machine {
     const child = spawn(this.options.binary ?? "qemu-system-x86_64", argv, { stdio: "ignore" });
     this.child = child;
     child.on("error", () => undefined);
+    child.on("exit", (code, signal) => this.record(`exited ${code ?? signal ?? ""}`));
     for (let i = 0; i < 100 && !existsSync(this.options.qmpSocket); i++) await sleep(50);
   }
 
