@@ -186,7 +186,6 @@ const PORT_FIELD_VERSIONS: Record<string, number> = {
   portgroup_uuid: 24,
   physical_network: 34,
   is_smartnic: 53,
-  // Ironic added port names in 1.88, past the newest version Anvil speaks: never shown yet.
   name: 88,
 };
 
