@@ -14,9 +14,9 @@ import type { StepDescriptor, StepInterface } from "./steps.ts";
 
 export type ArgsSchema = z.ZodObject<z.ZodRawShape>;
 
-/** A clean or deploy step an agent command serves. */
+/** A clean, deploy or service step an agent command serves. */
 export interface AgentStepDeclaration {
-  kind: "clean" | "deploy";
+  kind: "clean" | "deploy" | "service";
   interface: StepInterface;
   step: string;
   /** The default priority; 0 runs only when asked for (manual cleaning, deploy_steps). */
@@ -242,6 +242,15 @@ export const AGENT_COMMANDS = {
         priority: 0,
         abortable: true,
         example: { devices: ["/dev/sda", "/dev/nvme0n1"] },
+      },
+      // the same check on a deployed node (1.87 servicing), as IPA's burn-in steps serve servicing too
+      {
+        kind: "service",
+        interface: "deploy",
+        step: "check_smart_health",
+        priority: 0,
+        abortable: true,
+        example: { devices: ["/dev/sda"] },
       },
     ],
   },

@@ -87,7 +87,8 @@ export const PortCreateBody = z
     local_link_connection: JsonObject.optional(),
     extra: JsonObject.optional(),
     is_smartnic: Booleanish.optional(),
-    name: ResourceName.nullable().optional(),
+    /** 1.88; Ironic's PORT_SCHEMA: any string (the database holds 255) */
+    name: z.string().max(255).nullable().optional(),
   })
   .strict();
 export type PortCreateBody = z.infer<typeof PortCreateBody>;

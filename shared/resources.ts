@@ -44,6 +44,8 @@ export const NodeRecord = z.object({
   console_enabled: z.boolean(),
   clean_step: JsonObject,
   deploy_step: JsonObject,
+  /** 1.87: the service step running (or last planned); documents older than the field read as {} */
+  service_step: JsonObject.default({}),
   raid_config: JsonObject,
   target_raid_config: JsonObject,
   network_data: JsonObject,

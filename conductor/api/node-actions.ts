@@ -28,6 +28,9 @@ function checkProvisionVersion(body: ProvisionRequestBody, minor: number): void 
   // Ironic's MIN_VERB_VERSIONS for the 1.73 aliases: a bare 406, as its check_allow_management_verbs
   if ((body.target === "deploy" || body.target === "undeploy") && minor < 73)
     throw new NotAcceptable("Request not acceptable.");
+  // Ironic's check_allow_disable_ramdisk: servicing without the ramdisk arrived in 1.108, above Anvil's maximum
+  if (body.target === "service" && body.disable_ramdisk !== undefined)
+    throw new NotAcceptable("disable_ramdisk is not acceptable in this API version");
   const needs: [boolean, number, string][] = [
     [body.target === "clean", 15, 'the "clean" target'],
     [body.clean_steps !== undefined, 15, "clean_steps"],
@@ -39,7 +42,12 @@ function checkProvisionVersion(body: ProvisionRequestBody, minor: number): void 
   }
   // Ironic's allow_unhold_verb: a bare NotAcceptable, whatever the node's state
   if (body.target === "unhold" && minor < UNHOLD_MINOR) throw new NotAcceptable("Request not acceptable.");
+  // Ironic's allow_service_verb, after its 400 for service_steps with another verb (requestedSteps's check)
+  if (body.target === "service" && minor < SERVICE_MINOR) throw new NotAcceptable("Request not acceptable.");
 }
+
+/** Ironic's MINOR_87_SERVICE: the service verb and the node's service_step. */
+export const SERVICE_MINOR = 87;
 
 /** Ironic's MINOR_85_UNHOLD_VERB. */
 export const UNHOLD_MINOR = 85;

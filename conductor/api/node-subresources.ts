@@ -9,6 +9,7 @@ import { notFound } from "./errors.ts";
 import { CHILD_NODES_MINOR } from "./node-list.ts";
 import { type IdentParams, nodeFor } from "./node-request.ts";
 import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
+import { checkPortFields } from "./ports.ts";
 import { portView } from "./views.ts";
 
 type Request = FastifyRequest<IdentParams>;
@@ -94,6 +95,7 @@ export async function getInventory(deps: ApiDeps, request: Request): Promise<unk
 export function nodePorts(deps: ApiDeps, detail: boolean) {
   return async (request: Request): Promise<unknown> => {
     const { fields } = parseQuery(z.object({ fields: FieldsQuery.shape.fields }).loose(), request.query);
+    checkPortFields(fields, request.apiMinor);
     const node = await nodeFor(deps, request, "baremetal:port:get");
     const ports = await deps.store.listPorts({ node_uuid: node.uuid }, {});
     const ctx = viewContext(request, deps);

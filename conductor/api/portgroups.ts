@@ -29,6 +29,7 @@ import {
   parseQuery,
 } from "./query.ts";
 import { renderJson } from "./render.ts";
+import { checkPortFields } from "./ports.ts";
 import { PORTGROUP_VIEW_FIELDS, portView, portgroupView } from "./views.ts";
 
 /** Port groups appeared in 1.23; their ports sub-collection in 1.24; mode and properties in 1.26. */
@@ -150,6 +151,7 @@ export function portgroupsPlugin(deps: ApiDeps) {
           PortListQuery.pick({ fields: true, limit: true, marker: true }),
           request.query,
         );
+        checkPortFields(query.fields, request.apiMinor);
         const { portgroup } = await loadPortgroup(deps, request.params.ident, {
           who: request.identity,
           rule: "baremetal:port:get",

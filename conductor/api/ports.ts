@@ -9,7 +9,8 @@ import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
 import { PORT_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { FieldsQuery, PortListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
-import { portView } from "./views.ts";
+import { portFieldVisible, portView } from "./views.ts";
+import { NotAcceptable } from "../errors.ts";
 import type { Identity } from "../auth/identity.ts";
 import { authorizeNodeLink, canSeeNode, checkNodeRule, listScope, visibleNode } from "../auth/node-access.ts";
 import { authorize, type PolicyName } from "../auth/policy.ts";
@@ -30,6 +31,21 @@ const PATCH_RULES: PatchRules = {
   writable: WRITABLE,
   objectFields: new Set(["local_link_connection", "extra"]),
 };
+
+/** Ironic's MINOR_88_PORT_NAME. */
+export const PORT_NAME_MINOR = 88;
+
+/**
+ * Ironic's _check_allowed_port_fields: naming a port field newer than the request (in `fields`, or a create
+ * body's key, even null) is a bare 406. @throws NotAcceptable
+ */
+export function checkPortFields(fields: Iterable<string> | undefined, minor: number): void {
+  for (const field of fields ?? []) {
+    // Ironic hides internal_info below 1.18 but does not refuse asking for it
+    if (field !== "internal_info" && !portFieldVisible(field, minor))
+      throw new NotAcceptable("Request not acceptable.");
+  }
+}
 
 /** @throws InvalidMacAddress (a 400) */
 const mac = (address: string): string => normalizeMac(address);
@@ -90,6 +106,7 @@ export function portsPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
     async function list(request: FastifyRequest, reply: FastifyReply, detail: boolean): Promise<void> {
       const query = parseQuery(PortListQuery, request.query);
+      checkPortFields(query.fields, request.apiMinor);
       const scope = listScope("port", request.identity);
       let nodeUuid = query.node_uuid;
       if (query.node !== undefined) nodeUuid = (await visibleNode(deps, request.identity, query.node)).uuid;
@@ -128,6 +145,7 @@ export function portsPlugin(deps: ApiDeps) {
 
     app.post("/v1/ports", async (request, reply) => {
       const body = PortCreateBody.parse(request.body);
+      checkPortFields(Object.keys(body), request.apiMinor);
       checkStoredJson(body, PORT_JSON_FIELDS, deps.config.api);
       const address = mac(body.address);
       const target = await deps.store.getNode(body.node_uuid);
@@ -157,6 +175,7 @@ export function portsPlugin(deps: ApiDeps) {
 
     app.get<{ Params: { uuid: string } }>("/v1/ports/:uuid", async (request) => {
       const { fields } = parseQuery(FieldsQuery, request.query);
+      checkPortFields(fields, request.apiMinor);
       const port = await loadPort(deps, request.params.uuid, {
         who: request.identity,
         rule: "baremetal:port:get",

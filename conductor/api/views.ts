@@ -59,6 +59,7 @@ const NODE_FIELD_VERSIONS: Record<string, number> = {
   shard: 82,
   parent_node: 83,
   firmware_interface: 86,
+  service_step: 87,
 };
 
 /** Ironic's short list fields, in its order: what PostgreSQL keeps per node for the default page. */
@@ -101,6 +102,8 @@ function nodeField(node: NodeSummary | NodeRecord, field: string, ctx: ViewConte
       return (node as NodeRecord).parent_node ?? null;
     case "firmware_interface":
       return (node as NodeRecord).firmware_interface ?? "no-firmware";
+    case "service_step":
+      return (node as NodeRecord).service_step ?? {};
     default:
       return (node as Record<string, unknown>)[field];
   }
@@ -146,7 +149,8 @@ export function nodeView(
     return out;
   }
   for (const field of options.fields ?? NODE_LIST_FIELDS) {
-    const shown = field in node || ["conductor", "parent_node", "firmware_interface"].includes(field);
+    const shown =
+      field in node || ["conductor", "parent_node", "firmware_interface", "service_step"].includes(field);
     if (shown && nodeFieldAllowed(field, ctx.minor)) {
       out[field] = nodeField(node, field, ctx);
     }
@@ -182,7 +186,6 @@ const PORT_FIELD_VERSIONS: Record<string, number> = {
   portgroup_uuid: 24,
   physical_network: 34,
   is_smartnic: 53,
-  // Ironic added port names in 1.88, past the newest version Anvil speaks: never shown yet.
   name: 88,
 };
 

@@ -19,7 +19,11 @@ export const WORKING_STATE: Partial<Record<ProvisionState, ProvisionState>> = {
 };
 
 /** The step plan a transient state runs, where its steps may wait on the agent. */
-const PLAN_OF_STATE: Partial<Record<ProvisionState, StepKind>> = { cleaning: "clean", deploying: "deploy" };
+const PLAN_OF_STATE: Partial<Record<ProvisionState, StepKind>> = {
+  cleaning: "clean",
+  deploying: "deploy",
+  servicing: "service",
+};
 
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

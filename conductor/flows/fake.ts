@@ -15,4 +15,3 @@ function fakeStep(effect?: (task: Task) => Promise<void>): Flow {
 
 export const fakeInspect = fakeStep();
 export const fakeRescue = fakeStep();
-export const fakeService = fakeStep();

@@ -3,9 +3,10 @@ import type { NodeInterfaces } from "../drivers/hardware-type.ts";
 import { agentInspect } from "./agent-inspect.ts";
 import { clean } from "./clean.ts";
 import { deploy } from "./deploy.ts";
-import { fakeInspect, fakeRescue, fakeService } from "./fake.ts";
+import { fakeInspect, fakeRescue } from "./fake.ts";
 import { DONE, type Flow } from "./flow.ts";
 import { isOutOfBand, outOfBandInspect } from "./out-of-band-inspect.ts";
+import { service } from "./service.ts";
 import { teardown } from "./teardown.ts";
 import { verify } from "./verify.ts";
 
@@ -36,7 +37,7 @@ export function flowFor(state: ProvisionState, interfaces: NodeInterfaces): Flow
     case "unrescuing":
       return inBand ? unsupported("rescue") : fakeRescue;
     case "servicing":
-      return inBand ? unsupported("servicing") : fakeService;
+      return service;
     case "enroll":
     case "manageable":
     case "inspect wait":

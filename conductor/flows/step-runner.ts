@@ -24,8 +24,9 @@ import { IN_FLIGHT_KEY, inFlightFor, stepMarker } from "../drivers/in-flight-com
 import type { Task } from "../tasks/task.ts";
 
 /**
- * The one step runner (Ironic's do_next_clean_step / do_next_deploy_step): runs a node's clean or deploy
- * steps in order, records the running one in `clean_step` / `deploy_step` and the plan with its position in
+ * The one step runner (Ironic's do_next_clean_step / do_next_deploy_step / do_next_service_step): runs a
+ * node's clean, deploy or service steps in order, records the running one in `clean_step` / `deploy_step` /
+ * `service_step` and the plan with its position in
  * driver_internal_info, so a call-back, an unhold or a restart in a wait state resumes where it stopped.
  */
 
@@ -41,11 +42,11 @@ export function bookkeeping(kind: StepKind) {
   } as const;
 }
 
-type StepField = "clean_step" | "deploy_step";
+type StepField = "clean_step" | "deploy_step" | "service_step";
 
-function stepField(kind: StepKind): StepField {
-  // NOTE: service steps land here once servicing is built; until then they share deploy_step
-  return kind === "clean" ? "clean_step" : "deploy_step";
+/** The node field that shows the running step of a plan. */
+export function stepField(kind: StepKind): StepField {
+  return `${kind}_step`;
 }
 
 /** A step failed: the message names the node and the step, as Ironic's last_error does. */
@@ -95,7 +96,7 @@ function makePlan(task: PlanView, kind: StepKind): PlannedStep[] {
   const steps = availableSteps(task, kind);
   const requested = requestedOf(task, kind);
   const disableRamdisk = info(task)[bookkeeping(kind).disableRamdisk] === true;
-  if (kind === "clean" && requested !== null) {
+  if ((kind === "clean" || kind === "service") && requested !== null) {
     // re-checked against the agent's list: a step the agent does not offer fails here, before anything runs
     return validateRequested(requested, steps, { kind, disableRamdisk });
   }

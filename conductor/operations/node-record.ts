@@ -81,6 +81,7 @@ export function newNode(
     console_enabled: false,
     clean_step: {},
     deploy_step: {},
+    service_step: {},
     raid_config: {},
     target_raid_config: {},
     network_data: body.network_data ?? {},

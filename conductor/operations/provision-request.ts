@@ -32,7 +32,7 @@ export async function configDriveOf(
 /**
  * The operator's steps of a provision request, validated against the node's interfaces before anything is
  * locked or changed (Ironic's rules: clean_steps only and always with `clean`, deploy_steps with
- * `active`/`rebuild`, disable_ramdisk with `clean`). Returns the driver_internal_info entries to record.
+ * `active`/`rebuild`, service_steps only and always with `service`, disable_ramdisk with `clean`). Returns the driver_internal_info entries to record.
  * @throws Invalid (400)
  */
 export function requestedSteps(
@@ -41,6 +41,7 @@ export function requestedSteps(
 ): Record<string, unknown> {
   const clean = bookkeeping("clean");
   const deploy = bookkeeping("deploy");
+  const service = bookkeeping("service");
   if (body.clean_steps !== undefined && body.target !== "clean") {
     throw new Invalid('"clean_steps" is only valid when setting target provision state to clean');
   }
@@ -48,6 +49,10 @@ export function requestedSteps(
     throw new Invalid(
       '"deploy_steps" is only valid when setting target provision state to active or rebuild',
     );
+  }
+  // Ironic tests the list's truth here: an empty one passes with any verb
+  if (body.service_steps?.length && body.target !== "service") {
+    throw new Invalid('"service_steps" is only valid when setting target provision state to service');
   }
   if (body.disable_ramdisk !== undefined && body.target !== "clean") {
     throw new Invalid('"disable_ramdisk" is only valid when setting target provision state to clean');
@@ -72,6 +77,15 @@ export function requestedSteps(
           : validateRequested(body.deploy_steps, declaredSteps(interfaces(), "deploy"), { kind: "deploy" });
       return { [deploy.requested]: steps };
     }
+    case "service": {
+      if (body.service_steps === undefined || body.service_steps.length === 0) {
+        throw new Invalid('"service_steps" is required when setting target provision state to service');
+      }
+      const steps = validateRequested(body.service_steps, declaredSteps(interfaces(), "service"), {
+        kind: "service",
+      });
+      return { [service.requested]: steps };
+    }
     case "provide":
     case "deleted":
       return { [clean.requested]: undefined, [clean.disableRamdisk]: undefined };
@@ -81,7 +95,6 @@ export function requestedSteps(
     case "rescue":
     case "unrescue":
     case "adopt":
-    case "service":
     case "unhold":
       return {};
   }

@@ -10,7 +10,7 @@ import {
   type HardwareType,
   type NodeInterfaces,
 } from "../drivers/hardware-type.ts";
-import { Invalid, NotFound } from "../errors.ts";
+import { Conflict, Invalid, NotFound } from "../errors.ts";
 import { POSTED_INSPECTION_DATA } from "../flows/agent-inspect.ts";
 import { WORKING_STATE, driveFlow, flowOf, guarded } from "../flows/drive.ts";
 import { needsAgent, previewSteps } from "../flows/step-runner.ts";
@@ -31,6 +31,7 @@ export const PROVISION = defineOperation({ purpose: "provision", shared: false, 
 const STEP_KIND: Partial<Record<ProvisionState, StepKind>> = {
   "clean wait": "clean",
   "wait call-back": "deploy",
+  "service wait": "service",
 };
 
 /**
@@ -191,6 +192,7 @@ export class Provisioner implements OperationContext {
   }
 
   private async abort(node: NodeRecord): Promise<void> {
+    if (node.provision_state.startsWith("service ")) return this.abortService(node);
     const lock = await this.acquire(node, "abort");
     await lock.run(async (task) => {
       await flowOf(task, WORKING_STATE[node.provision_state] ?? node.provision_state)?.onFail?.(task);
@@ -200,6 +202,37 @@ export class Provisioner implements OperationContext {
           ? `By request, the clean operation was aborted${step.step ? ` during or after the completion of step "${stepId({ interface: step.interface ?? "deploy", step: step.step })}"` : ""}`
           : `${node.provision_state} aborted by operator`;
       await task.fire("abort", { last_error: message });
+    });
+  }
+
+  /**
+   * Abort of servicing (Ironic's _do_abort and do_node_service_abort): from `service wait` or `service hold`
+   * the node fails and is aborted on to `active`, back on its instance; from `service failed` (already torn
+   * down) it returns to `active`, unless in maintenance. A step that cannot be interrupted is marked to stop
+   * after it completes instead. @throws Conflict (409)
+   */
+  private async abortService(node: NodeRecord): Promise<void> {
+    const lock = await this.acquire(node, "abort");
+    await lock.run(async (task) => {
+      const step = task.node.service_step as Partial<PlannedStep>;
+      if (task.node.provision_state === "service failed") {
+        if (task.node.maintenance)
+          throw new Conflict(
+            `Can not abort service on node "${node.uuid}" while it is in maintenance mode. Please remove the node from maintenance prior to issuing the request to abort the service operation.`,
+          );
+        await task.fire("abort", { last_error: "By request, the service operation was aborted" });
+        return;
+      }
+      if (step.step !== undefined && step.abortable !== true) {
+        await task.update({ service_step: { ...step, abort_after: true } });
+        return;
+      }
+      const during = step.step
+        ? ` during or after the completion of step "${stepId({ interface: step.interface ?? "deploy", step: step.step })}"`
+        : "";
+      await flowOf(task, "servicing")?.onFail?.(task);
+      await task.fire("fail");
+      await task.fire("abort", { last_error: `By request, the service operation was aborted${during}` });
     });
   }
 

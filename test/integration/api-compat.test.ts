@@ -90,7 +90,11 @@ describe("compatibility with Ironic 21.4's raw answers", () => {
     ).body as Record<string, unknown>;
     expect(latest).toHaveProperty("pxe_enabled");
     expect(latest).toHaveProperty("is_smartnic");
-    // port names arrived in Ironic's 1.88, past the newest version Anvil speaks
-    expect(latest).not.toHaveProperty("name");
+    // port names arrived in Ironic's 1.88: shown from it, hidden at 1.87
+    expect(latest).toHaveProperty("name", "eth0");
+    const before = (
+      await api(`${ctx.url}/v1/ports/${portUuid}`, { headers: { "X-OpenStack-Ironic-API-Version": "1.87" } })
+    ).body as Record<string, unknown>;
+    expect(before).not.toHaveProperty("name");
   });
 });

@@ -272,4 +272,14 @@ export const PG_MIGRATIONS: readonly string[] = [
     created_at TEXT NOT NULL
   );
   `,
+  `
+  -- 1.88 port names: unique, and a port is found by its name. Names stored before (hidden, not unique) are
+  -- kept for the oldest port holding each and cleared on the others, so the unique index can be built.
+  ALTER TABLE ports ADD COLUMN name TEXT;
+  UPDATE ports SET name = doc ->> 'name' WHERE id IN (
+    SELECT MIN(id) FROM ports WHERE doc ->> 'name' IS NOT NULL GROUP BY doc ->> 'name');
+  UPDATE ports SET doc = jsonb_set(doc, '{name}', 'null'::jsonb)
+    WHERE name IS NULL AND doc ->> 'name' IS NOT NULL;
+  CREATE UNIQUE INDEX ports_name ON ports (name);
+  `,
 ];

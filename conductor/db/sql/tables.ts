@@ -34,11 +34,16 @@ const mac = (r: { address?: string | null }) => `MAC address ${r.address}`;
 const name = (r: { name?: string | null }) => `name ${r.name}`;
 const VOLUME_SORT = ["id", "uuid", "created_at", "updated_at", "node_uuid"];
 
+/** Ironic's PortAlreadyExists (MAC) and PortDuplicateName (1.88) texts; a port is found by uuid or name. */
 export const PORTS: Table<PortRecord, PortFilter> = {
   name: "ports",
   noun: "Port",
-  columns: ["uuid", "address", "node_uuid"],
-  unique: [["address", mac]],
+  columns: ["uuid", "name", "address", "node_uuid"],
+  unique: [
+    ["address", mac],
+    ["name", name],
+  ],
+  named: true,
   ofNode: true,
   filters: ["node_uuid", "address", "portgroup_uuid"],
 };

@@ -225,4 +225,15 @@ export const MIGRATIONS: readonly string[] = [
     created_at TEXT NOT NULL
   );
   `,
+  `
+  -- 1.88 port names: unique, and a port is found by its name. Names stored before (hidden, not unique) are
+  -- kept for the oldest port holding each and cleared on the others, so the unique index can be built.
+  ALTER TABLE ports ADD COLUMN name TEXT;
+  UPDATE ports SET name = json_extract(doc, '$.name') WHERE id IN (
+    SELECT MIN(id) FROM ports WHERE json_valid(doc) AND json_extract(doc, '$.name') IS NOT NULL
+    GROUP BY json_extract(doc, '$.name'));
+  UPDATE ports SET doc = json_set(doc, '$.name', json('null'))
+    WHERE name IS NULL AND json_valid(doc) AND json_extract(doc, '$.name') IS NOT NULL;
+  CREATE UNIQUE INDEX ports_name ON ports (name);
+  `,
 ];

@@ -1,0 +1,96 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PG_MIGRATIONS } from "../../conductor/db/postgres/migrations.ts";
+import { PgStore } from "../../conductor/db/postgres/pg-store.ts";
+import { MIGRATIONS } from "../../conductor/db/sqlite/migrations.ts";
+import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
+import type { Store } from "../../conductor/db/store.ts";
+import { defaultDrivers } from "../../conductor/drivers/registry.ts";
+import { defaultConfig } from "../../conductor/config.ts";
+import { newNode } from "../../conductor/operations/node-record.ts";
+import { newPortRecord } from "../../shared/resources.ts";
+import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+
+/**
+ * The 1.88 migration on a database written before it, where port names were stored in the documents only
+ * (hidden, not unique): each name stays on its oldest port, the others lose it, and names are then unique
+ * and found. The "before" schema is made by undoing the migration's column on a current database.
+ */
+const fake = defaultDrivers(defaultConfig()).get("fake-hardware")!;
+
+/** Three ports named dup, dup, solo (oldest first) and one unnamed, written by the current store. */
+async function seed(store: Store): Promise<string[]> {
+  const node = await store.createNode(newNode({ driver: "fake-hardware" }, fake));
+  const uuids: string[] = [];
+  for (const [i, name] of ["first", "second", "solo", null].entries()) {
+    const port = newPortRecord({ address: `52:54:00:aa:00:0${i}`, node_uuid: node.uuid, name });
+    uuids.push((await store.createPort(port)).uuid);
+  }
+  return uuids;
+}
+
+async function checkMigrated(store: Store, uuids: string[]): Promise<void> {
+  const names = await Promise.all(uuids.map(async (u) => (await store.getPort(u))?.name));
+  expect(names).toEqual(["dup", null, "solo", null]);
+  expect((await store.getPort("dup"))?.uuid).toBe(uuids[0]);
+  expect((await store.getPort("solo"))?.uuid).toBe(uuids[2]);
+  await expect(store.updatePort(uuids[1]!, { name: "dup" })).rejects.toThrow(
+    "A port with name dup already exists.",
+  );
+}
+
+describe("the 1.88 port name migration", () => {
+  const dir = mkdtempSync(join(tmpdir(), "anvil-port-name-"));
+  let server: ThrowawayPostgres;
+
+  beforeAll(async () => {
+    server = await startPostgres();
+  }, 180_000);
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("SQLite: keeps each name on its oldest port and makes names unique", async () => {
+    const path = join(dir, "old.sqlite");
+    const current = new SqliteStore(path);
+    const uuids = await seed(current);
+    await current.close();
+    const raw = new Database(path);
+    raw.exec(`DROP INDEX ports_name; ALTER TABLE ports DROP COLUMN name;
+      UPDATE ports SET doc = json_set(doc, '$.name', 'dup') WHERE json_extract(doc, '$.name') IN ('first', 'second');`);
+    raw.pragma(`user_version = ${MIGRATIONS.length - 1}`);
+    raw.close();
+    const migrated = new SqliteStore(path);
+    try {
+      await checkMigrated(migrated, uuids);
+    } finally {
+      await migrated.close();
+    }
+  });
+
+  it("PostgreSQL: the same", async () => {
+    const url = await server.freshDatabase("portnames");
+    const current = new PgStore(url);
+    await current.open();
+    const uuids = await seed(current);
+    await current.close();
+    const sql = new pg.Client({ connectionString: url });
+    await sql.connect();
+    await sql.query(`ALTER TABLE ports DROP COLUMN name;
+      UPDATE ports SET doc = jsonb_set(doc, '{name}', '"dup"') WHERE doc ->> 'name' IN ('first', 'second');`);
+    await sql.query("UPDATE schema_version SET version = $1", [PG_MIGRATIONS.length - 1]);
+    await sql.end();
+    const migrated = new PgStore(url);
+    await migrated.open();
+    try {
+      await checkMigrated(migrated, uuids);
+    } finally {
+      await migrated.close();
+    }
+  });
+});
