@@ -6,7 +6,7 @@ import { scrapeMetrics, type ScrapeSources } from "./scrape.ts";
  * the configuration keeps it on loopback unless told otherwise). Listening is the caller's business.
  */
 export function buildMetricsListener(sources: ScrapeSources): FastifyInstance {
-  const app = Fastify({ logger: false });
+  const app = Fastify({ logger: false, forceCloseConnections: true });
   app.get("/metrics", async (_request, reply) => {
     const scraped = await scrapeMetrics(sources);
     await reply.type(scraped.contentType).send(scraped.text);

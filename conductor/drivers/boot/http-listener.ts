@@ -10,7 +10,7 @@ import { bootFilesPlugin } from "./http-plugin.ts";
  * the agent's WSS link, and an image link is good for one file until it expires.
  */
 export function buildBootFilesListener(roots: { boot: string; images?: ImageRoutes }): FastifyInstance {
-  const app = Fastify({ logger: false });
+  const app = Fastify({ logger: false, forceCloseConnections: true });
   void app.register(bootFilesPlugin, { prefix: "/boot", root: roots.boot });
   if (roots.images) registerImageRoutes(app, roots.images);
   return app;
