@@ -183,14 +183,20 @@ export function parseNetworkData(text: string): NetworkData {
   } catch (error) {
     throw new NetworkDataError(`network_data.json is not JSON: ${(error as Error).message}`);
   }
+  return checkNetworkData(json, "network_data.json");
+}
+
+/**
+ * Checks already-parsed network data (a node's `network_data` field, Ironic's validate_network_data), with the
+ * same rules the ramdisk applies. @throws NetworkDataError naming `label`, the first bad field and the count
+ */
+export function checkNetworkData(json: unknown, label: string): NetworkData {
   const result = NetworkDataSchema.safeParse(json);
   if (result.success) return result.data;
   const [first, ...rest] = result.error.issues;
   const where = first === undefined ? "" : fieldPath(first.path);
   const more = rest.length > 0 ? ` (and ${rest.length} more problem${rest.length > 1 ? "s" : ""})` : "";
-  throw new NetworkDataError(
-    `network_data.json: ${where || "top level"}: ${first?.message ?? "invalid"}${more}`,
-  );
+  throw new NetworkDataError(`${label}: ${where || "top level"}: ${first?.message ?? "invalid"}${more}`);
 }
 
 /** `networks[1].routes[0].gateway` from zod's path. */

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { refuseDeployImageCredentials } from "../drivers/boot/deploy-images.ts";
 import type { NodeCreateBody } from "../../shared/api.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
+import { checkNetworkData, NetworkDataError } from "../../shared/network-data.ts";
 import { isUuid } from "../../shared/uuid.ts";
 import type { HardwareType } from "../drivers/hardware-type.ts";
 import { Invalid } from "../errors.ts";
@@ -9,6 +10,21 @@ import { Invalid } from "../errors.ts";
 /** A node's name must not look like a uuid (Ironic: names and uuids share one lookup). @throws Invalid */
 export function checkName(name: string | null | undefined): void {
   if (name && isUuid(name)) throw new Invalid(`Expected a logical name but received ${name}.`);
+}
+
+/**
+ * A node's network_data (1.66) as Ironic's validate_network_data checks it, with the rules the ramdisk applies
+ * to it from a virtual-media ISO: refused here rather than found bad by a ramdisk with no network.
+ * @throws Invalid "Invalid network_data: <field>: <what>"
+ */
+export function checkNodeNetworkData(value: unknown): void {
+  if (value === undefined || value === null) return;
+  try {
+    checkNetworkData(value, "Invalid network_data");
+  } catch (error) {
+    if (error instanceof NetworkDataError) throw new Invalid(error.message);
+    throw error;
+  }
 }
 
 /**
@@ -46,6 +62,7 @@ export function newNode(
 ): NodeRecord {
   const interfaces = chooseInterfaces(hw, body);
   refuseDeployImageCredentials(body.driver_info ?? {});
+  checkNodeNetworkData(body.network_data);
   return {
     uuid: body.uuid ?? randomUUID(),
     name: body.name ?? null,

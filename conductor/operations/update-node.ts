@@ -1,4 +1,4 @@
-import { chooseInterfaces } from "./node-record.ts";
+import { checkNodeNetworkData, chooseInterfaces } from "./node-record.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { HardwareType } from "../drivers/hardware-type.ts";
 import { Conflict, Invalid } from "../errors.ts";
@@ -91,6 +91,7 @@ export async function updateNode(
         throw new Conflict(`Node ${task.node.uuid} is associated with instance ${task.node.instance_uuid}.`);
       }
       checkRetired(task.node, changes);
+      if (changes.network_data !== undefined) checkNodeNetworkData(changes.network_data);
       const fields = Object.keys(changes);
       return { node: fields.length ? await task.update(changes) : task.node, fields };
     },
