@@ -5,10 +5,11 @@ import { agentRaid } from "../../conductor/drivers/raid/agent.ts";
 import { ConductorError } from "../../conductor/errors.ts";
 import { declaredSteps, validateRequested } from "../../conductor/tasks/step-plan.ts";
 
-const steps = declaredSteps(
-  { deploy: agentDeploy, inspect: { name: "agent", inBand: true }, raid: agentRaid },
-  "clean",
-);
+const interfaces = {
+  deploy: agentDeploy,
+  inspect: { name: "agent", inBand: true },
+  raid: agentRaid,
+} as const;
 
 /** Step requests as an attacker writes them: near-misses of real steps, wrong types, deep junk. */
 const hostileStep = fc.oneof(
@@ -27,15 +28,21 @@ const hostileStep = fc.oneof(
   ),
 );
 
-describe("requested clean steps from the API", () => {
+describe.each(["clean", "service"] as const)("requested %s steps from the API", (kind) => {
+  const steps = declaredSteps(interfaces, kind);
   it("are either accepted as known steps or refused with a 400, never anything else", () => {
+    expect(steps.length).toBeGreaterThan(0);
     let tried = 0;
     let accepted = 0;
     fc.assert(
       fc.property(fc.array(hostileStep, { maxLength: 6 }), fc.boolean(), (requested, disableRamdisk) => {
         tried++;
         try {
-          const plan = validateRequested(requested, steps, { kind: "clean", disableRamdisk });
+          const plan = validateRequested(
+            requested,
+            steps,
+            kind === "clean" ? { kind, disableRamdisk } : { kind },
+          );
           accepted++;
           for (const step of plan) {
             const known =
@@ -50,7 +57,7 @@ describe("requested clean steps from the API", () => {
       }),
       { numRuns: 2000 },
     );
-    console.log(`requested-step shapes tried: ${tried}, accepted: ${accepted}`);
+    console.log(`requested ${kind} step shapes tried: ${tried}, accepted: ${accepted}`);
     expect(tried).toBe(2000);
   });
 });
