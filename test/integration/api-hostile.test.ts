@@ -423,6 +423,8 @@ describe("every write endpoint against hostile shapes", () => {
       ["PUT", `/v1/nodes/${target}/traits`],
       ["PUT", `/v1/nodes/${target}/traits/__proto__`],
       ["PUT", `/v1/nodes/${target}/maintenance`],
+      ["PUT", `/v1/nodes/${target}/states/console`],
+      ["PUT", `/v1/nodes/${target}/management/indicators/led-0@system`],
       ["POST", "/v1/ports"],
       ["PATCH", `/v1/ports/${targetPort}`],
       ["POST", "/v1/allocations"],
