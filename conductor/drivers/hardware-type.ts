@@ -9,6 +9,7 @@ import type {
   PowerInterface,
   RaidInterface,
 } from "./interfaces.ts";
+import type { Step } from "./step.ts";
 
 /** Interface names a node shows in its *_interface fields. */
 export interface InterfaceNames {
@@ -39,6 +40,11 @@ export interface HardwareType {
   deploy: readonly DeployInterface[];
   inspect: readonly InspectInterface[];
   raid: readonly RaidInterface[];
+  /**
+   * Steps its management interface declares (Ironic's management.* clean steps: set_bmc_clock). The
+   * out-of-band interfaces sit below the step layer, so the type lists them beside the interface.
+   */
+  managementSteps?: readonly Step[];
   /** The serial consoles the type offers (none: only `no-console`); a node picks one by console_interface. */
   console?: readonly ConsoleInterface[];
   /** Other values a node may choose for an interface field (besides the default). */
@@ -54,6 +60,8 @@ export interface NodeInterfaces {
   deploy: DeployInterface;
   inspect: InspectInterface;
   raid: RaidInterface;
+  /** The hardware type's management steps (none: absent) */
+  managementSteps?: readonly Step[];
 }
 
 function pick<T extends { name: string }>(choices: readonly T[], name: string, field: string): T {
@@ -72,6 +80,7 @@ export function nodeInterfaces(
     deploy: pick(hw.deploy, node.deploy_interface, "deploy_interface"),
     inspect: pick(hw.inspect, node.inspect_interface, "inspect_interface"),
     raid: pick(hw.raid, node.raid_interface, "raid_interface"),
+    managementSteps: hw.managementSteps ?? [],
   };
 }
 

@@ -41,7 +41,9 @@ export function sortSteps<T extends { priority: number; interface: StepInterface
 
 /** Every step of one kind the node's interfaces declare. */
 export function declaredSteps(interfaces: NodeInterfaces, kind: StepKind): Step[] {
-  return [...interfaces.deploy.steps, ...interfaces.raid.steps].filter((s) => s.kind === kind);
+  return [...interfaces.deploy.steps, ...interfaces.raid.steps, ...(interfaces.managementSteps ?? [])].filter(
+    (s) => s.kind === kind,
+  );
 }
 
 export function findStep(

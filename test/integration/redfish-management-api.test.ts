@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, faultOf, startConductor } from "../helpers/conductor.ts";
+import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
 import { until } from "../helpers/wait.ts";
 import { MemoryMachine } from "../../scripts/lab/redfish/machine.ts";
 import { startRedfishBmc, type RedfishBmc } from "../../scripts/lab/redfish/server.ts";
@@ -170,5 +170,32 @@ describe("management through the API to the lab's Redfish BMC", { timeout: 120_0
     bmc.misbehave.unavailable = 0;
     const ok = await device({ boot_device: "pxe" });
     expect(ok.status, JSON.stringify(ok.body)).toBe(204);
+  });
+  it("sets the BMC clock by the management.set_bmc_clock manual clean step (Ironic's)", async () => {
+    const provision = (body: unknown) =>
+      api(`${ctx.url}/v1/nodes/${rf}/states/provision`, { method: "PUT", headers: v, body });
+    expect((await provision({ target: "manage" })).status).toBe(202);
+    await waitForState(ctx.url, rf, "manageable");
+    const step = (args: Record<string, unknown>) => ({
+      target: "clean",
+      disable_ramdisk: true,
+      clean_steps: [{ interface: "management", step: "set_bmc_clock", args }],
+    });
+    const bad = await provision(step({ target_datetime: "yesterday" }));
+    expect(bad.status).toBe(400);
+    expect(faultOf(bad.body)).toMatch(
+      /set_bmc_clock has invalid arguments: target_datetime: not an ISO 8601/,
+    );
+    const target = "2031-03-04T05:06:07+00:00";
+    const ok = await provision(step({ target_datetime: target, datetime_local_offset: "+05:30" }));
+    expect(ok.status, JSON.stringify(ok.body)).toBe(202);
+    await waitForState(ctx.url, rf, "manageable");
+    const node = (await api(`${ctx.url}/v1/nodes/${rf}`, { headers: v })).body as { last_error: unknown };
+    expect(node.last_error).toBeNull();
+    // the BMC now runs at the target (its clock has ticked on by at most the test's own duration)
+    const bmcNow = Date.now() + bmc.manager.clockOffsetMs;
+    expect(bmcNow - Date.parse(target)).toBeGreaterThanOrEqual(0);
+    expect(bmcNow - Date.parse(target)).toBeLessThan(60_000);
+    expect(bmc.manager.localOffset).toBe("+05:30");
   });
 });

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { CallOptions, DriverNode } from "../out-of-band.ts";
+import { defineStep, type Step } from "../step.ts";
 import { RedfishError, type RedfishConnections } from "./client.ts";
 import { loadSystem, type SystemView } from "./system.ts";
 
@@ -91,4 +92,37 @@ export async function setBmcClock(
       `BMC clock update failed: mismatch after setting datetime (wrote ${target}, read ${after.DateTime ?? "nothing"})`,
       { status: 200 },
     );
+}
+
+const ClockArgs = z.object({
+  target_datetime: z
+    .string()
+    .max(64)
+    .refine((value) => !Number.isNaN(Date.parse(value)), "not an ISO 8601 date and time")
+    .describe("The date and time to set, ISO 8601 (e.g. 2026-11-26T12:00:00+00:00)."),
+  datetime_local_offset: z
+    .string()
+    .regex(/^[+-]\d{2}:\d{2}$/, "not an offset like +05:30")
+    .optional()
+    .describe("The BMC's local offset from UTC, as +HH:MM or -HH:MM."),
+});
+
+/** Ironic's management.set_bmc_clock manual clean step (priority 0: only when asked for). */
+export function bmcClockSteps(connections: RedfishConnections): Step[] {
+  return [
+    defineStep({
+      kind: "clean",
+      interface: "management",
+      step: "set_bmc_clock",
+      priority: 0,
+      args: ClockArgs,
+      async run(task, args) {
+        await setBmcClock(connections, await task.driverNode(), {
+          targetDatetime: args.target_datetime,
+          localOffset: args.datetime_local_offset,
+          signal: task.signal,
+        });
+      },
+    }),
+  ];
 }

@@ -5,6 +5,7 @@ import type { DeployInterface, InspectInterface, RaidInterface } from "../interf
 import { BootByNode } from "./boot-select.ts";
 import { RedfishVirtualMediaBoot, type VirtualMediaBootOptions } from "./boot.ts";
 import { RedfishConnections, type RedfishClientOptions } from "./client.ts";
+import { bmcClockSteps } from "./clock.ts";
 import { REDFISH_PROPERTIES } from "./driver-info.ts";
 import { RedfishInspect } from "./inspect.ts";
 import { RedfishManagement } from "./management.ts";
@@ -56,6 +57,7 @@ export function redfishHardware(_config: ConductorConfig, parts: RedfishHardware
     },
     power: new RedfishPower({ connections, management, pollIntervalMs: parts.pollIntervalMs }),
     management,
+    managementSteps: bmcClockSteps(connections),
     boot,
     deploy: parts.deploy,
     inspect: [redfishInspect, ...parts.inspect],
