@@ -28,7 +28,6 @@ import { parseListenAddress } from "./listen-address.ts";
 import { uiPlugin } from "./ui/ui-plugin.ts";
 import type { UrlSigner } from "./images/image-request.ts";
 import { ConsoleSessions } from "./console/sessions.ts";
-import { ConsoleTokens } from "./console/token.ts";
 import { consoleUpgradeRoute } from "./console/websocket.ts";
 import { ConsoleService } from "./operations/console.ts";
 import { Provisioner } from "./operations/provisioner.ts";
@@ -139,9 +138,11 @@ export function createConductor(
     options.sign ?? imageServing.sign,
   );
   const consoleSessions = new ConsoleSessions({ logger });
-  const consoleTokens = new ConsoleTokens();
-  const consoles = new ConsoleService(provisioner, consoleSessions, consoleTokens);
-  const consoleRoute = consoleUpgradeRoute({ sessions: consoleSessions, tokens: consoleTokens, logger });
+  // a console URL is one of the conductor's signed links: the signature covers its path (one node) and expiry
+  const consoles = new ConsoleService(provisioner, consoleSessions, (path, lifetimeS) =>
+    imageServing.links.sign(path, lifetimeS),
+  );
+  const consoleRoute = consoleUpgradeRoute({ sessions: consoleSessions, links: imageServing.links, logger });
   const startedAt = new Date();
   const app = buildApi({
     console: consoles,

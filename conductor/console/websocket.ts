@@ -2,14 +2,18 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
 import type { Logger } from "../../shared/log.ts";
 import { answerUpgrade, type UpgradeRoute } from "../agents/upgrade-answer.ts";
 import type { ConsoleSessions } from "./sessions.ts";
-import type { ConsoleTokens } from "./token.ts";
 
-/** Where a node's console stream is served: `/v1/console/<uuid>?token=…`. */
+/** Where a node's console stream is served: `/v1/console/<uuid>`, behind the conductor's signed link. */
 export const CONSOLE_PATH_PREFIX = "/v1/console/";
 
-/** The path of a node's console stream (the token goes in the query). */
-export function consolePath(uuid: string, token: string): string {
-  return `${CONSOLE_PATH_PREFIX}${uuid}?token=${encodeURIComponent(token)}`;
+/** The path of a node's console stream, before it is signed. */
+export function consolePath(uuid: string): string {
+  return `${CONSOLE_PATH_PREFIX}${uuid}`;
+}
+
+/** How a console URL is checked: the conductor's signed links (images/signed-links.ts), method GET. */
+export interface ConsoleLinkCheck {
+  check(rawUrl: string): "ok" | "expired" | "invalid";
 }
 
 /** A viewer that lets this much output pile up unsent is cut off (a stalled client must not hold memory). */
@@ -24,14 +28,14 @@ function bytesOf(data: RawData): Buffer {
 }
 
 /**
- * The console's WebSocket endpoint: a token minted by GET …/states/console (after the node's get_console
- * policy) opens the stream of that node only; the viewer gets the scrollback, then live output as binary
- * frames, and what it sends (binary or text) goes to the serial port. No token, a forged or expired one, or a
+ * The console's WebSocket endpoint: a link signed by GET …/states/console (after the node's get_console
+ * policy; the signature covers the path, so it opens that node's stream only, for a few minutes); the viewer gets the scrollback, then live output as binary
+ * frames, and what it sends (binary or text) goes to the serial port. No signature, a forged or expired one, or a
  * console not running here: refused before the handshake, in Ironic's error envelope.
  */
 export function consoleUpgradeRoute(deps: {
   sessions: ConsoleSessions;
-  tokens: ConsoleTokens;
+  links: ConsoleLinkCheck;
   logger: Logger;
 }): UpgradeRoute & { close(): void } {
   const wss = new WebSocketServer({
@@ -60,11 +64,10 @@ export function consoleUpgradeRoute(deps: {
     handle(req, socket, head) {
       const url = new URL(req.url ?? "/", "http://console.invalid");
       const uuid = url.pathname.slice(CONSOLE_PATH_PREFIX.length);
-      const claims = deps.tokens.verify(url.searchParams.get("token") ?? "");
-      if (claims === null || claims.node !== uuid)
+      if (deps.links.check(req.url ?? "") !== "ok")
         return answerUpgrade(socket, {
           status: 401,
-          message: "The console token is missing, invalid or expired.",
+          message: "The console link is missing its signature, or it is invalid or expired.",
         });
       if (!deps.sessions.has(uuid))
         return answerUpgrade(socket, {

@@ -1,11 +1,13 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { ConsoleSessions } from "../console/sessions.ts";
-import type { ConsoleTokens } from "../console/token.ts";
 import { consolePath } from "../console/websocket.ts";
 import { consoleOf } from "../drivers/hardware-type.ts";
 import type { ConsoleInterface } from "../drivers/console/console.ts";
 import { Invalid } from "../errors.ts";
 import { defineOperation, hardwareOf, underLock, type OperationContext } from "./operation.ts";
+
+/** How long a console URL opens the stream: enough to connect, not to keep as a credential. */
+const CONSOLE_LINK_LIFETIME_S = 300;
 
 /** PUT /v1/nodes/{id}/states/console (Ironic's set_console_mode). */
 export const SET_CONSOLE = defineOperation({ purpose: "setting console mode", shared: false, onOwner: true });
@@ -47,14 +49,15 @@ function consoleFor(ctx: OperationContext, node: NodeRecord): ConsoleInterface {
 
 /**
  * The serial console operations: enabling and disabling under the node's lock (the session itself runs in
- * this conductor's ConsoleSessions), the connection information with a fresh token, and the sessions'
+ * this conductor's ConsoleSessions), the connection information with a freshly signed link, and the sessions'
  * reconciliation after a restart or a ring change.
  */
 export class ConsoleService {
   constructor(
     private readonly ctx: OperationContext,
     readonly sessions: ConsoleSessions,
-    private readonly tokens: ConsoleTokens,
+    /** Signs a path this conductor serves, valid for `lifetimeS` (images/signed-links.ts) */
+    private readonly sign: (path: string, lifetimeS: number) => string,
   ) {}
 
   /**
@@ -97,7 +100,7 @@ export class ConsoleService {
   /**
    * Ironic's get_console_information: `console_enabled` false and no info unless the console is enabled;
    * otherwise the WebSocket URL on this conductor (the owner), `base` being how the caller reached us, with a
-   * token good for a few minutes. @throws Invalid (no console, bad driver_info)
+   * signature good for a few minutes. @throws Invalid (no console, bad driver_info)
    */
   async info(node: NodeRecord, base: string): Promise<ConsoleState> {
     return underLock(this.ctx, node, {
@@ -106,7 +109,7 @@ export class ConsoleService {
         if (!task.node.console_enabled) return { console_enabled: false, console_info: null };
         consoleFor(this.ctx, task.node).validate(await task.driverNode());
         const ws = base.replace(/^http/, "ws");
-        const url = `${ws}${consolePath(task.node.uuid, this.tokens.mint(task.node.uuid))}`;
+        const url = `${ws}${this.sign(consolePath(task.node.uuid), CONSOLE_LINK_LIFETIME_S)}`;
         return { console_enabled: true, console_info: { type: "websocket", url } };
       },
     });

@@ -69,7 +69,9 @@ describe("IPMI Serial-over-LAN through the console WebSocket", () => {
     await waitFor(async () => (await consoleState()).console_enabled, { what: "the console to be enabled" });
     const { console_info: info } = await consoleState();
     expect(info?.type).toBe("websocket");
-    expect(info?.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+\/v1\/console\/[0-9a-f-]{36}\?token=/);
+    expect(info?.url).toMatch(
+      /^ws:\/\/127\.0\.0\.1:\d+\/v1\/console\/[0-9a-f-]{36}\?anvil_expires=\d+&anvil_sig=/,
+    );
 
     const ws = new WebSocket(info!.url);
     const received: Buffer[] = [];
@@ -119,7 +121,7 @@ describe("IPMI Serial-over-LAN through the console WebSocket", () => {
     expect(argvs.flat().some((word) => word.includes(PASSWORD))).toBe(false);
   });
 
-  it("refuses the WebSocket without a valid token for that node", async () => {
+  it("refuses the WebSocket without a valid signed link for that node", async () => {
     const put = await api(`${ctx.url}/v1/nodes/sol-1/states/console`, {
       method: "PUT",
       body: { enabled: true },
@@ -127,10 +129,18 @@ describe("IPMI Serial-over-LAN through the console WebSocket", () => {
     expect(put.status).toBe(202);
     await waitFor(async () => (await consoleState()).console_enabled);
     const url = new URL((await consoleState()).console_info!.url);
-    for (const token of [null, "", "x.y.z", url.searchParams.get("token")!.replace(/.$/, "A")]) {
+    const sig = url.searchParams.get("anvil_sig")!;
+    const expires = Number(url.searchParams.get("anvil_expires"));
+    const variants: ((u: URL) => void)[] = [
+      (u) => (u.search = ""),
+      (u) => u.searchParams.set("anvil_sig", sig.slice(0, -1) + (sig.endsWith("A") ? "B" : "A")),
+      (u) => u.searchParams.set("anvil_expires", String(expires + 60)),
+      // the signature covers the path: another node's console stays shut
+      (u) => (u.pathname = u.pathname.replace(/[0-9a-f]{12}$/, "000000000000")),
+    ];
+    for (const change of variants) {
       const bad = new URL(url);
-      if (token === null) bad.searchParams.delete("token");
-      else bad.searchParams.set("token", token === url.searchParams.get("token") ? "B" : token);
+      change(bad);
       const status = await new Promise<number>((resolve) => {
         const ws = new WebSocket(bad);
         ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));

@@ -2,7 +2,6 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ConsoleSessions, defaultReopenDelayMs } from "../../conductor/console/sessions.ts";
 import { Scrollback } from "../../conductor/console/scrollback.ts";
-import { ConsoleTokens } from "../../conductor/console/token.ts";
 import type {
   ConsoleConnection,
   ConsoleInterface,
@@ -81,40 +80,6 @@ describe("Scrollback", () => {
         },
       ),
     );
-  });
-});
-
-describe("ConsoleTokens", () => {
-  it("opens the console of the node it was minted for until it expires", () => {
-    let now = 1_800_000_000_000;
-    const tokens = new ConsoleTokens({ ttlS: 60, now: () => now });
-    const token = tokens.mint(UUID);
-    expect(tokens.verify(token)).toEqual({ node: UUID, expires: 1_800_000_060 });
-    now += 59_000;
-    expect(tokens.verify(token)?.node).toBe(UUID);
-    now += 1_000;
-    expect(tokens.verify(token)).toBeNull();
-  });
-
-  it("refuses a token minted under another conductor's key", () => {
-    const mine = new ConsoleTokens();
-    expect(mine.verify(new ConsoleTokens().mint(UUID))).toBeNull();
-  });
-
-  it("refuses any change to a genuine token, and never throws on arbitrary input", () => {
-    const tokens = new ConsoleTokens({ ttlS: 600 });
-    const token = tokens.mint(UUID);
-    fc.assert(
-      fc.property(
-        fc.nat({ max: token.length - 1 }),
-        fc.string({ minLength: 1, maxLength: 1 }),
-        (at, char) => {
-          const changed = token.slice(0, at) + char + token.slice(at + 1);
-          if (changed !== token) expect(tokens.verify(changed)).toBeNull();
-        },
-      ),
-    );
-    fc.assert(fc.property(fc.string({ maxLength: 300 }), (text) => tokens.verify(text) === null));
   });
 });
 
