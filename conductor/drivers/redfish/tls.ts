@@ -1,13 +1,15 @@
 import type { TLSSocket } from "node:tls";
 import { buildConnector } from "undici";
+import { normalizeFingerprint } from "../../../shared/tls-pin.ts";
 
-/** `sha256:` and 64 hex digits, colons between the pairs optional (as `openssl x509 -fingerprint` prints). */
-const PIN = /^sha256:((?:[0-9a-f]{2}:?){31}[0-9a-f]{2})$/i;
-
-/** The pinned SHA-256 fingerprint in `redfish_verify_ca` (upper-case hex, no colons), or null for another value. */
+/**
+ * The pinned SHA-256 fingerprint in `redfish_verify_ca` (`sha256:` and 64 hex digits, colons as
+ * `openssl x509 -fingerprint` prints them), upper-case hex without colons, or null for another value.
+ */
 export function parsePin(value: string): string | null {
-  const match = PIN.exec(value.trim());
-  return match?.[1] ? match[1].replaceAll(":", "").toUpperCase() : null;
+  const text = value.trim();
+  if (!/^sha256:/i.test(text)) return null;
+  return normalizeFingerprint(text.slice("sha256:".length))?.toUpperCase() ?? null;
 }
 
 /** The fingerprint as operators read it: AB:CD:… */
@@ -42,8 +44,9 @@ export function pinnedConnector(pin: string, timeoutMs: number): buildConnector.
         callback(error ?? new Error("no socket"), null);
         return;
       }
-      const actual = (socket as TLSSocket).getPeerCertificate?.()?.fingerprint256?.replaceAll(":", "");
-      if (actual?.toUpperCase() !== pin) {
+      const printed = (socket as TLSSocket).getPeerCertificate?.()?.fingerprint256;
+      const actual = printed === undefined ? undefined : normalizeFingerprint(printed)?.toUpperCase();
+      if (actual !== pin) {
         socket.destroy();
         callback(new PinMismatch(pin, actual), null);
         return;
