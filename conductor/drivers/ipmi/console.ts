@@ -7,6 +7,11 @@ import type { Ipmitool } from "./ipmitool.ts";
 
 /** What stderr keeps for the reason a session ended (ipmitool -v is chatty; the last lines say why). */
 const STDERR_TAIL_BYTES = 2048;
+/**
+ * Keystrokes waiting for ipmitool to read them, at most: a serial line takes ~11 KB/s at 115200 baud, so more
+ * than this is a viewer flooding a stuck session, and what exceeds it is dropped rather than held in memory.
+ */
+const MAX_PENDING_INPUT_BYTES = 64 * 1024;
 /** A session asked to close gets this long after its stdin ends, then SIGKILL. */
 const CLOSE_GRACE_MS = 2000;
 
@@ -63,7 +68,9 @@ export class IpmitoolConsole implements ConsoleInterface {
     });
     return {
       write: (chunk) => {
-        if (!closing && child.stdin.writable) child.stdin.write(chunk);
+        if (closing || !child.stdin.writable) return;
+        if (child.stdin.writableLength + chunk.length > MAX_PENDING_INPUT_BYTES) return;
+        child.stdin.write(chunk);
       },
       close: async () => {
         if (closing) return exited;
