@@ -239,7 +239,12 @@ function tableSuite(name: string, harness: StoreHarness): void {
       await fc.assert(
         fc.asyncProperty(fc.array(patch, { minLength: 1, maxLength: 5 }), async (patches) => {
           let model = await store.createPort(newPortRecord({ address: mac(), node_uuid: n.uuid }));
-          for (const p of patches) {
+          for (const generated of patches) {
+            // Names are unique across ports (1.88): each run's port gets its own prefix.
+            const p =
+              typeof generated.name === "string"
+                ? { name: `${model.uuid.slice(0, 8)}-${generated.name}` }
+                : generated;
             const written = await store.updatePort(model.uuid, p);
             model = { ...model, ...p, updated_at: written.updated_at };
             expect(written).toEqual(model);
