@@ -215,11 +215,19 @@ export async function createImage(cloud: LabCloud, file: string, name: string): 
   return img.id;
 }
 
-/** The bare-metal flavor as Ironic's install guide makes it: the node's resource class, no VCPU/RAM/disk. */
-export async function createBaremetalFlavor(cloud: LabCloud, name: string): Promise<void> {
+/**
+ * The bare-metal flavor as Ironic's install guide makes it: one of the nodes' resource class (Placement's
+ * CUSTOM_ name for it), no VCPU/RAM/disk.
+ */
+export async function createBaremetalFlavor(
+  cloud: LabCloud,
+  name: string,
+  resourceClass = "baremetal",
+): Promise<void> {
+  const custom = `CUSTOM_${resourceClass.toUpperCase().replace(/[^A-Z0-9]/g, "_")}`;
   await openstack(cloud, [
     "flavor", "create", "--ram", "768", "--vcpus", "1", "--disk", "1",
-    "--property", "resources:CUSTOM_BAREMETAL=1", "--property", "resources:VCPU=0",
+    "--property", `resources:${custom}=1`, "--property", "resources:VCPU=0",
     "--property", "resources:MEMORY_MB=0", "--property", "resources:DISK_GB=0", name,
   ]); // prettier-ignore
 }
