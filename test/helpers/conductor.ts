@@ -94,6 +94,18 @@ export function faultOf(body: unknown): string {
   return inner.faultstring ?? inner.description ?? "";
 }
 
+/**
+ * Whether every one of `members` sees all of them alive and knows the URL each serves. Alive alone is not
+ * enough: a member read before it registered its URL cannot be forwarded to, so a call is served where it
+ * lands until the next heartbeat (a loaded CI machine showed it).
+ */
+export function clusterFormed(members: readonly { conductor: Conductor }[]): boolean {
+  return members.every((c) => {
+    const alive = c.conductor.membership.alive();
+    return alive.length === members.length && alive.every((r) => r.url !== null);
+  });
+}
+
 /** Where to poll a node: a conductor's base URL, or the URL with the caller's credentials. */
 export type NodeTarget = string | { url: string; headers: Record<string, string> };
 

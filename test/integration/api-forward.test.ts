@@ -11,7 +11,7 @@ import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { recordingLogger } from "../helpers/agent.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { api, faultOf, startConductor } from "../helpers/conductor.ts";
+import { api, clusterFormed, faultOf, startConductor } from "../helpers/conductor.ts";
 
 type Ctx = Awaited<ReturnType<typeof startConductor>>;
 
@@ -34,7 +34,7 @@ async function pair(tls?: { cert: string; key: string; ca: string }) {
   running.push(a);
   const b = await start("fw-b", bLog);
   running.push(b);
-  await waitFor(() => [a, b].every((c) => c.conductor.membership.alive().length === 2), {
+  await waitFor(() => clusterFormed([a, b]), {
     what: "both conductors to see each other",
   });
   return { a, b, bLog };

@@ -16,7 +16,7 @@ import { waitFor } from "../helpers/wait.ts";
 import { sha256 } from "../helpers/disk.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
 import { runOk } from "../helpers/run.ts";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, clusterFormed, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
 
 type Ctx = Awaited<ReturnType<typeof startConductor>>;
 type NodeView = {
@@ -46,7 +46,7 @@ async function cluster(
   const databasePath = join(dir, `cluster-${databaseCounter++}.sqlite`);
   const started: Ctx[] = [];
   for (const name of names) started.push(await member(name, databasePath, options));
-  await waitFor(() => started.every((c) => c.conductor.membership.alive().length === names.length), {
+  await waitFor(() => clusterFormed(started), {
     what: "every conductor to see the others",
   });
   return { databasePath, conductors: started };

@@ -8,7 +8,7 @@ import { PeerAuth, type Asserted } from "../../conductor/auth/peer-identity.ts";
 import { HashRing } from "../../conductor/cluster/hash-ring.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { basic, writeUserFiles } from "../helpers/auth.ts";
-import { startConductor } from "../helpers/conductor.ts";
+import { clusterFormed, startConductor } from "../helpers/conductor.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -83,7 +83,7 @@ beforeAll(async () => {
     );
   a = await start("tr-a");
   b = await start("tr-b");
-  await waitFor(() => [a, b].every((c) => c.conductor.membership.alive().length === 2), {
+  await waitFor(() => clusterFormed([a, b]), {
     what: "both conductors to see each other",
   });
   const ring = new HashRing(["tr-a", "tr-b"]);
@@ -174,12 +174,12 @@ describe("conductors know who asked", () => {
     const config = (name: string) => ({
       name,
       databasePath,
-      cluster: { heartbeatIntervalS: 0.3, deadAfterS: 1.5 },
+      cluster: { heartbeatIntervalS: 0.3, deadAfterS: 30 },
     });
     const n1 = await startConductor(config("tr-n1"), { logger: silentLogger });
     const n2 = await startConductor(config("tr-n2"), { logger: silentLogger });
     try {
-      await waitFor(() => [n1, n2].every((c) => c.conductor.membership.alive().length === 2), {
+      await waitFor(() => clusterFormed([n1, n2]), {
         what: "both noauth conductors to see each other",
       });
       const ring = new HashRing(["tr-n1", "tr-n2"]);
