@@ -70,6 +70,8 @@ describe("AgentLink ⇄ gateway", () => {
     const progress: unknown[] = [];
     const pending = gw.gateway.call(NODE, { name: "sync" }, { onProgress: (p) => progress.push(p) });
     await waitFor(() => ctx?.started() === 1, { what: "the command to start" });
+    // progress is not replayed after a reconnect: let the live link carry it before the cut
+    await waitFor(() => progress.length === 1, { what: "the command's progress" });
     await gw.kill();
     await waitFor(() => !ctx?.link.connected, { what: "the link to drop" });
     ctx.release(); // finishes with nobody listening: the result must be kept
