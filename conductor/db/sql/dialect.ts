@@ -45,6 +45,8 @@ export interface Dialect extends Executor {
   readonly traitRows: boolean;
   /** The default list page is joined into one text by the database (SQLite) rather than here. */
   readonly joinsPages: boolean;
+  /** A node list's condition that hides child nodes (those with a parent_node), as API 1.83 lists do. */
+  readonly noChildren: string;
   /** A constraint the error broke: its kind and the text naming it (message or constraint name). */
   violation(error: unknown): { kind: "unique" | "foreign"; detail: string } | null;
   /** Runs `work` in one transaction that takes the write lock first; rolls back when it throws. */

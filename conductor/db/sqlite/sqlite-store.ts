@@ -32,6 +32,9 @@ class SqliteDialect implements Dialect {
   readonly forUpdate = "";
   readonly traitRows = false;
   readonly joinsPages = true;
+  // NOTE: parent_node is a virtual column here: `parent_node IS NULL` would parse every row's document, so the
+  // (small, usually empty) set of children is read once per query from the partial index instead
+  readonly noChildren = "uuid NOT IN (SELECT uuid FROM nodes WHERE parent_node IS NOT NULL)";
 
   constructor(path: string) {
     this.db = new Database(path);
