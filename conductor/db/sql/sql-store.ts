@@ -183,6 +183,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     });
     const conditions = equal(p, Object.fromEntries(match) as Row);
     if (filter.exclude_children === true) conditions.push(this.d.noChildren);
+    if (filter.console_enabled === true) conditions.push(this.d.jsonIsTrue("doc", "console_enabled"));
     if (filter.project !== undefined) conditions.push(this.ofProject(p, filter.project));
     if (filter.shard !== undefined) {
       conditions.push(
