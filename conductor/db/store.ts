@@ -119,6 +119,8 @@ export interface NodeFilter {
   shard?: readonly string[];
   /** only nodes with a shard (true) or without one (false) */
   sharded?: boolean;
+  /** only nodes whose serial console is enabled (read from the document by the database) */
+  console_enabled?: true;
 }
 
 /** One entry of GET /v1/shards: a shard's name ("None" for nodes without one, as Ironic) and its nodes. */

@@ -102,6 +102,21 @@ export function resourcesContract(name: string, harness: StoreHarness): void {
       expect(await uuids({ exclude_children: true })).toContain(child.uuid);
     });
 
+    it("lists only the nodes whose console is enabled, and follows the document's changes", async () => {
+      const on = await store.createNode(node({ console_enabled: true }));
+      const off = await store.createNode(node());
+      const enabled = async () => (await store.listNodes({ console_enabled: true }, {})).map((n) => n.uuid);
+      expect(await enabled()).toContain(on.uuid);
+      expect(await enabled()).not.toContain(off.uuid);
+      expect((await store.listNodes({ console_enabled: true }, {})).every((n) => n.console_enabled)).toBe(
+        true,
+      );
+      await store.updateNode(on.uuid, { console_enabled: false });
+      await store.updateNode(off.uuid, { console_enabled: true });
+      expect(await enabled()).toContain(off.uuid);
+      expect(await enabled()).not.toContain(on.uuid);
+    });
+
     it("refuses to delete a chassis while a node is in it, and lists nodes by chassis", async () => {
       const c = await store.createChassis(chassis());
       const member = await store.createNode(node({ chassis_uuid: c.uuid }));

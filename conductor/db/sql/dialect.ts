@@ -30,6 +30,8 @@ export interface Dialect extends Executor {
   rows(list: string): string;
   /** The text of a top-level key of a JSON document column. */
   jsonText(column: string, key: string): string;
+  /** Whether a top-level key of a JSON document column is JSON `true` (a document that is no JSON: false). */
+  jsonIsTrue(column: string, key: string): string;
   /** A path parameter inside a JSON document (keys from code, never from a request). */
   path(keys: readonly string[]): SqlValue;
   /** `expr` with `path` set to the JSON text parameter `json`, or removed. */
@@ -45,6 +47,8 @@ export interface Dialect extends Executor {
   readonly traitRows: boolean;
   /** The default list page is joined into one text by the database (SQLite) rather than here. */
   readonly joinsPages: boolean;
+  /** A node list's condition that hides child nodes (those with a parent_node), as API 1.83 lists do. */
+  readonly noChildren: string;
   /** A constraint the error broke: its kind and the text naming it (message or constraint name). */
   violation(error: unknown): { kind: "unique" | "foreign"; detail: string } | null;
   /** Runs `work` in one transaction that takes the write lock first; rolls back when it throws. */

@@ -182,10 +182,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
       return [key, typeof value === "boolean" ? this.d.bool(value) : value];
     });
     const conditions = equal(p, Object.fromEntries(match) as Row);
-    if (filter.exclude_children === true) {
-      // NOTE: read from the partial index once per query; `parent_node IS NULL` would parse every document
-      conditions.push("uuid NOT IN (SELECT uuid FROM nodes WHERE parent_node IS NOT NULL)");
-    }
+    if (filter.exclude_children === true) conditions.push(this.d.noChildren);
+    if (filter.console_enabled === true) conditions.push(this.d.jsonIsTrue("doc", "console_enabled"));
     if (filter.project !== undefined) conditions.push(this.ofProject(p, filter.project));
     if (filter.shard !== undefined) {
       conditions.push(

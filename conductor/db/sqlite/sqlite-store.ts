@@ -32,6 +32,9 @@ class SqliteDialect implements Dialect {
   readonly forUpdate = "";
   readonly traitRows = false;
   readonly joinsPages = true;
+  // NOTE: parent_node is a virtual column here: `parent_node IS NULL` would parse every row's document, so the
+  // (small, usually empty) set of children is read once per query from the partial index instead
+  readonly noChildren = "uuid NOT IN (SELECT uuid FROM nodes WHERE parent_node IS NOT NULL)";
 
   constructor(path: string) {
     this.db = new Database(path);
@@ -114,6 +117,9 @@ class SqliteDialect implements Dialect {
     `${column} IN (SELECT value FROM json_each(${list}))`;
   readonly rows = (list: string): string => `json_each(${list})`;
   readonly jsonText = (column: string, key: string): string => `json_extract(${column}, '$.${key}')`;
+  // json_extract gives 1 for JSON true; a malformed document would make it raise, failing the whole read
+  readonly jsonIsTrue = (column: string, key: string): string =>
+    `CASE WHEN json_valid(${column}) THEN json_extract(${column}, '$.${key}') END = 1`;
   path(keys: readonly string[]): SqlValue {
     if (keys.some((key) => /["\\]/.test(key))) throw new Error(`unsupported JSON key in ${keys.join(".")}`);
     return `$${keys.map((key) => `."${key}"`).join("")}`;
