@@ -219,7 +219,7 @@ function schemaProblem(body: unknown): string | null {
   return `${repr(value)} is not valid: ${issue.message}`;
 }
 
-export interface ValidatedRule {
+export type ValidatedRule = {
   uuid?: string;
   description: string | null;
   phase: string;
@@ -227,7 +227,7 @@ export interface ValidatedRule {
   sensitive: boolean;
   conditions: RuleCondition[];
   actions: RuleAction[];
-}
+};
 
 /**
  * Ironic's validate_rule: the schema, then the phase, the priority range of user rules and each operator's
