@@ -322,6 +322,25 @@ export const ConductorConfig = z.object({
       secretFile: z.string().optional(),
     })
     .prefault({}),
+  /** Ironic's [inspection_rules]: rules applied after every inspection besides those of the API. */
+  inspectionRules: z
+    .object({
+      /** A YAML file holding a list of rules (Ironic's built_in_rules), read at each inspection. */
+      builtInRules: z.string().optional(),
+      /** Whether rules see password, auth_token and bmc_password as "***" (Ironic's mask_secrets). */
+      maskSecrets: z.enum(["always", "never", "sensitive"]).default("always"),
+    })
+    .prefault({}),
+  /**
+   * Ironic's [auto_discovery]: an unknown machine whose ramdisk posts inspection data is enrolled with this
+   * driver and inspected. Off by default: any machine reaching the callback would become a node.
+   */
+  autoDiscovery: z
+    .object({
+      enabled: z.boolean().default(false),
+      driver: z.string().default("fake-hardware"),
+    })
+    .prefault({}),
 });
 export type ConductorConfig = z.infer<typeof ConductorConfig>;
 

@@ -6,6 +6,7 @@ import { registerAuth } from "../auth/fastify-auth.ts";
 import { allocationsPlugin } from "./allocations.ts";
 import { chassisPlugin } from "./chassis.ts";
 import { deployTemplatesPlugin } from "./deploy-templates.ts";
+import { inspectionRulesPlugin } from "./inspection-rules.ts";
 import { volumePlugin } from "./volume.ts";
 import type { ApiDeps } from "./context.ts";
 import { driversPlugin } from "./drivers.ts";
@@ -130,6 +131,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     chassisPlugin,
     volumePlugin,
     deployTemplatesPlugin,
+    inspectionRulesPlugin,
     shardsPlugin,
   ]) {
     void app.register(plugin(deps));

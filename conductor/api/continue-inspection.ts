@@ -4,6 +4,7 @@ import { InventorySchema } from "../../shared/inventory.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import { UUID } from "../../shared/api.ts";
 import { isMac, normalizeMac } from "../drivers/boot/mac.ts";
+import { discoverNode } from "../operations/discovery.ts";
 import type { ApiDeps } from "./context.ts";
 import { badRequest, notFound } from "./errors.ts";
 import { lookupAnswer } from "./lookup.ts";
@@ -49,13 +50,14 @@ function bmcAddressesOf(node: NodeRecord): Set<string> {
 
 /**
  * Ironic's inspect_utils.lookup_node: the node by uuid, by the ports of the inventory's MACs (all must name one
- * node), then by BMC address among the nodes waiting for inspection; it must be in `inspect wait`.
+ * node), then by BMC address among the nodes waiting for inspection; it must be in `inspect wait`. Null when
+ * nothing names any node (a machine auto-discovery may enroll).
  * @throws NotFound (404, one text for every failure)
  */
 async function lookupNode(
   deps: ApiDeps,
   keys: { uuid?: string; macs: string[]; bmc: string[] },
-): Promise<NodeRecord> {
+): Promise<NodeRecord | null> {
   let node = keys.uuid === undefined ? null : await deps.store.getNode(keys.uuid);
   if (keys.uuid !== undefined && node === null) throw lookupFailed();
   for (const address of keys.macs) {
@@ -71,8 +73,10 @@ async function lookupNode(
     // a BMC address that names another node than the MACs did: the data belongs to neither for sure
     if (node !== null && matching.some((n) => n.uuid !== node!.uuid)) throw lookupFailed();
     if (node === null && matching.length === 1) node = matching[0]!;
+    if (node === null && matching.length > 1) throw lookupFailed();
   }
-  // Ironic would enroll an unknown machine here with auto-discovery on; Anvil has none
+  // no node at all: auto-discovery may enroll the machine (Ironic's AutoEnrollPossible)
+  if (node === null && keys.uuid === undefined) return null;
   if (node === null) throw lookupFailed();
   return node;
 }
@@ -101,7 +105,15 @@ async function continueInspection(deps: ApiDeps, request: FastifyRequest, reply:
     const issue = inventory.error.issues[0];
     throw badRequest(`Invalid inventory: ${issue?.path.join(".") ?? ""} ${issue?.message ?? ""}`.trim());
   }
-  const node = await lookupNode(deps, { uuid: query.node_uuid, macs, bmc });
+  const found = await lookupNode(deps, { uuid: query.node_uuid, macs, bmc });
+  if (found === null) {
+    if (!deps.config.autoDiscovery.enabled) throw lookupFailed();
+    const node = await discoverNode(deps.provisioner, { inventory: inventory.data, plugin_data: pluginData });
+    const answer = minor >= CONTINUE_INSPECTION_MINOR ? lookupAnswer(deps, node) : { uuid: node.uuid };
+    await reply.code(202).send(answer);
+    return;
+  }
+  const node = found;
   // NOTE: Anvil's own agent already said hello for this boot: data from anyone else is not its node's
   if (
     deps.provisioner.deps.agents.isConnected(node.uuid) ||

@@ -9,6 +9,7 @@ import type {
 } from "../../shared/resources.ts";
 import type { ChassisRecord } from "../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../shared/deploy-template.ts";
+import type { InspectionRuleRecord } from "../../shared/inspection-rule.ts";
 import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../shared/volume.ts";
 import type { CandidateRequest } from "./candidates.ts";
 
@@ -335,6 +336,14 @@ export interface Store extends TokenStore {
   /** @throws NotFound, Duplicate */
   updateDeployTemplate(uuid: string, patch: Partial<DeployTemplateRecord>): Promise<DeployTemplateRecord>;
   deleteDeployTemplate(uuid: string): Promise<void>;
+
+  /** @throws Duplicate (uuid) */
+  createInspectionRule(rule: InspectionRuleRecord): Promise<InspectionRuleRecord>;
+  getInspectionRule(uuid: string): Promise<InspectionRuleRecord | null>;
+  listInspectionRules(filter: { phase?: string }, page: Page): Promise<InspectionRuleRecord[]>;
+  /** @throws NotFound */
+  updateInspectionRule(uuid: string, patch: Partial<InspectionRuleRecord>): Promise<InspectionRuleRecord>;
+  deleteInspectionRule(uuid: string): Promise<void>;
 
   /**
    * Registers a running conductor. In one transaction, rows of the same hostname that are stale (no heartbeat

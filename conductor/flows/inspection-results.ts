@@ -26,7 +26,7 @@ export function propertiesFromInventory(
 }
 
 /** Ironic keeps capabilities as "k1:v1,k2:v2". */
-export function mergeCapabilities(existing: unknown, updates: Record<string, string>): string {
+function capabilityMap(existing: unknown): Map<string, string> {
   const map = new Map<string, string>();
   if (typeof existing === "string") {
     for (const pair of existing.split(",")) {
@@ -34,8 +34,23 @@ export function mergeCapabilities(existing: unknown, updates: Record<string, str
       if (key) map.set(key.trim(), rest.join(":").trim());
     }
   }
+  return map;
+}
+
+const capabilityString = (map: Map<string, string>): string =>
+  [...map].map(([k, v]) => `${k}:${v}`).join(",");
+
+export function mergeCapabilities(existing: unknown, updates: Record<string, string>): string {
+  const map = capabilityMap(existing);
   for (const [key, value] of Object.entries(updates)) map.set(key, value);
-  return [...map].map(([k, v]) => `${k}:${v}`).join(",");
+  return capabilityString(map);
+}
+
+/** The capabilities without `name` (Ironic's remove_node_capability). */
+export function removeCapability(existing: unknown, name: string): string {
+  const map = capabilityMap(existing);
+  map.delete(name);
+  return capabilityString(map);
 }
 
 /** The MAC the node PXE-booted from, from BOOTIF ("01-52-54-00-..."), lower-case colon form. */

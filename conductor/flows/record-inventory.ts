@@ -1,11 +1,13 @@
 import type { Inventory } from "../../shared/inventory.ts";
 import { type JsonObject, newPortRecord } from "../../shared/resources.ts";
 import type { Task } from "../tasks/task.ts";
+import { applyRules } from "./apply-rules.ts";
 import { propertiesFromInventory, pxeMac } from "./inspection-results.ts";
 
 /**
  * Stores an inventory (whoever read it: the agent or the BMC), creates a port for each MAC no port has yet,
- * and fills in the node's properties, as Ironic's inspection does.
+ * fills in the node's properties, as Ironic's inspection does, then applies the inspection rules (which may
+ * fail the inspection). The data is stored after the rules, which may change the plugin data.
  */
 export async function recordInventory(
   task: Task,
@@ -13,7 +15,6 @@ export async function recordInventory(
   pluginData: JsonObject = {},
 ): Promise<void> {
   const { store } = task.deps;
-  await store.saveInventory(task.node.uuid, { inventory, plugin_data: pluginData });
   const bootMac = pxeMac(inventory);
   const known = new Set((await store.listPorts({ node_uuid: task.node.uuid }, {})).map((p) => p.address));
   for (const iface of inventory.interfaces) {
@@ -28,8 +29,8 @@ export async function recordInventory(
       }),
     );
   }
-  await task.update({
-    properties: propertiesFromInventory(inventory, task.node.properties),
-    inspection_finished_at: new Date().toISOString(),
-  });
+  await task.update({ properties: propertiesFromInventory(inventory, task.node.properties) });
+  const processed = await applyRules(task, inventory, pluginData);
+  await store.saveInventory(task.node.uuid, { inventory, plugin_data: processed });
+  await task.update({ inspection_finished_at: new Date().toISOString() });
 }

@@ -7,6 +7,7 @@ import { defaultDrivers } from "../../conductor/drivers/registry.ts";
 import { ChassisNotEmpty, Duplicate, NodeNotFound, NotFound, type Store } from "../../conductor/db/store.ts";
 import type { ChassisRecord } from "../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../shared/deploy-template.ts";
+import type { InspectionRuleRecord } from "../../shared/inspection-rule.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../shared/volume.ts";
 import { useStores, type StoreHarness } from "./harness.ts";
@@ -52,6 +53,19 @@ const template = (fields: Partial<DeployTemplateRecord> = {}): DeployTemplateRec
   name: `CUSTOM_T_${randomUUID().replaceAll("-", "_").toUpperCase()}`,
   steps: [{ interface: "deploy", step: "deploy", args: {}, priority: 10 }],
   extra: {},
+  created_at: at(),
+  updated_at: null,
+  ...fields,
+});
+
+const rule = (fields: Partial<InspectionRuleRecord> = {}): InspectionRuleRecord => ({
+  uuid: randomUUID(),
+  description: "rule",
+  priority: 10,
+  sensitive: false,
+  phase: "main",
+  conditions: [{ op: "eq", args: { values: ["{inventory[cpu][architecture]}", "x86_64"] } }],
+  actions: [{ op: "add-trait", args: { name: "CUSTOM_X86" } }],
   created_at: at(),
   updated_at: null,
   ...fields,
@@ -229,6 +243,38 @@ export function resourcesContract(name: string, harness: StoreHarness): void {
       await store.deleteDeployTemplate(two.uuid);
       expect(await store.getDeployTemplate(two.uuid)).toBeNull();
       expect((await store.listDeployTemplates({ limit: 1000 })).map((t) => t.uuid)).toContain(one.uuid);
+    });
+
+    it("creates, filters by phase, pages, updates and deletes inspection rules", async () => {
+      const made = [];
+      for (const priority of [5, 50, 500]) made.push(await store.createInspectionRule(rule({ priority })));
+      const other = await store.createInspectionRule(rule({ phase: "other" }));
+      expect(await store.getInspectionRule(made[1]!.uuid)).toEqual(made[1]);
+      await expect(store.createInspectionRule(rule({ uuid: made[0]!.uuid }))).rejects.toBeInstanceOf(
+        Duplicate,
+      );
+      const main = await store.listInspectionRules({ phase: "main" }, { limit: 1000 });
+      expect(main.map((r) => r.uuid)).toEqual(expect.arrayContaining(made.map((r) => r.uuid)));
+      expect(main.map((r) => r.uuid)).not.toContain(other.uuid);
+      const first = await store.listInspectionRules({}, { limit: 2 });
+      const rest = await store.listInspectionRules({}, { limit: 1000, marker: first[1]!.uuid });
+      const seen = [...first, ...rest].map((r) => r.uuid);
+      expect(new Set(seen).size).toBe(seen.length);
+      for (const r of [...made, other]) expect(seen).toContain(r.uuid);
+      const actions = [{ op: "set-attribute", args: { path: "resource_class", value: "gold" } }];
+      const updated = await store.updateInspectionRule(made[0]!.uuid, {
+        priority: 7,
+        actions,
+        sensitive: true,
+      });
+      expect(updated).toMatchObject({ priority: 7, actions, sensitive: true });
+      expect(updated.updated_at).not.toBeNull();
+      await expect(store.updateInspectionRule(randomUUID(), { priority: 1 })).rejects.toBeInstanceOf(
+        NotFound,
+      );
+      await store.deleteInspectionRule(made[0]!.uuid);
+      expect(await store.getInspectionRule(made[0]!.uuid)).toBeNull();
+      await expect(store.deleteInspectionRule(made[0]!.uuid)).rejects.toBeInstanceOf(NotFound);
     });
 
     it("stores any extra document and reads it back unchanged (generated)", async () => {

@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startConductor } from "../helpers/conductor.ts";
+import { api, startConductor } from "../helpers/conductor.ts";
 import { MemoryMachine } from "../../scripts/lab/redfish/machine.ts";
 import { startRedfishBmc, type RedfishBmc } from "../../scripts/lab/redfish/server.ts";
 
@@ -112,8 +112,22 @@ describe("baremetal --driver redfish against the lab's in-memory Redfish BMC", {
     expect(supported.supported_boot_devices).toBe("pxe, disk, cdrom, bios");
   });
 
-  it("inspects out of band: properties and a port per MAC", async () => {
+  it("inspects out of band: properties, a port per MAC, then the inspection rules", async () => {
+    const rule = await api(`${ctx.url}/v1/inspection_rules`, {
+      method: "POST",
+      headers: { "X-OpenStack-Ironic-API-Version": "1.96" },
+      body: {
+        conditions: [{ op: "eq", args: { values: ["{inventory[cpu][architecture]}", "x86_64"] } }],
+        actions: [
+          { op: "set-attribute", args: { path: "resource_class", value: "redfish-x86" } },
+          { op: "add-trait", args: { name: "CUSTOM_REDFISH" } },
+        ],
+      },
+    });
+    expect(rule.status).toBe(201);
     await bm("node", "inspect", "rf1", "--wait", "60");
+    expect(await field("resource_class")).toBe("redfish-x86");
+    expect((await bmJson("node", "show", "rf1", "--fields", "traits")).traits).toEqual(["CUSTOM_REDFISH"]);
     expect(await field("provision_state")).toBe("manageable");
     const properties = (await bmJson("node", "show", "rf1", "--fields", "properties")).properties;
     expect(properties).toMatchObject({ cpus: 8, memory_mb: 16384, local_gb: 99, cpu_arch: "x86_64" });

@@ -282,4 +282,16 @@ export const PG_MIGRATIONS: readonly string[] = [
     WHERE name IS NULL AND doc ->> 'name' IS NOT NULL;
   CREATE UNIQUE INDEX ports_name ON ports (name);
   `,
+  `
+  -- 1.96 inspection rules: conditions and actions applied after inspection, kept as a document; the phase
+  -- is a column so the rules of one phase are read without parsing the others
+  CREATE TABLE inspection_rules (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    phase TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    doc JSONB NOT NULL
+  );
+  CREATE INDEX inspection_rules_phase ON inspection_rules (phase);
+  `,
 ];

@@ -1,6 +1,7 @@
 import type { NodeHistoryRecord } from "../../../shared/history.ts";
 import type { ChassisRecord } from "../../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../../shared/deploy-template.ts";
+import type { InspectionRuleRecord } from "../../../shared/inspection-rule.ts";
 import type {
   AllocationRecord,
   ConductorRecord,
@@ -40,6 +41,7 @@ import {
   ALLOCATIONS,
   CHASSIS,
   DEPLOY_TEMPLATES,
+  INSPECTION_RULES,
   PORTGROUPS,
   PORTS,
   VOLUME_CONNECTORS,
@@ -573,6 +575,14 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   readonly updateDeployTemplate = (uuid: string, patch: Partial<DeployTemplateRecord>) =>
     this.update(DEPLOY_TEMPLATES, uuid, patch);
   readonly deleteDeployTemplate = (uuid: string) => this.remove(DEPLOY_TEMPLATES, uuid);
+
+  readonly createInspectionRule = (rule: InspectionRuleRecord) => this.create(INSPECTION_RULES, rule);
+  readonly getInspectionRule = (uuid: string) => this.get(INSPECTION_RULES, uuid);
+  readonly listInspectionRules = (filter: { phase?: string }, page: Page) =>
+    this.list(INSPECTION_RULES, filter, page);
+  readonly updateInspectionRule = (uuid: string, patch: Partial<InspectionRuleRecord>) =>
+    this.update(INSPECTION_RULES, uuid, patch);
+  readonly deleteInspectionRule = (uuid: string) => this.remove(INSPECTION_RULES, uuid);
 
   async deleteChassis(uuid: string): Promise<void> {
     const p = this.params();

@@ -1,5 +1,6 @@
 import type { ChassisRecord } from "../../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../../shared/deploy-template.ts";
+import type { InspectionRuleRecord } from "../../../shared/inspection-rule.ts";
 import type { AllocationRecord, PortgroupRecord, PortRecord } from "../../../shared/resources.ts";
 import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../../shared/volume.ts";
 import type { AllocationFilter, PortFilter, PortgroupFilter, VolumeFilter } from "../store.ts";
@@ -105,4 +106,14 @@ export const DEPLOY_TEMPLATES: Table<DeployTemplateRecord> = {
   unique: [["name", name]],
   named: true,
   sortKeys: ["id", "uuid", "name", "created_at"],
+};
+
+/** Ironic 1.96 inspection rules; a list filters by phase (the only one is "main"). */
+export const INSPECTION_RULES: Table<InspectionRuleRecord, { phase?: string }> = {
+  name: "inspection_rules",
+  noun: "Inspection rule",
+  columns: ["uuid", "phase", "created_at"],
+  filters: ["phase"],
+  // NOTE: priority is not a sort key: the core sorts columns other than id as text, and 10 < 9 as text
+  sortKeys: ["id", "uuid", "phase", "created_at"],
 };
