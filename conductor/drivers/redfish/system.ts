@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { InvalidDriverInfo } from "../errors.ts";
 import type { RedfishClient } from "./client.ts";
 import { RedfishError } from "./client.ts";
@@ -49,4 +50,21 @@ export async function loadSystem(
   const path = await systemPath(client, signal);
   const system = await client.get(path, ComputerSystemSchema, signal);
   return { client, path, system, quirks: quirksFor(system).quirks };
+}
+
+const ManagedBySchema = z.looseObject({
+  Links: z
+    .looseObject({
+      ManagedBy: z
+        .array(z.looseObject({ "@odata.id": z.string().max(1024) }))
+        .max(16)
+        .optional(),
+    })
+    .optional(),
+});
+
+/** The path of the Manager that runs a System: the first of its Links.ManagedBy, or undefined. Pure. */
+export function managerPathOf(system: unknown): string | undefined {
+  const parsed = ManagedBySchema.safeParse(system);
+  return parsed.success ? parsed.data.Links?.ManagedBy?.[0]?.["@odata.id"] : undefined;
 }
