@@ -11,9 +11,17 @@ import { quirksFor, type Quirks } from "./quirks.ts";
 // the path found for a client without redfish_system_id (the one member of Systems), asked once
 const discovered = new WeakMap<RedfishClient, string>();
 
-/** The ComputerSystem's path: redfish_system_id, or the only member of /redfish/v1/Systems. @throws RedfishError, InvalidDriverInfo */
-export async function systemPath(client: RedfishClient, signal?: AbortSignal): Promise<string> {
-  if (client.info.systemId) return client.info.systemId;
+/**
+ * The ComputerSystem's path: the node's redfish_system_id, or the only member of /redfish/v1/Systems. The id
+ * comes from the node, never from the client: one client serves every node behind the same BMC and
+ * credentials, each with its own system. @throws RedfishError, InvalidDriverInfo
+ */
+export async function systemPath(
+  client: RedfishClient,
+  systemId: string | null,
+  signal?: AbortSignal,
+): Promise<string> {
+  if (systemId) return systemId;
   const known = discovered.get(client);
   if (known) return known;
   const root = await client.serviceRoot(signal);
@@ -46,8 +54,9 @@ export async function loadSystem(
   node: DriverNode,
   signal?: AbortSignal,
 ): Promise<SystemView> {
-  const client = connections.client(parseRedfishDriverInfo(node.driver_info));
-  const path = await systemPath(client, signal);
+  const info = parseRedfishDriverInfo(node.driver_info);
+  const client = connections.client(info);
+  const path = await systemPath(client, info.systemId, signal);
   const system = await client.get(path, ComputerSystemSchema, signal);
   return { client, path, system, quirks: quirksFor(system).quirks };
 }
