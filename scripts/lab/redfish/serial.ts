@@ -6,8 +6,12 @@ export type SerialEndpoint = { path: string } | { host: string; port: number };
 
 // what BMCs' Telnet consoles send first: "I echo, I suppress go-ahead" (the client refuses or accepts)
 const GREETING = Buffer.from([0xff, 0xfb, 0x01, 0xff, 0xfb, 0x03]);
-/** While the machine's serial port is not there (QEMU off or restarting), it is dialled again this often. */
-const REDIAL_MS = 250;
+/**
+ * While the machine's serial port is not there (QEMU off or restarting), it is dialled again this often (a
+ * missing unix socket fails at once, so this is cheap). NOTE: what QEMU prints before the line is back is in
+ * serial.log but not on the console: with 250 ms, SeaBIOS's first two lines were lost after a restart.
+ */
+const REDIAL_MS = 50;
 
 export interface TelnetSerialOptions {
   /** The machine's serial port now (undefined: the machine has none). */
