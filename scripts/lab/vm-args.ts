@@ -13,7 +13,7 @@ export interface LabVmDisk {
 }
 
 export interface LabVmOptions {
-  /** The VM's dir: serial.log, monitor.sock, qemu.pid live there. */
+  /** The VM's dir: serial.log, serial.sock, monitor.sock, qemu.pid live there. */
   dir: string;
   name: string;
   mac: string;
@@ -45,9 +45,15 @@ export function labVmArgs(options: LabVmOptions): string[] {
     ...["-accel", "tcg", "-machine", "pc", "-name", options.name],
     ...["-m", String(options.memoryMb), "-smp", String(options.vcpus)],
     // -nographic makes SeaBIOS and iPXE print to the serial port too; the console is appended to one
-    // file across power-ons, so a test can read the whole life of the node.
+    // file across power-ons, so a test can read the whole life of the node, and served on a socket (one
+    // client at a time; output is logged whether or not one is there) that the lab Redfish BMC relays as
+    // its Telnet serial console.
     "-nographic",
-    ...["-chardev", `file,id=console,path=${join(options.dir, "serial.log")},append=on`],
+    ...[
+      "-chardev",
+      `socket,id=console,path=${join(options.dir, "serial.sock")},server=on,wait=off,` +
+        `logfile=${join(options.dir, "serial.log")},logappend=on`,
+    ],
     ...["-serial", "chardev:console"],
     ...["-monitor", `unix:${join(options.dir, "monitor.sock")},server=on,wait=off`],
     ...["-netdev", nic, "-device", `virtio-net-pci,netdev=n0,mac=${options.mac}`],

@@ -3,6 +3,7 @@ import { readFile, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
 import { exec } from "../../shared/system/exec.ts";
 import { baremetal } from "../../scripts/lab/baremetal.ts";
 import { recordEvents, type RecordedEvent } from "../../scripts/lab/events.ts";
@@ -13,9 +14,12 @@ import { provisionStates } from "../../scripts/lab/walk.ts";
 
 // Issue 26: a lab node driven by the lab Redfish BMC only (QMP, no ipmi_sim), on a bridge with no DHCP
 // server, its deploy ramdisk booted from the conductor's virtual-media ISO with a static address from the
-// node's network_data, walked through its whole life with the stock baremetal CLI.
+// node's network_data, walked through its whole life with the stock baremetal CLI; its serial console (the
+// BMC's Telnet port, console_interface redfish-serial) is read through the API's WebSocket during the deploy.
 
 const MARKER = "ANVIL-TEST-IMAGE-BOOTED anvil-test";
+// what the deploy ramdisk prints on its serial console once it configured itself from network_data
+const RAMDISK_LINE = /vmedia: network configured from network_data\.json/;
 const API = "1.81";
 const DIR = join(REPO_ROOT, ".tmp", "e2e", "redfish-vmedia");
 const canRun = process.getuid?.() === 0;
@@ -79,6 +83,7 @@ describe.skipIf(!canRun)("a lab node over Redfish virtual media, with no DHCP on
       await bm.run([
         ...["--os-baremetal-api-version", API, "node", "create", "--name", node.name],
         ...["--driver", "redfish", "--boot-interface", "redfish-virtual-media"],
+        ...["--console-interface", "redfish-serial"],
         ...["--driver-info", `redfish_address=${state.bmc.url}`],
         ...["--driver-info", `redfish_system_id=${node.systemId}`],
         ...["--driver-info", `redfish_username=${state.bmc.username}`],
@@ -99,9 +104,13 @@ describe.skipIf(!canRun)("a lab node over Redfish virtual media, with no DHCP on
       expect(patched.status).toBe(200);
       const shown = await bm.json([
         ...["--os-baremetal-api-version", API, "node", "show", node.name],
-        ...["--fields", "uuid", "network_data", "boot_interface", "driver"],
+        ...["--fields", "uuid", "network_data", "boot_interface", "driver", "console_interface"],
       ]);
-      expect(shown).toMatchObject({ driver: "redfish", boot_interface: "redfish-virtual-media" });
+      expect(shown).toMatchObject({
+        driver: "redfish",
+        boot_interface: "redfish-virtual-media",
+        console_interface: "redfish-serial",
+      });
       expect(shown.network_data).toEqual(JSON.parse(await readFile(node.networkDataFile, "utf8")));
       const uuid = String(shown.uuid);
 
@@ -163,8 +172,69 @@ describe.skipIf(!canRun)("a lab node over Redfish virtual media, with no DHCP on
         ],
       ]);
       const deployedAt = Date.now();
-      await provision("deploy");
+      const deployed = provision("deploy");
+      deployed.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
+      // during the deploy, once the node waits for its ramdisk: the console on, through the API
+      const apiCall = (path: string, init: { method?: string; body?: unknown } = {}) =>
+        fetch(`${url}/v1/nodes/${uuid}${path}`, {
+          method: init.method ?? "GET",
+          headers: { "content-type": "application/json", "X-OpenStack-Ironic-API-Version": API },
+          ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+        });
+      const provisionState = async () =>
+        ((await (await apiCall("")).json()) as { provision_state: string }).provision_state;
+      for (let s = await provisionState(); s !== "wait call-back"; s = await provisionState()) {
+        if (s === "active" || s === "deploy failed") throw new Error(`the deploy went to ${s} first`);
+        await sleep(200);
+      }
+      const consoleAsked = Date.now();
+      // the deploy takes the node's lock again when the agent calls back: a 409 then is retried
+      for (let put = await apiCall("/states/console", { method: "PUT", body: { enabled: true } }); ;) {
+        if (put.status === 202) break;
+        expect(put.status, await put.text()).toBe(409);
+        await sleep(200);
+        put = await apiCall("/states/console", { method: "PUT", body: { enabled: true } });
+      }
+      type ConsoleState = { console_enabled: boolean; console_info: { type: string; url: string } | null };
+      let consoleState: ConsoleState = { console_enabled: false, console_info: null };
+      for (const deadline = Date.now() + 30_000; !consoleState.console_enabled; await sleep(200)) {
+        if (Date.now() > deadline) throw new Error("the console was not enabled within 30 s");
+        consoleState = (await (await apiCall("/states/console")).json()) as ConsoleState;
+      }
+      expect(consoleState.console_info?.type).toBe("websocket");
+      const viewer = new WebSocket(consoleState.console_info!.url);
+      const seen: Buffer[] = [];
+      const consoleText = () => Buffer.concat(seen).toString("latin1");
+      let ramdiskSeenAt = 0;
+      viewer.on("message", (data: Buffer) => {
+        seen.push(data);
+        if (ramdiskSeenAt === 0 && RAMDISK_LINE.test(consoleText())) ramdiskSeenAt = Date.now();
+      });
+      viewer.on("error", () => undefined);
+      await new Promise((resolve, reject) => viewer.once("open", resolve).once("error", reject));
+      steps["wait call-back → console open"] = seconds(Date.now() - consoleAsked);
+      await deployed;
+      const activeAt = Date.parse(
+        events.filter((e) => e.type === "provision" && e.provision_state === "active").at(-1)?.at ?? "",
+      );
+      // the ramdisk's own line came through the API's console before the node was active
+      expect(ramdiskSeenAt, consoleText().slice(-3000)).toBeGreaterThan(0);
+      expect(ramdiskSeenAt).toBeLessThan(activeAt);
       await waitForSerial(new RegExp(MARKER), 1, 180_000);
+      // the same Telnet session carries on across the power cycle into the instance
+      for (const deadline = Date.now() + 60_000; !consoleText().includes(MARKER); await sleep(500))
+        if (Date.now() > deadline)
+          throw new Error(`no ${MARKER} on the console WebSocket:\n${consoleText().slice(-3000)}`);
+      steps["console bytes read through the API"] = `${Buffer.concat(seen).length}`;
+      const viewerClosed = new Promise<void>((resolve) => viewer.once("close", () => resolve()));
+      expect((await apiCall("/states/console", { method: "PUT", body: { enabled: false } })).status).toBe(
+        202,
+      );
+      await viewerClosed;
+      for (const deadline = Date.now() + 30_000; consoleState.console_enabled; await sleep(200)) {
+        if (Date.now() > deadline) throw new Error("the console was not disabled within 30 s");
+        consoleState = (await (await apiCall("/states/console")).json()) as ConsoleState;
+      }
       const bootedMs = Date.now() - started;
       steps["deploy started → marker on the console"] = seconds(Date.now() - deployedAt);
       // the CD is empty once the node runs its instance, and the ISO is gone from the BMC and the conductor

@@ -3,12 +3,14 @@ import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { connect } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
+import { TelnetFilter } from "../../conductor/drivers/console/telnet.ts";
 import { QemuMachine, bootOrderOf, qmp } from "../../scripts/lab/redfish/qmp.ts";
 import { startRedfishBmc } from "../../scripts/lab/redfish/server.ts";
 import { RedfishConnections } from "../../conductor/drivers/redfish/client.ts";
 import { RedfishPower } from "../../conductor/drivers/redfish/power.ts";
-import { until } from "../helpers/wait.ts";
+import { until, waitFor } from "../helpers/wait.ts";
 
 /** The lab BMC's QEMU machine, through QMP, on a QEMU with no guest at all (-machine none). */
 describe("the lab's Redfish BMC driving QEMU through QMP", { timeout: 120_000 }, () => {
@@ -98,6 +100,49 @@ describe("the lab's Redfish BMC driving QEMU through QMP", { timeout: 120_000 },
       await machine.close();
       await bmc.stop();
       server.close();
+    }
+  });
+
+  it("serves the VM's serial chardev on its Telnet port across a power cycle, and logs it", async () => {
+    const vm = join(dir, "serial");
+    await import("node:fs/promises").then((fs) => fs.mkdir(vm, { recursive: true }));
+    const log = join(vm, "serial.log");
+    // the serial chardev as labVmArgs writes it; SeaBIOS prints its banner there under -nographic
+    const machine = new QemuMachine({
+      argv: [
+        ...["-machine", "pc", "-m", "64", "-nographic", "-monitor", "none", "-net", "none"],
+        "-chardev",
+        `socket,id=console,path=${join(vm, "serial.sock")},server=on,wait=off,logfile=${log},logappend=on`,
+        ...["-serial", "chardev:console"],
+      ],
+      qmpSocket: join(vm, "qmp.sock"),
+      serialSocket: join(vm, "serial.sock"),
+      virtualCd: false,
+    });
+    const bmc = await startRedfishBmc({ systems: [{ id: "vm", machine }] });
+    const auth = `Basic ${Buffer.from("admin:password").toString("base64")}`;
+    const system = (await (
+      await fetch(`${bmc.url}/redfish/v1/Systems/vm`, { headers: { authorization: auth } })
+    ).json()) as { SerialConsole: { Telnet: { ServiceEnabled: boolean; Port: number } } };
+    expect(system.SerialConsole.Telnet.ServiceEnabled).toBe(true);
+    // a Telnet session opened while the machine is off stays open and gets each boot's output
+    const telnet = connect(system.SerialConsole.Telnet.Port, "127.0.0.1");
+    const filter = new TelnetFilter();
+    let text = "";
+    telnet.on("data", (chunk: Buffer) => (text += filter.push(chunk).data.toString("latin1")));
+    // what QEMU prints before the BMC's line reaches the new socket (a few ms after a start) is only in the log:
+    // SeaBIOS's last line is what every boot's console must show
+    const ends = () => text.split("No bootable device.").length - 1;
+    try {
+      await machine.reset("On", "Hdd");
+      await waitFor(() => ends() === 1, { what: "SeaBIOS on the Telnet port", timeoutMs: 30_000 });
+      await machine.reset("ForceRestart", "Hdd");
+      await waitFor(() => ends() === 2, { what: "SeaBIOS again after a restart", timeoutMs: 30_000 });
+      expect((await readFile(log, "utf8")).split("SeaBIOS (version").length - 1).toBe(2);
+    } finally {
+      telnet.destroy();
+      await machine.close();
+      await bmc.stop();
     }
   });
 });

@@ -35,6 +35,8 @@ out["inserted"] = [vm.image, vm.inserted]
 vm.eject_media()
 vm.refresh()
 out["ejected"] = [vm.image, vm.inserted]
+sc = mgr.serial_console
+out["serial_console"] = [sc.service_enabled, sc.max_concurrent_sessions, sorted(v(t) for t in mgr.get_supported_serial_console_types())]
 print(json.dumps(out))
 `;
 
@@ -71,6 +73,8 @@ describe("python3-sushy against the lab's Redfish BMC", () => {
       boot: ["Pxe", "Continuous", "Legacy"],
       inserted: ["http://127.0.0.1:9/deploy.iso", true],
       ejected: [null, false],
+      // the Manager's SerialConsole as sushy reads it: the System's Telnet console, two sessions
+      serial_console: [true, 2, ["Telnet"]],
     });
     expect(machine.log.map((l) => l.type)).toEqual(["On", "ForceRestart", "ForceOff"]);
     // sushy logged in with a session (SessionOrBasicAuth), as Ironic does

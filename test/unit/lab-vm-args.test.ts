@@ -31,6 +31,14 @@ describe("a lab VM's argv without one disk", () => {
     ]);
   });
 
+  it("logs the serial port to serial.log and serves it on serial.sock for the BMC's console", () => {
+    const at = argv.indexOf("-chardev");
+    expect(argv[at + 1]).toBe(
+      "socket,id=console,path=/lab/vm/serial.sock,server=on,wait=off,logfile=/lab/vm/serial.log,logappend=on",
+    );
+    expect(argv[argv.indexOf("-serial") + 1]).toBe("chardev:console");
+  });
+
   it("refuses a file no drive uses", () => {
     expect(() => withoutDisk(argv, "/lab/vm/a.qcow")).toThrow(/no -drive uses/);
   });

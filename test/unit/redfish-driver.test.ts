@@ -77,6 +77,28 @@ describe("the redfish driver against the lab's in-memory BMC", () => {
     expect(bmc.requests.filter((r) => r === "POST /redfish/v1/SessionService/Sessions")).toHaveLength(1);
   });
 
+  it("drives each node's own system where nodes share a BMC and its credentials", async () => {
+    const first = new MemoryMachine();
+    const second = new MemoryMachine();
+    const { machine, power, node } = await setup(
+      {
+        systems: [
+          { id: "node-1", machine: first },
+          { id: "node-2", machine: second },
+        ],
+      },
+      first,
+    );
+    const other = nodeFor(bmcs[0]!, { redfish_system_id: "/redfish/v1/Systems/node-2" });
+    // the first node's call makes the shared client; the second node must still reach node-2
+    expect(await power.getPowerState(node)).toBe("power off");
+    await power.setPowerState(other, "power on");
+    expect(second.state).toBe("On");
+    expect(machine.state).toBe("Off");
+    expect(await power.getPowerState(node)).toBe("power off");
+    expect(await power.getPowerState(other)).toBe("power on");
+  });
+
   it("reboots hard as off then on, soft as GracefulRestart, and waits out PoweringOn", async () => {
     const machine = new MemoryMachine({ power: "On", settleMs: 30 });
     const { power, node } = await setup({}, machine);

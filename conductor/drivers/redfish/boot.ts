@@ -132,8 +132,9 @@ export class RedfishVirtualMediaBoot implements BootInterface {
   }
 
   private async slotOf(node: DriverNode, image: string | null, signal?: AbortSignal) {
-    const client = this.options.connections.client(parseRedfishDriverInfo(node.driver_info));
-    const path = await systemPath(client, signal);
+    const info = parseRedfishDriverInfo(node.driver_info);
+    const client = this.options.connections.client(info);
+    const path = await systemPath(client, info.systemId, signal);
     const slot: CdSlot | null = await findCdSlot(client, path, signal);
     if (!slot) {
       throw new DriverError(

@@ -2,19 +2,9 @@ import { z } from "zod";
 import type { CallOptions, DriverNode } from "../out-of-band.ts";
 import { defineStep, type Step } from "../step.ts";
 import { RedfishError, type RedfishConnections } from "./client.ts";
-import { loadSystem, type SystemView } from "./system.ts";
+import { loadSystem, managerPathOf, type SystemView } from "./system.ts";
 
 const text = z.string().max(1024);
-const ManagedBySchema = z.looseObject({
-  Links: z
-    .looseObject({
-      ManagedBy: z
-        .array(z.looseObject({ "@odata.id": text }))
-        .max(16)
-        .optional(),
-    })
-    .optional(),
-});
 const ManagerClockSchema = z.looseObject({
   DateTime: text.nullable().optional(),
   DateTimeLocalOffset: text.nullable().optional(),
@@ -30,8 +20,7 @@ export interface BmcClock {
 
 /** The Manager that runs the system: the first of its ManagedBy links. @throws RedfishError where none */
 async function managerOf(view: SystemView): Promise<string> {
-  const parsed = ManagedBySchema.safeParse(view.system);
-  const path = parsed.success ? parsed.data.Links?.ManagedBy?.[0]?.["@odata.id"] : undefined;
+  const path = managerPathOf(view.system);
   if (!path)
     throw new RedfishError(`Redfish system ${view.path} names no Manager (Links.ManagedBy)`, { status: 200 });
   return path;

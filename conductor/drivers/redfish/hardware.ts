@@ -6,6 +6,7 @@ import { BootByNode } from "./boot-select.ts";
 import { RedfishVirtualMediaBoot, type VirtualMediaBootOptions } from "./boot.ts";
 import { RedfishConnections, type RedfishClientOptions } from "./client.ts";
 import { bmcClockSteps } from "./clock.ts";
+import { RedfishSerialConsole } from "./console.ts";
 import { REDFISH_PROPERTIES } from "./driver-info.ts";
 import { RedfishInspect } from "./inspect.ts";
 import { RedfishManagement } from "./management.ts";
@@ -62,11 +63,14 @@ export function redfishHardware(_config: ConductorConfig, parts: RedfishHardware
     deploy: parts.deploy,
     inspect: [redfishInspect, ...parts.inspect],
     raid: parts.raid,
+    // as in Ironic, no-console is the default; `--console-interface redfish-serial` relays the BMC's Telnet
+    console: [new RedfishSerialConsole({ connections })],
     alternatives: {
       deploy_interface: deployNames.slice(1),
       inspect_interface: parts.inspect.map((i) => i.name),
       raid_interface: parts.raid.slice(1).map((r) => r.name),
       network_interface: ["noop"],
+      console_interface: ["redfish-serial"],
       ...(vmedia ? { boot_interface: [vmedia.name] } : {}),
     },
     properties: REDFISH_PROPERTIES,

@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { InvalidDriverInfo } from "../errors.ts";
 import type { RedfishClient } from "./client.ts";
 import { RedfishError } from "./client.ts";
@@ -10,9 +11,17 @@ import { quirksFor, type Quirks } from "./quirks.ts";
 // the path found for a client without redfish_system_id (the one member of Systems), asked once
 const discovered = new WeakMap<RedfishClient, string>();
 
-/** The ComputerSystem's path: redfish_system_id, or the only member of /redfish/v1/Systems. @throws RedfishError, InvalidDriverInfo */
-export async function systemPath(client: RedfishClient, signal?: AbortSignal): Promise<string> {
-  if (client.info.systemId) return client.info.systemId;
+/**
+ * The ComputerSystem's path: the node's redfish_system_id, or the only member of /redfish/v1/Systems. The id
+ * comes from the node, never from the client: one client serves every node behind the same BMC and
+ * credentials, each with its own system. @throws RedfishError, InvalidDriverInfo
+ */
+export async function systemPath(
+  client: RedfishClient,
+  systemId: string | null,
+  signal?: AbortSignal,
+): Promise<string> {
+  if (systemId) return systemId;
   const known = discovered.get(client);
   if (known) return known;
   const root = await client.serviceRoot(signal);
@@ -45,8 +54,26 @@ export async function loadSystem(
   node: DriverNode,
   signal?: AbortSignal,
 ): Promise<SystemView> {
-  const client = connections.client(parseRedfishDriverInfo(node.driver_info));
-  const path = await systemPath(client, signal);
+  const info = parseRedfishDriverInfo(node.driver_info);
+  const client = connections.client(info);
+  const path = await systemPath(client, info.systemId, signal);
   const system = await client.get(path, ComputerSystemSchema, signal);
   return { client, path, system, quirks: quirksFor(system).quirks };
+}
+
+const ManagedBySchema = z.looseObject({
+  Links: z
+    .looseObject({
+      ManagedBy: z
+        .array(z.looseObject({ "@odata.id": z.string().max(1024) }))
+        .max(16)
+        .optional(),
+    })
+    .optional(),
+});
+
+/** The path of the Manager that runs a System: the first of its Links.ManagedBy, or undefined. Pure. */
+export function managerPathOf(system: unknown): string | undefined {
+  const parsed = ManagedBySchema.safeParse(system);
+  return parsed.success ? parsed.data.Links?.ManagedBy?.[0]?.["@odata.id"] : undefined;
 }

@@ -1,3 +1,5 @@
+import type { SerialEndpoint } from "./serial.ts";
+
 /** What the stand-in BMC drives: an in-memory machine (fast tests) or a QEMU process through QMP (the lab). */
 
 export type MachinePower = "On" | "Off" | "PoweringOn" | "PoweringOff";
@@ -19,6 +21,8 @@ export interface Machine {
   reset(type: MachineReset, bootSource: string): Promise<void>;
   /** A virtual CD's image URL, null when ejected (the QEMU machine passes it on its next start). */
   setMedia?(image: string | null): Promise<void>;
+  /** Where its serial port is reached now (none: the BMC's serial console has nothing to relay). */
+  serialPort?(): SerialEndpoint | undefined;
   close?(): Promise<void>;
 }
 
@@ -30,12 +34,19 @@ export class MemoryMachine implements Machine {
   nmis = 0;
   private settle: NodeJS.Timeout | undefined;
 
-  constructor(options: { power?: "On" | "Off"; settleMs?: number } = {}) {
+  /** @param options.serial a peer that plays the machine's serial port (a test's TCP server) */
+  constructor(options: { power?: "On" | "Off"; settleMs?: number; serial?: SerialEndpoint } = {}) {
     this.state = options.power ?? "Off";
     this.settleMs = options.settleMs ?? 0;
+    this.serial = options.serial;
   }
 
   private readonly settleMs: number;
+  private readonly serial: SerialEndpoint | undefined;
+
+  serialPort(): SerialEndpoint | undefined {
+    return this.serial;
+  }
 
   power(): Promise<MachinePower> {
     return Promise.resolve(this.state);

@@ -48,7 +48,12 @@ for (const entry of values.qemu) {
   systems.push({
     ...describedSystem(dir),
     id,
-    machine: new QemuMachine({ argv, qmpSocket: join(dir, "qmp.sock"), eventLog: join(dir, "hook.log") }),
+    machine: new QemuMachine({
+      argv,
+      qmpSocket: join(dir, "qmp.sock"),
+      eventLog: join(dir, "hook.log"),
+      serialSocket: join(dir, "serial.sock"),
+    }),
   });
 }
 if (systems.length === 0) systems.push({ id: "system-0", machine: new MemoryMachine() });

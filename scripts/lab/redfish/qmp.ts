@@ -78,6 +78,8 @@ export interface QemuMachineOptions {
    * `<ms> media eject`, `<ms> exited <code>`), so the lab's probe counts power cycles of both kinds alike.
    */
   eventLog?: string;
+  /** The VM's serial chardev socket (labVmArgs' serial.sock): what the BMC's serial console relays. */
+  serialSocket?: string;
 }
 
 /** QEMU's boot order letter for a Redfish boot source: the NIC (n), the CD (d), the first disk (c). */
@@ -209,6 +211,10 @@ export class QemuMachine implements Machine {
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
     await qmp(this.options.qmpSocket, "quit").catch(() => child.kill("SIGKILL"));
     await Promise.race([exited, sleep(5000).then(() => child.kill("SIGKILL"))]);
+  }
+
+  serialPort(): { path: string } | undefined {
+    return this.options.serialSocket === undefined ? undefined : { path: this.options.serialSocket };
   }
 
   async close(): Promise<void> {

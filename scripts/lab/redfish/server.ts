@@ -9,6 +9,7 @@ import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { MemoryMachine, RESET_TYPES, type Machine, type MachineReset } from "./machine.ts";
+import { TelnetSerialService } from "./serial.ts";
 
 /**
  * A Redfish service for lab nodes: ServiceRoot, Systems (with Processors, Memory, Storage, SimpleStorage,
@@ -30,7 +31,15 @@ export interface SystemSpec {
   /** Offer SecureBoot (default true) and BootSourceOverrideMode (default true). */
   secureBoot?: boolean;
   bootMode?: boolean;
+  /**
+   * The serial console the BMC serves for the system: "telnet" (default: a Telnet port relaying the machine's
+   * serial port), "ipmi" (advertised as IPMI Serial-over-LAN only, as some BMCs do), "none" (no SerialConsole).
+   */
+  serialConsole?: "telnet" | "ipmi" | "none";
 }
+
+/** Sessions the lab BMC's serial console admits at once (per system). */
+export const SERIAL_CONSOLE_SESSIONS = 2;
 
 /** Deviations a test switches on to play a vendor's BMC (each one a quirk Anvil knows). */
 export interface Misbehaviour {
@@ -86,6 +95,8 @@ interface SystemState {
   led: string;
   secureBoot: boolean;
   media: { image: string | null; inserted: boolean; writeProtected: boolean };
+  /** The system's Telnet serial console (its service and loopback port), when it serves one. */
+  serial?: { service: TelnetSerialService; port: number };
 }
 
 export interface RedfishBmc {
@@ -189,7 +200,37 @@ function systemResource(base: string, s: SystemState, power: string): Record<str
     },
   };
   if (spec.secureBoot !== false) resource.SecureBoot = ref(`${base}/SecureBoot`);
-  return odata(base, "#ComputerSystem.v1_10_0.ComputerSystem", resource);
+  const serial = serialConsoleOf(s);
+  if (serial !== undefined) resource.SerialConsole = serial;
+  return odata(base, "#ComputerSystem.v1_13_0.ComputerSystem", resource);
+}
+
+/** ComputerSystem v1_13's SerialConsole: one object per protocol, as DMTF's HostSerialConsole. */
+function serialConsoleOf(s: SystemState): Record<string, unknown> | undefined {
+  const kind = s.spec.serialConsole ?? "telnet";
+  if (kind === "none") return undefined;
+  return {
+    MaxConcurrentSessions: SERIAL_CONSOLE_SESSIONS,
+    Telnet: s.serial
+      ? { ServiceEnabled: true, Port: s.serial.port, SharedWithManagerCLI: false }
+      : { ServiceEnabled: false },
+    SSH: { ServiceEnabled: false },
+    IPMI: kind === "ipmi" ? { ServiceEnabled: true, Port: 623 } : { ServiceEnabled: false },
+  };
+}
+
+/** The Manager's SerialConsole (what sushy reads): the connect types its systems' consoles offer. */
+function managerSerialConsole(systems: Iterable<SystemState>): Record<string, unknown> {
+  const types = new Set<string>();
+  for (const s of systems) {
+    if (s.serial) types.add("Telnet");
+    if (s.spec.serialConsole === "ipmi") types.add("IPMI");
+  }
+  return {
+    ServiceEnabled: types.size > 0,
+    MaxConcurrentSessions: SERIAL_CONSOLE_SESSIONS,
+    ConnectTypesSupported: [...types].sort(),
+  };
 }
 
 /** Starts the service on loopback (an ephemeral port unless one is given). */
@@ -205,6 +246,16 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
       secureBoot: false,
       media: { image: null, inserted: false, writeProtected: true },
     });
+  }
+  for (const s of systems.values()) {
+    if ((s.spec.serialConsole ?? "telnet") !== "telnet") continue;
+    const machine = s.machine;
+    const service = new TelnetSerialService({
+      endpoint: () => machine.serialPort?.(),
+      maxSessions: SERIAL_CONSOLE_SESSIONS,
+      host: options.host,
+    });
+    s.serial = { service, port: await service.start() };
   }
   const manager: ManagerState = {
     chassisLed: "Off",
@@ -377,6 +428,7 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
           DateTime: redfishDateTime(Date.now() + manager.clockOffsetMs),
           DateTimeLocalOffset: manager.localOffset,
           VirtualMedia: ref(`${path}/VirtualMedia`),
+          SerialConsole: managerSerialConsole(systems.values()),
           Links: { ManagerForServers: [...systems.keys()].map((id) => ref(`/redfish/v1/Systems/${id}`)) },
         }),
       ];
@@ -480,6 +532,9 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => resolve());
+  }).catch(async (error: unknown) => {
+    for (const s of systems.values()) await s.serial?.service.stop();
+    throw error;
   });
   const { port } = server.address() as AddressInfo;
   const host = options.host ?? "127.0.0.1";
@@ -494,6 +549,7 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
     async stop() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of systems.values()) await s.serial?.service.stop();
       for (const s of systems.values()) await s.machine.close?.();
     },
   };
