@@ -6,22 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exec } from "../../shared/system/exec.ts";
 import type { ExecResult } from "../../shared/system/exec.ts";
 import { ensureAgentBuilt } from "../helpers/agent.ts";
+import { readDocumentedModules } from "../helpers/ramdisk-drivers.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const STAND_IN = join(ROOT, "images/ramdisk/stand-in-agent.sh");
 const BUILD_TIMEOUT_MS = 900_000;
-const DRIVERS_DOC = join(ROOT, "images/ramdisk/drivers.md");
-
-/** The modules drivers.md's table lists, in order: rows whose second cell is one backticked name. */
-function documentedModules(markdown: string): string[] {
-  return markdown
-    .split("\n")
-    .map((line) => line.split("|").map((cell) => cell.trim()))
-    .filter((cells) => cells.length >= 5 && cells[0] === "")
-    .map((cells) => /^`([a-z0-9_-]+)`$/.exec(cells[2]!)?.[1])
-    .filter((name): name is string => name !== undefined);
-}
-
 /** A module's name from its file path, as modprobe spells it (usb-storage.ko is usb_storage). */
 const moduleName = (path: string): string =>
   path.replace(/^.*\//, "").replace(/\.ko$/, "").replaceAll("-", "_");
@@ -137,7 +126,7 @@ describe("the deploy ramdisk's contents (unpacked on the host)", () => {
   });
 
   it("carries exactly drivers.md's modules with their dependencies, and loads them in its order", async () => {
-    const listed = documentedModules(await readFile(DRIVERS_DOC, "utf8"));
+    const listed = await readDocumentedModules();
     // the doc's families, spot-checked, so a table the parser misreads cannot pass as empty or partial
     for (const module of ["virtio_net", "igb", "i40e", "ice", "mlx5_core", "bnxt_en", "qede", "megaraid_sas"])
       expect(listed, module).toContain(module);
