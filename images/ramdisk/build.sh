@@ -104,19 +104,35 @@ for platform in i386-pc x86_64-efi; do
 done
 copy_with_libraries "$agent" /usr/bin/anvil-agent
 
-# Kernel modules: the listed ones plus their dependencies from modules.dep, then a depmod of that subset so
-# busybox modprobe works in the guest (for the agent too).
-modules=$(grep -v -e '^#' -e '^[[:space:]]*$' "$here/modules.txt")
+# Kernel modules: the ones drivers.md's table lists (its rows whose module column is one backticked name, in
+# order) plus their dependencies from modules.dep, then a depmod of that subset so busybox modprobe works in
+# the guest (for the agent too).
+modules=$(awk -F'|' 'NF >= 5 { m = $3; gsub(/^[ \t]+|[ \t]+$/, "", m); if (m ~ /^`[a-z0-9_-]+`$/) print substr(m, 2, length(m) - 2) }' "$here/drivers.md")
+[ -n "$modules" ] || { echo "build.sh: no modules in $here/drivers.md's table" >&2; exit 1; }
 modules_src="$kernel_dir/lib/modules/$version"
 modules_dst="$stage/lib/modules/$version"
 mkdir -p "$modules_dst"
 for module in $modules; do
-  modprobe --show-depends --ignore-install -d "$kernel_dir" -S "$version" "$module" | awk '$1 == "insmod" {print $2}'
+  deps=$(modprobe --show-depends --ignore-install -d "$kernel_dir" -S "$version" "$module") ||
+    { echo "build.sh: drivers.md lists $module, which Linux $version does not have" >&2; exit 1; }
+  echo "$deps" | awk '$1 == "insmod" {print $2}'
 done | sort -u | while read -r ko; do
   install -D -m 0644 "$ko" "$modules_dst/${ko#"$modules_src/"}"
 done
 cp "$modules_src"/modules.{order,builtin,builtin.modinfo} "$modules_dst/"
 depmod -b "$stage" "$version"
+# Firmware: every file a carried module names (modinfo -F firmware), from Debian's firmware packages
+# (images/firmware/fetch.sh); the kernel loads it from /lib/firmware itself (no udev in the ramdisk). A named
+# file none of those packages ship fails the build: add its package to fetch.sh (drivers.md, "Firmware").
+firmware_dir=$(bash "$root/images/firmware/fetch.sh")
+find "$modules_dst" -name '*.ko' | sort | while read -r ko; do
+  modinfo -F firmware "$ko" | while read -r name; do
+    src="$firmware_dir/lib/firmware/$name"
+    [ -e "$src" ] || { echo "build.sh: $(basename "$ko") needs firmware $name, which no fetched package has" >&2; exit 1; }
+    # the file itself where the package has a symlink (ice.pkg names a versioned file)
+    install -D -m 0644 "$(realpath "$src")" "$stage/usr/lib/firmware/$name"
+  done
+done
 echo "$modules" >"$stage/etc/anvil/modules"
 
 install -m 0755 "$here/init" "$stage/init"
@@ -132,6 +148,7 @@ printf 'HOMEHOST <none>\n' >"$stage/etc/mdadm/mdadm.conf"
 {
   echo "kernel $version"
   echo "agent sha256 $(sha256sum "$agent" | cut -d' ' -f1)"
+  cat "$firmware_dir/packages"
   dpkg-query -W -f='${Package} ${Version}\n' busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode dosfstools grub2-common grub-pc-bin grub-efi-amd64-bin libc6
 } >"$stage/etc/anvil/build-info"
 

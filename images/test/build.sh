@@ -29,8 +29,9 @@ epoch=${SOURCE_DATE_EPOCH:-1577836800}
 # mtools (and so syslinux's installer, which runs it) stamps files with this instead of the clock.
 export SOURCE_DATE_EPOCH=$epoch
 disk_mib=32
-# Enough to find and read a config drive on a virtio or NVMe disk.
-image_modules="virtio_pci virtio_blk nvme isofs"
+# Enough to find and read a config drive on a virtio or NVMe disk, or one behind QEMU's MegaRAID SAS (the lab's
+# --root-bus megasas).
+image_modules="virtio_pci virtio_blk nvme isofs megaraid_sas sd_mod"
 part_start=2048 # sectors: the first partition at 1 MiB
 
 while [ $# -gt 0 ]; do

@@ -13,7 +13,14 @@ import { alive, spawnDetached, stopPid } from "./daemon.ts";
 import { readLabState, writeLabState, type LabNode, type LabState } from "./state.ts";
 import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
 import { labAccess, labFetch } from "./access.ts";
-import { GUEST_CONDUCTOR_HTTPS_URL, GUEST_CONDUCTOR_IP, GUEST_CONDUCTOR_URL, labVmArgs } from "./vm-args.ts";
+import {
+  GUEST_CONDUCTOR_HTTPS_URL,
+  GUEST_CONDUCTOR_IP,
+  GUEST_CONDUCTOR_URL,
+  labVmArgs,
+  type DiskBus,
+  type NicModel,
+} from "./vm-args.ts";
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const HOOK = join(REPO_ROOT, "scripts/lab/vm-hook.sh");
@@ -40,6 +47,10 @@ export interface LabUpOptions {
   auth?: "noauth" | "http_basic";
   /** Every power-on writes the node NIC's frames to vm/nic-<ms>.pcap (QEMU's filter-dump). */
   captureNic?: boolean;
+  /** The NIC QEMU emulates for every node (default virtio): the ramdisk's drivers for other hardware. */
+  nicModel?: NicModel;
+  /** Where the root disk (both RAID members with shape "raid") sits: virtio (default), or behind an HBA. */
+  rootBus?: DiskBus;
 }
 
 export type NodeShape = "standard" | "raid";
@@ -88,23 +99,28 @@ async function createNode(options: {
   shape: NodeShape;
   tlsPort?: number;
   captureNic?: boolean;
+  nicModel: NicModel;
+  rootBus: DiskBus;
 }): Promise<LabNode> {
   const name = `lab-${String(options.index).padStart(2, "0")}`;
   const dir = join(options.dir, name);
   await rm(dir, { recursive: true, force: true });
   await mkdir(join(dir, "vm"), { recursive: true });
   const tag = name.toUpperCase().replace("-", "");
-  // The root disk (smallest >= 4 GiB, as IPA picks) is virtio and first in PCI order, so SeaBIOS boots it.
-  // A "raid" node has two virtio disks of one size (the members of a RAID-1 root) and the NVMe disk.
-  const virtio = (suffix: string) => ({
-    file: join(dir, "vm", `disk-virtio${suffix}.qcow2`),
-    bus: "virtio" as const,
-    serial: `${tag}-VIRTIO${suffix}`,
+  // The root disk (smallest >= 4 GiB, as IPA picks) is virtio (or behind the HBA rootBus names) and first in
+  // PCI order, so SeaBIOS boots it. A "raid" node has two root disks of one size (the members of a RAID-1
+  // root) and the NVMe disk.
+  const bus = options.rootBus;
+  const busTag = bus.toUpperCase().replace(/[^A-Z0-9]/g, "");
+  const root = (suffix: string) => ({
+    file: join(dir, "vm", `disk-${bus}${suffix}.qcow2`),
+    bus,
+    serial: `${tag}-${busTag}${suffix}`,
     sizeGb: 5,
   });
   const disks = [
-    virtio(""),
-    ...(options.shape === "raid" ? [virtio("2")] : []),
+    root(""),
+    ...(options.shape === "raid" ? [root("2")] : []),
     { file: join(dir, "vm", "disk-nvme.qcow2"), bus: "nvme" as const, serial: `${tag}-NVME`, sizeGb: 8 },
   ];
   for (const disk of disks) {
@@ -122,6 +138,7 @@ async function createNode(options: {
     vcpus: options.vcpus,
     disks,
     conductorPort: options.conductorPort,
+    nicModel: options.nicModel,
     ...(options.tlsPort === undefined ? {} : { tlsPort: options.tlsPort }),
   });
   await writeFile(join(dir, "vm", "qemu.args"), argv.join("\n") + "\n");
@@ -145,6 +162,7 @@ async function createNode(options: {
     vcpus: options.vcpus,
     memoryMb: options.memoryMb,
     disks,
+    nicModel: options.nicModel,
   };
 }
 
@@ -283,6 +301,8 @@ export async function labUp(options: LabUpOptions): Promise<LabState> {
         vcpus: options.vcpus ?? 1,
         shape: options.shape ?? "standard",
         captureNic: options.captureNic === true,
+        nicModel: options.nicModel ?? "virtio",
+        rootBus: options.rootBus ?? "virtio",
         // with TLS the guest's port 80 reaches the boot files' plain listener and 443 the API
         ...(bootPort === null ? {} : { conductorPort: bootPort, tlsPort: port }),
       });

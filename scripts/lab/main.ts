@@ -5,6 +5,10 @@ import { alive } from "./daemon.ts";
 import { readLabState } from "./state.ts";
 import { runLabDemo } from "./demo.ts";
 import { redfishLabDown, redfishLabUp } from "./redfish-node.ts";
+import { DISK_BUSES, NIC_MODELS, type DiskBus, type NicModel } from "./vm-args.ts";
+
+const isNicModel = (value: string): value is NicModel => Object.hasOwn(NIC_MODELS, value);
+const isDiskBus = (value: string): value is DiskBus => Object.hasOwn(DISK_BUSES, value);
 
 const USAGE = `npm run lab -- <command> [options]
   up N            start N virtual nodes (ipmi_sim BMC + QEMU VM each) and a conductor
@@ -22,6 +26,8 @@ options:
   --fast-track    start the conductor with --fast-track
   --memory MB     RAM per VM (default 768)
   --raid-disks    nodes get two virtio disks (RAID-1 members) beside the NVMe disk
+  --nic MODEL     the NIC QEMU emulates: ${Object.keys(NIC_MODELS).join(", ")} (default virtio)
+  --root-bus BUS  where the root disk(s) sit: ${Object.keys(DISK_BUSES).join(", ")} (default virtio)
   --tls           HTTPS/WSS with a lab CA (tls/ca.crt) the ramdisk pins; boot files stay on plain HTTP
   --auth STRATEGY noauth (default) or http_basic: a lab-admin user, password in auth/password (0600)
   --capture       each VM power-on writes its NIC's frames to <node>/vm/nic-<ms>.pcap`;
@@ -36,6 +42,8 @@ async function main(): Promise<void> {
       "fast-track": { type: "boolean" },
       memory: { type: "string" },
       "raid-disks": { type: "boolean" },
+      nic: { type: "string" },
+      "root-bus": { type: "string" },
       tls: { type: "boolean" },
       auth: { type: "string" },
       capture: { type: "boolean" },
@@ -48,6 +56,10 @@ async function main(): Promise<void> {
   const auth = values.auth ?? "noauth";
   if (auth !== "noauth" && auth !== "http_basic")
     throw new Error(`--auth is noauth or http_basic, not ${auth}`);
+  const nicModel = values.nic ?? "virtio";
+  if (!isNicModel(nicModel)) throw new Error(`--nic is one of ${Object.keys(NIC_MODELS).join(", ")}`);
+  const rootBus = values["root-bus"] ?? "virtio";
+  if (!isDiskBus(rootBus)) throw new Error(`--root-bus is one of ${Object.keys(DISK_BUSES).join(", ")}`);
   switch (command ?? "help") {
     case "up": {
       const state = await labUp({
@@ -61,6 +73,8 @@ async function main(): Promise<void> {
         tls: values.tls === true,
         auth,
         captureNic: values.capture === true,
+        nicModel,
+        rootBus,
       });
       for (const node of state.nodes) {
         console.log(

@@ -1,6 +1,7 @@
 import { readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
+import { DISK_BUSES, NIC_MODELS, type DiskBus, type NicModel } from "./vm-args.ts";
 
 export const LabNode = z.object({
   name: z.string(),
@@ -14,8 +15,15 @@ export const LabNode = z.object({
   vcpus: z.number().int(),
   memoryMb: z.number().int(),
   disks: z.array(
-    z.object({ file: z.string(), bus: z.enum(["virtio", "nvme"]), serial: z.string(), sizeGb: z.number() }),
+    z.object({
+      file: z.string(),
+      bus: z.enum(Object.keys(DISK_BUSES) as [DiskBus, ...DiskBus[]]),
+      serial: z.string(),
+      sizeGb: z.number(),
+    }),
   ),
+  /** The NIC QEMU emulates; states written before NIC models were virtio. */
+  nicModel: z.enum(Object.keys(NIC_MODELS) as [NicModel, ...NicModel[]]).default("virtio"),
 });
 export type LabNode = z.infer<typeof LabNode>;
 

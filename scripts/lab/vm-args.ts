@@ -6,9 +6,48 @@ export const GUEST_CONDUCTOR_URL = `http://${GUEST_CONDUCTOR_IP}`;
 /** The conductor's API and agent link as the VMs see them when the lab runs TLS (port 443 forwarded). */
 export const GUEST_CONDUCTOR_HTTPS_URL = `https://${GUEST_CONDUCTOR_IP}`;
 
+/**
+ * The NICs QEMU 7.2 emulates that a lab node can have (each with an iPXE ROM in ipxe-qemu, so it PXE-boots),
+ * and the Linux driver that binds each (what the agent's inventory reports as the interface's driver).
+ * QEMU 8.0 adds `igb`; Debian bookworm's 7.2 lacks it.
+ */
+export const NIC_MODELS = {
+  virtio: { device: "virtio-net-pci", driver: "virtio_net" },
+  e1000: { device: "e1000", driver: "e1000" },
+  e1000e: { device: "e1000e", driver: "e1000e" },
+  vmxnet3: { device: "vmxnet3", driver: "vmxnet3" },
+  // QEMU's RTL8139 is a C+ chip (revision 0x20): 8139cp takes it, 8139too leaves it
+  rtl8139: { device: "rtl8139", driver: "8139cp" },
+} as const;
+export type NicModel = keyof typeof NIC_MODELS;
+
+/**
+ * Where a disk sits: a virtio or NVMe device of its own, or a SCSI disk behind an emulated RAID/SAS HBA (one HBA
+ * per disk) with the Linux driver that binds that HBA. SeaBIOS boots from all of these.
+ */
+export const DISK_BUSES = {
+  virtio: { device: "virtio-blk-pci", hba: null },
+  nvme: { device: "nvme", hba: null },
+  megasas: { device: "scsi-hd", hba: { device: "megasas", driver: "megaraid_sas" } },
+  "megasas-gen2": { device: "scsi-hd", hba: { device: "megasas-gen2", driver: "megaraid_sas" } },
+  lsi: { device: "scsi-hd", hba: { device: "lsi53c895a", driver: "sym53c8xx" } },
+  mptsas: { device: "scsi-hd", hba: { device: "mptsas1068", driver: "mptsas" } },
+} as const;
+export type DiskBus = keyof typeof DISK_BUSES;
+
+/** The `-device` arguments of disk `index` (its drive `d<index>`): the HBA first when it sits behind one. */
+export function diskDeviceArgs(bus: DiskBus, index: number, properties: string): string[] {
+  const { device, hba } = DISK_BUSES[bus];
+  if (hba === null) return ["-device", `${device},drive=d${index}${properties}`];
+  return [
+    ...["-device", `${hba.device},id=hba${index}`],
+    ...["-device", `${device},drive=d${index},bus=hba${index}.0${properties}`],
+  ];
+}
+
 export interface LabVmDisk {
   file: string;
-  bus: "virtio" | "nvme";
+  bus: DiskBus;
   serial: string;
 }
 
@@ -24,6 +63,8 @@ export interface LabVmOptions {
   conductorPort: number;
   /** With TLS: the conductor's HTTPS port on the host, behind the guest's https://10.0.2.100. */
   tlsPort?: number;
+  /** The NIC QEMU emulates (default virtio). */
+  nicModel?: NicModel;
 }
 
 /**
@@ -56,7 +97,12 @@ export function labVmArgs(options: LabVmOptions): string[] {
     ],
     ...["-serial", "chardev:console"],
     ...["-monitor", `unix:${join(options.dir, "monitor.sock")},server=on,wait=off`],
-    ...["-netdev", nic, "-device", `virtio-net-pci,netdev=n0,mac=${options.mac}`],
+    ...[
+      "-netdev",
+      nic,
+      "-device",
+      `${NIC_MODELS[options.nicModel ?? "virtio"].device},netdev=n0,mac=${options.mac}`,
+    ],
   ];
   options.disks.forEach((disk, index) => {
     // discard=unmap: a guest's discard (blkdiscard, NVMe deallocate) punches holes in the qcow2, so an erase
@@ -69,8 +115,7 @@ export function labVmArgs(options: LabVmOptions): string[] {
       "-drive",
       `if=none,id=d${index},file=${disk.file},format=qcow2,discard=unmap,detect-zeroes=unmap,werror=report`,
     );
-    const device = disk.bus === "nvme" ? "nvme" : "virtio-blk-pci";
-    args.push("-device", `${device},drive=d${index},serial=${disk.serial}`);
+    args.push(...diskDeviceArgs(disk.bus, index, `,serial=${disk.serial}`));
   });
   return args;
 }
@@ -88,6 +133,17 @@ export function withoutDisk(argv: readonly string[], file: string): string[] {
   const deviceAt = argv.findIndex(
     (arg, index) => argv[index - 1] === "-device" && arg.split(",").includes(`drive=${id}`),
   );
-  const drop = new Set([driveAt - 1, driveAt, ...(deviceAt < 0 ? [] : [deviceAt - 1, deviceAt])]);
+  // a disk behind its own HBA (bus=hbaN.0) takes the HBA with it
+  const hba = /(?:^|,)bus=([^,.]+)\./.exec(argv[deviceAt] ?? "")?.[1];
+  const hbaAt = argv.findIndex(
+    (arg, index) =>
+      hba !== undefined && argv[index - 1] === "-device" && arg.split(",").includes(`id=${hba}`),
+  );
+  const drop = new Set([
+    driveAt - 1,
+    driveAt,
+    ...(deviceAt < 0 ? [] : [deviceAt - 1, deviceAt]),
+    ...(hbaAt < 0 ? [] : [hbaAt - 1, hbaAt]),
+  ]);
   return argv.filter((_, index) => !drop.has(index));
 }

@@ -7,7 +7,14 @@ chassis=$2
 order=$3
 generation=$4
 set --
-while IFS= read -r arg; do set -- "$@" "$arg"; done <"$vm/qemu.args"
+# Booting from disk, the root disk (drive d0) is the one SeaBIOS boots: without a bootindex it boots the disk
+# whose controller it finished setting up first, and an NVMe disk beats a root disk behind a SAS/RAID HBA.
+while IFS= read -r arg; do
+  case "$order,$arg" in
+    c,*,drive=d0 | c,*,drive=d0,*) arg="$arg,bootindex=1" ;;
+  esac
+  set -- "$@" "$arg"
+done <"$vm/qemu.args"
 # `lab up --capture`: every frame on the node's NIC, one pcap per power-on (QEMU truncates its file).
 if [ -e "$vm/capture-nic" ]; then
   set -- "$@" -object "filter-dump,id=nicdump,netdev=n0,file=$vm/nic-$generation.pcap"

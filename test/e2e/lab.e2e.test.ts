@@ -4,6 +4,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { exec } from "../../shared/system/exec.ts";
 import { alive } from "../../scripts/lab/daemon.ts";
 import { labDown, labUp, startLabConductor, stopLabConductor, REPO_ROOT } from "../../scripts/lab/lab.ts";
+import type { LabUpOptions } from "../../scripts/lab/lab.ts";
+import { NIC_MODELS } from "../../scripts/lab/vm-args.ts";
 import { baremetal } from "../../scripts/lab/baremetal.ts";
 import type { PowerActions } from "../../scripts/lab/probe.ts";
 import type { LabState } from "../../scripts/lab/state.ts";
@@ -19,10 +21,14 @@ import {
 const MARKER = "ANVIL-TEST-IMAGE-BOOTED anvil-test";
 const labs: string[] = [];
 
-async function up(name: string, conductorArgs: string[] = []): Promise<LabState> {
+async function up(
+  name: string,
+  conductorArgs: string[] = [],
+  hardware: Pick<LabUpOptions, "nicModel" | "rootBus"> = {},
+): Promise<LabState> {
   const dir = join(REPO_ROOT, ".tmp", "e2e", name);
   labs.push(dir);
-  return labUp({ dir, nodes: 1, port: 0, conductorArgs });
+  return labUp({ dir, nodes: 1, port: 0, conductorArgs, ...hardware });
 }
 
 afterEach(async () => {
@@ -65,9 +71,11 @@ function report(title: string, rows: Record<string, string | number>): void {
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 
 describe("the virtual lab, driven by the stock baremetal CLI", () => {
-  it("enroll → manage → inspect → provide → deploy (the VM boots the image) → undeploy → available", async () => {
+  it("enroll → manage → inspect → provide → deploy (the VM boots the image) → undeploy → available, on a vmxnet3 NIC and a MegaRAID disk", async () => {
     const started = Date.now();
-    const state = await up("lifecycle");
+    // Hardware beyond virtio: the ramdisk's vmxnet3 and megaraid_sas drivers carry the whole walk (PXE
+    // through the NIC's iPXE ROM, the agent's link, the image download) and the root disk it deploys to.
+    const state = await up("lifecycle", [], { nicModel: "vmxnet3", rootBus: "megasas" });
     const walk = await startWalk(state);
     try {
       const { bm, node, probe } = walk;
@@ -98,8 +106,8 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
         inventory: {
           cpu: { count: number };
           memory: { physical_mb: number };
-          disks: { name: string; serial: string | null; size: number }[];
-          interfaces: { mac_address: string }[];
+          disks: { name: string; serial: string | null; size: number; hctl: string | null }[];
+          interfaces: { mac_address: string; driver: string | null }[];
         };
       };
       expect(inventory.inventory.cpu.count).toBe(node.vcpus);
@@ -108,6 +116,15 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
         node.disks.map((d) => [d.serial, d.sizeGb * 1024 ** 3]).sort(),
       );
       expect(inventory.inventory.interfaces.map((i) => i.mac_address)).toContain(node.mac);
+      // the emulated devices, as the agent saw them: the NIC's driver, and the root disk on a MegaRAID host
+      expect(inventory.inventory.interfaces.find((i) => i.mac_address === node.mac)?.driver).toBe(
+        NIC_MODELS.vmxnet3.driver,
+      );
+      const root = inventory.inventory.disks.find((d) => d.serial === node.disks[0]?.serial);
+      expect(root?.name).toMatch(/^\/dev\/sd[a-z]$/);
+      const host = /^(\d+):/.exec(root?.hctl ?? "")?.[1];
+      expect(host, JSON.stringify(root)).toBeDefined();
+      await probe.waitForSerial(new RegExp(`scsi host${host}: [^\r\n]*MegaRAID`), 10_000);
 
       // provide: automated cleaning erases the disks' metadata
       await scribble(disk);

@@ -4,11 +4,15 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { exec } from "../../shared/system/exec.ts";
 import type { ExecResult } from "../../shared/system/exec.ts";
+import { NIC_MODELS, diskDeviceArgs } from "../../scripts/lab/vm-args.ts";
+import type { DiskBus, NicModel } from "../../scripts/lab/vm-args.ts";
 
 /** QEMU user-mode (slirp) networking: the guest sees 10.0.2.2 as the host's 127.0.0.1. */
 export interface UserNetwork {
   kind: "user";
   mac: string;
+  /** The NIC QEMU emulates (default virtio). */
+  model?: NicModel;
   /** DHCP boot file, e.g. http://10.0.2.2:PORT/boot/boot.ipxe. */
   bootfile?: string;
   /** slirp's own TFTP root. */
@@ -24,6 +28,7 @@ export interface UserNetwork {
 export interface TapNetwork {
   kind: "tap";
   mac: string;
+  model?: NicModel;
   ifname: string;
 }
 
@@ -31,7 +36,8 @@ export interface QemuDisk {
   path: string;
   format: "raw" | "qcow2";
   serial?: string;
-  bus?: "virtio" | "nvme";
+  /** virtio (default), nvme, or a SCSI disk behind an emulated HBA (megasas, lsi, mptsas …). */
+  bus?: DiskBus;
   /** "unmap": the guest's discards reach the image file (holes punched), as on the lab's drives. */
   discard?: "unmap";
 }
@@ -74,15 +80,15 @@ export function qemuArgs(options: QemuVmOptions & { serialLog: string }): string
     } else {
       args.push("-netdev", `tap,id=${id},ifname=${nic.ifname},script=no,downscript=no`);
     }
-    args.push("-device", `virtio-net-pci,netdev=${id},mac=${nic.mac}${index === 0 ? ",bootindex=1" : ""}`);
+    const device = NIC_MODELS[nic.model ?? "virtio"].device;
+    args.push("-device", `${device},netdev=${id},mac=${nic.mac}${index === 0 ? ",bootindex=1" : ""}`);
   });
   (options.disks ?? []).forEach((disk, index) => {
     const discard = disk.discard === undefined ? "" : `,discard=${disk.discard}`;
     args.push("-drive", `if=none,id=d${index},file=${disk.path},format=${disk.format}${discard}`);
-    const device = disk.bus === "nvme" ? "nvme" : "virtio-blk-pci";
     const serial = disk.serial === undefined ? "" : `,serial=${disk.serial}`;
     const bootindex = options.boot === "disk" && index === 0 ? ",bootindex=1" : "";
-    args.push("-device", `${device},drive=d${index}${serial}${bootindex}`);
+    args.push(...diskDeviceArgs(disk.bus ?? "virtio", index, `${serial}${bootindex}`));
   });
   if (typeof options.boot === "object") {
     args.push("-kernel", options.boot.kernel, "-initrd", options.boot.initrd, "-append", options.boot.append);

@@ -6,10 +6,31 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exec } from "../../shared/system/exec.ts";
 import type { ExecResult } from "../../shared/system/exec.ts";
 import { ensureAgentBuilt } from "../helpers/agent.ts";
+import { readDocumentedModules } from "../helpers/ramdisk-drivers.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const STAND_IN = join(ROOT, "images/ramdisk/stand-in-agent.sh");
 const BUILD_TIMEOUT_MS = 900_000;
+/** A module's name from its file path, as modprobe spells it (usb-storage.ko is usb_storage). */
+const moduleName = (path: string): string =>
+  path.replace(/^.*\//, "").replace(/\.ko$/, "").replaceAll("-", "_");
+
+/** modules.dep: module name -> the names of the modules it needs. */
+function parseModulesDep(text: string): Map<string, string[]> {
+  const deps = new Map<string, string[]>();
+  for (const line of text.trim().split("\n")) {
+    const [module = "", rest = ""] = line.split(":");
+    deps.set(
+      moduleName(module),
+      rest
+        .trim()
+        .split(" ")
+        .filter((dep) => dep !== "")
+        .map(moduleName),
+    );
+  }
+  return deps;
+}
 
 async function buildRamdisk(options: { agent: string; out: string; noCache?: boolean }): Promise<ExecResult> {
   const args = ["images/ramdisk/build.sh", "--agent", options.agent, "--out", options.out];
@@ -104,29 +125,91 @@ describe("the deploy ramdisk's contents (unpacked on the host)", () => {
     expect(result.stdout.trim()).toBe("");
   });
 
-  it("carries every listed module and their dependencies, with a modules.dep for busybox modprobe", async () => {
-    const versions = await readdir(join(unpacked, "lib/modules"));
-    expect(versions).toHaveLength(1);
-    const version = versions[0]!;
-    const modulesDep = await readFile(join(unpacked, "lib/modules", version, "modules.dep"), "utf8");
-    const listed = (await readFile(join(unpacked, "etc/anvil/modules"), "utf8")).trim().split("\n");
+  it("carries exactly drivers.md's modules with their dependencies, and loads them in its order", async () => {
+    const listed = await readDocumentedModules();
+    // the doc's families, spot-checked, so a table the parser misreads cannot pass as empty or partial
+    for (const module of ["virtio_net", "igb", "i40e", "ice", "mlx5_core", "bnxt_en", "qede", "megaraid_sas"])
+      expect(listed, module).toContain(module);
+    expect(new Set(listed).size).toBe(listed.length);
     expect(listed.indexOf("crc32c_generic")).toBeLessThan(listed.indexOf("raid456"));
-    for (const line of modulesDep.trim().split("\n")) {
-      const [module, deps = ""] = line.split(":");
-      for (const file of [
-        module!,
-        ...deps
-          .trim()
-          .split(" ")
-          .filter((dep) => dep !== ""),
-      ]) {
+    expect((await readFile(join(unpacked, "etc/anvil/modules"), "utf8")).trim().split("\n")).toEqual(listed);
+
+    // What the archive holds, read from the cpio's own listing.
+    const listing = await exec("bash", [
+      "-c",
+      'set -e -o pipefail; zstd -dc "$1" | cpio -t --quiet',
+      "list",
+      join(dir, "anvil.initramfs"),
+    ]);
+    expect(listing.code, listing.stderr).toBe(0);
+    const carried = new Set(
+      listing.stdout
+        .split("\n")
+        .filter((path) => path.endsWith(".ko"))
+        .map(moduleName),
+    );
+
+    // Debian's full modules.dep: every listed module and everything it needs (transitively) is carried.
+    const kernel = (await exec("bash", ["images/kernel/fetch.sh"], { cwd: ROOT })).stdout.trim();
+    const version = (await readFile(join(kernel, "version"), "utf8")).trim();
+    const modulesDir = join(kernel, "lib/modules", version);
+    const deps = parseModulesDep(await readFile(join(modulesDir, "modules.dep"), "utf8"));
+    const needed = new Set<string>();
+    const visit = (module: string): void => {
+      if (needed.has(module)) return;
+      const entry = deps.get(module);
+      expect(entry, `${module} is not a module of Linux ${version}`).toBeDefined();
+      needed.add(module);
+      for (const dep of entry ?? []) visit(dep);
+    };
+    for (const module of listed) visit(module);
+    expect([...needed].filter((module) => !carried.has(module))).toEqual([]);
+    // Nothing else but what those modules' softdeps name (modprobe --show-depends follows them), directly
+    // or through an alias (ext4's "pre: crypto-crc32c" is crc32c_intel), with their own dependencies.
+    const softdepTargets = new Set<string>();
+    for (const line of (await readFile(join(modulesDir, "modules.softdep"), "utf8")).split("\n")) {
+      const [, module, rest] = /^softdep (\S+) (.*)$/.exec(line) ?? [];
+      if (module !== undefined && needed.has(moduleName(module)))
+        for (const word of rest!.split(" ")) if (!word.endsWith(":") && word !== "") softdepTargets.add(word);
+    }
+    const softdeps = new Set<string>();
+    for (const line of (await readFile(join(modulesDir, "modules.alias"), "utf8")).split("\n")) {
+      const [, alias, module] = /^alias (\S+) (\S+)$/.exec(line) ?? [];
+      if (alias !== undefined && softdepTargets.has(alias)) softdeps.add(moduleName(module!));
+    }
+    for (const target of softdepTargets) if (deps.has(moduleName(target))) softdeps.add(moduleName(target));
+    const extra = [...carried].filter((module) => !needed.has(module));
+    expect(
+      extra.filter((module) => !softdeps.has(module) && !extra.some((e) => deps.get(e)?.includes(module))),
+    ).toEqual([]);
+
+    // The ramdisk's own modules.dep (busybox modprobe reads it) resolves inside the ramdisk.
+    const ramdiskDep = await readFile(join(unpacked, "lib/modules", version, "modules.dep"), "utf8");
+    for (const line of ramdiskDep.trim().split("\n")) {
+      for (const file of line
+        .replace(":", "")
+        .split(" ")
+        .filter((f) => f !== "")) {
         expect(existsSync(join(unpacked, "lib/modules", version, file)), file).toBe(true);
       }
     }
-    for (const module of listed) {
-      const file = module.replaceAll("_", "[-_]");
-      expect(modulesDep, module).toMatch(new RegExp(`/${file}\\.ko:`));
+  });
+
+  it("carries every firmware file its modules name, and only those", async () => {
+    const versions = await readdir(join(unpacked, "lib/modules"));
+    const named: string[] = [];
+    const kos = await exec("find", [join(unpacked, "lib/modules", versions[0]!), "-name", "*.ko"]);
+    for (const ko of kos.stdout.trim().split("\n")) {
+      const info = await exec("modinfo", ["-F", "firmware", ko]);
+      expect(info.code, info.stderr).toBe(0);
+      named.push(...info.stdout.split("\n").filter((name) => name !== ""));
     }
+    // qede's qed cannot bring its NIC up without its file
+    expect(named).toContainEqual(expect.stringMatching(/^qed\/qed_init_values/));
+    const present = await exec("find", [join(unpacked, "usr/lib/firmware"), "-type", "f", "-printf", "%P\n"]);
+    expect(present.stdout.trim().split("\n").sort()).toEqual([...new Set(named)].sort());
+    const buildInfo = await readFile(join(unpacked, "etc/anvil/build-info"), "utf8");
+    expect(buildInfo).toMatch(/^firmware-qlogic \S+$/m);
   });
 
   it("has an /init that busybox sh parses", async () => {

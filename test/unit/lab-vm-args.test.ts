@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { labVmArgs, withoutDisk } from "../../scripts/lab/vm-args.ts";
+import { DISK_BUSES, NIC_MODELS, labVmArgs, withoutDisk } from "../../scripts/lab/vm-args.ts";
+import type { DiskBus, NicModel } from "../../scripts/lab/vm-args.ts";
 
 describe("a lab VM's argv without one disk", () => {
   const argv = labVmArgs({
@@ -69,5 +70,50 @@ describe("a lab VM's NIC", () => {
     expect(nic(7443).match(/guestfwd=/g)).toHaveLength(2);
     expect(nic(7443)).toContain("guestfwd=tcp:10.0.2.100:80-cmd:busybox nc 127.0.0.1 7001");
     expect(nic(7443)).toContain("guestfwd=tcp:10.0.2.100:443-cmd:busybox nc 127.0.0.1 7443");
+  });
+});
+
+describe("a lab VM's NIC model and disk buses", () => {
+  const argv = (nicModel: NicModel | undefined, buses: DiskBus[]) =>
+    labVmArgs({
+      dir: "/lab/vm",
+      name: "lab-01",
+      mac: "52:54:00:a0:00:01",
+      memoryMb: 768,
+      vcpus: 1,
+      conductorPort: 7001,
+      disks: buses.map((bus, index) => ({ file: `/lab/vm/${index}.qcow2`, bus, serial: `S${index}` })),
+      ...(nicModel === undefined ? {} : { nicModel }),
+    });
+  const devices = (args: string[]) => args.filter((_, index) => args[index - 1] === "-device");
+
+  it.each(Object.entries(NIC_MODELS))("emulates the %s NIC with QEMU's %o", (model, { device }) => {
+    const nics = devices(argv(model as NicModel, [])).filter((d) => d.includes("netdev=n0"));
+    expect(nics).toEqual([`${device},netdev=n0,mac=52:54:00:a0:00:01`]);
+  });
+
+  it("is virtio-net without a model", () => {
+    expect(devices(argv(undefined, [])).join(" ")).toMatch(/^virtio-net-pci,netdev=n0,/);
+  });
+
+  it("puts each SCSI disk behind an HBA of its own, and virtio and NVMe disks on PCI directly", () => {
+    expect(devices(argv("vmxnet3", ["megasas", "virtio", "lsi", "nvme", "mptsas"])).slice(1)).toEqual([
+      "megasas,id=hba0",
+      "scsi-hd,drive=d0,bus=hba0.0,serial=S0",
+      "virtio-blk-pci,drive=d1,serial=S1",
+      "lsi53c895a,id=hba2",
+      "scsi-hd,drive=d2,bus=hba2.0,serial=S2",
+      "nvme,drive=d3,serial=S3",
+      "mptsas1068,id=hba4",
+      "scsi-hd,drive=d4,bus=hba4.0,serial=S4",
+    ]);
+  });
+
+  it.each(Object.keys(DISK_BUSES))("drops a %s disk with its HBA and keeps the other disks", (bus) => {
+    const full = argv("virtio", [bus as DiskBus, "nvme"]);
+    const left = withoutDisk(full, "/lab/vm/0.qcow2");
+    expect(left.join(" ")).not.toContain("0.qcow2");
+    expect(left.join(" ")).not.toMatch(/hba0|drive=d0/);
+    expect(devices(left).slice(1)).toEqual(["nvme,drive=d1,serial=S1"]);
   });
 });
