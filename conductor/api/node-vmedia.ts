@@ -25,23 +25,21 @@ const URL_SCHEMES = new Set(["http", "https", "nfs", "cifs", "smb"]);
 
 /** A JSON value as Python's repr prints it in jsonschema's messages (bounded). */
 function pyValue(value: unknown): string {
+  return pyRepr(value).slice(0, 300);
+}
+
+function pyRepr(value: unknown): string {
   if (typeof value === "string") {
     const text = value.slice(0, 300);
     return text.includes("'") && !text.includes('"') ? `"${text}"` : `'${text.replace(/'/g, "\\'")}'`;
   }
-  if (value === null) return "None";
+  if (value === null || value === undefined) return "None";
   if (value === true) return "True";
   if (value === false) return "False";
   if (typeof value === "number") return String(value);
-  const json = JSON.stringify(value) ?? "";
-  return json
-    .replace(/"((?:[^"\\]|\\.)*)"/g, "'$1'")
-    .replace(/:/g, ": ")
-    .replace(/,/g, ", ")
-    .replace(/\btrue\b/g, "True")
-    .replace(/\bfalse\b/g, "False")
-    .replace(/\bnull\b/g, "None")
-    .slice(0, 300);
+  if (Array.isArray(value)) return `[${value.slice(0, 50).map(pyRepr).join(", ")}]`;
+  const entries = Object.entries(value as Record<string, unknown>).slice(0, 50);
+  return `{${entries.map(([key, item]) => `${pyRepr(key)}: ${pyRepr(item)}`).join(", ")}}`;
 }
 
 const schemaError = (message: string) => badRequest(`Schema error for vmedia: ${message}`);

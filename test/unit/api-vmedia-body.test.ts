@@ -38,6 +38,9 @@ describe("the virtual media request parsers", () => {
     expect(fault({ device_type: false, image_url: "http://h" })).toBe(
       "Schema error for vmedia: False is not of type 'string'",
     );
+    expect(fault({ device_type: ["a,b", { k: null }], image_url: "http://h" })).toBe(
+      "Schema error for vmedia: ['a,b', {'k': None}] is not of type 'string'",
+    );
     expect(fault({ device_type: "cdrom", image_url: "http://[::1" })).toBe(
       "Invalid image_url: 'http://[::1' is not a valid URL",
     );
