@@ -133,6 +133,7 @@ export function createConductor(
           .flatMap((r) => (r.url ? [r.url] : [])),
       publish: (e) => events.publish(e),
       imageSources: imageServing.sources,
+      vmediaImages: imageServing.vmedia,
     },
     drivers,
     options.sign ?? imageServing.sign,

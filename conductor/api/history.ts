@@ -57,6 +57,15 @@ function describe(
       return { eventType: "maintenance", event: `Maintenance set by ${who}`, changes: maskPatch(body ?? {}) };
     case "DELETE /v1/nodes/:ident/maintenance":
       return { eventType: "maintenance", event: `Maintenance cleared by ${who}` };
+    // the image URL stays out: an operator's URL may carry credentials or a presigned query
+    case "POST /v1/nodes/:ident/vmedia":
+      return {
+        eventType: "vmedia",
+        event: `Virtual media ${String(body?.device_type)} attach requested by ${who}`,
+      };
+    case "DELETE /v1/nodes/:ident/vmedia":
+    case "DELETE /v1/nodes/:ident/vmedia/:device":
+      return { eventType: "vmedia", event: `Virtual media detach requested by ${who}` };
     case "PUT /v1/nodes/:ident/management/boot_device":
       return { eventType: "boot_device", event: `Boot device set by ${who}`, changes: maskPatch(body) };
     case "PUT /v1/nodes/:ident/traits":

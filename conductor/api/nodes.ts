@@ -30,6 +30,7 @@ import { nodeAllocationRoutes } from "./node-allocation.ts";
 import { nodeConsoleRoutes } from "./node-console.ts";
 import { nodeVifRoutes } from "./node-vifs.ts";
 import { nodeIndicatorRoutes } from "./node-indicators.ts";
+import { nodeVmediaRoutes } from "./node-vmedia.ts";
 import {
   type IdentParams,
   calls,
@@ -203,6 +204,7 @@ export function nodesPlugin(deps: ApiDeps) {
     app.get<IdentParams>(`${node}/ports/detail`, sub.nodePorts(deps, true));
     nodeVifRoutes(app, deps);
     nodeIndicatorRoutes(app, deps);
+    nodeVmediaRoutes(app, deps);
     nodeAllocationRoutes(app, deps);
     nodeConsoleRoutes(app, deps);
   };

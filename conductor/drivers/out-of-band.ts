@@ -40,6 +40,17 @@ export interface IndicatorChange {
 /** Ironic's get_supported_indicators: component → indicator name → what it offers. */
 export type IndicatorMap = Partial<Record<IndicatorComponent, Record<string, IndicatorInfo>>>;
 
+/** A virtual media device an image can be attached as (Ironic's boot_devices.VMEDIA_DEVICES, its order). */
+export const VMEDIA_DEVICES = ["disk", "cdrom", "floppy"] as const;
+export type VmediaDevice = (typeof VMEDIA_DEVICES)[number];
+
+/** One virtual media slot of the BMC as Ironic's get_virtual_media lists it. */
+export interface VirtualMediaInfo {
+  media_types: string[];
+  inserted: boolean | null;
+  image: string | null;
+}
+
 /** Switches a node on and off through its BMC. */
 export interface PowerInterface {
   /** @throws InvalidDriverInfo when driver_info lacks or mangles what this interface needs. */
@@ -83,6 +94,23 @@ export interface ManagementInterface {
   ): Promise<IndicatorState>;
   /** @throws Invalid for an unknown indicator or a state it does not offer */
   setIndicatorState?(node: DriverNode, change: IndicatorChange, options?: CallOptions): Promise<void>;
+  /** The BMC's virtual media slots (Ironic's get_virtual_media); absent where the driver has none. */
+  getVirtualMedia?(node: DriverNode, options?: CallOptions): Promise<VirtualMediaInfo[]>;
+  /**
+   * Inserts the image at `url` (already reachable by the BMC) as `device`, ejecting what that slot held
+   * (Ironic's attach_virtual_media). @throws DriverError (no such slot, mount refused)
+   */
+  attachVirtualMedia?(
+    node: DriverNode,
+    request: { device: VmediaDevice; url: string },
+    options?: CallOptions,
+  ): Promise<void>;
+  /** Ejects the devices named, or every slot for null (Ironic's detach_virtual_media). @throws DriverError */
+  detachVirtualMedia?(
+    node: DriverNode,
+    devices: readonly VmediaDevice[] | null,
+    options?: CallOptions,
+  ): Promise<void>;
 }
 
 /** Makes the node boot the deploy ramdisk, or its own disk afterwards. */

@@ -4,6 +4,7 @@ import type { ConductorConfig } from "../config.ts";
 import type { Store } from "../db/store.ts";
 import type { ImageSources } from "../images/glance-source.ts";
 import type { UrlSigner } from "../images/image-request.ts";
+import type { VmediaImages } from "../images/vmedia-images.ts";
 import type { AgentControl } from "./agent-control.ts";
 import type { BootInterface, DriverNode, ManagementInterface, PowerInterface } from "./out-of-band.ts";
 
@@ -28,6 +29,8 @@ export interface TaskDeps {
   sign: UrlSigner;
   /** Resolves Glance image sources (Ironic's glance://<uuid> or a bare UUID); unset: they are refused. */
   imageSources?: ImageSources;
+  /** Downloads and serves operators' virtual media images (image_download_source local); unset: refused. */
+  vmediaImages?: VmediaImages;
 }
 
 /** The power changes a task makes on its own (an operator's soft variants go through the power operation). */

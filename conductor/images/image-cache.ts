@@ -8,9 +8,12 @@ import { pipeline } from "node:stream/promises";
 import type { ChecksumAlgo } from "../../shared/image.ts";
 import { Invalid } from "../errors.ts";
 
-/** What a cached image must match: its digest always, its size when the source says. */
+/**
+ * What a cached image must match: its digest when the source gives one (Glance always does; an operator's
+ * virtual media URL has none), its size when the source says.
+ */
 export interface Expected {
-  checksum: { algo: ChecksumAlgo; value: string };
+  checksum: { algo: ChecksumAlgo; value: string } | null;
   size?: number | null;
 }
 
@@ -93,6 +96,15 @@ export class ImageCache {
     return this.entries.has(name);
   }
 
+  /** Removes an image nobody leases now (one that is not for sharing, once its user is done with it). */
+  async discard(name: string): Promise<void> {
+    const entry = this.entries.get(name);
+    if (!entry || entry.pins > 0) return;
+    this.entries.delete(name);
+    this.recount();
+    await unlink(join(this.options.dir, name)).catch(() => undefined);
+  }
+
   /** Marks a cached image used (a node fetched it), for the eviction order. */
   touch(name: string): void {
     const entry = this.entries.get(name);
@@ -155,7 +167,8 @@ export class ImageCache {
       await this.evict(expected.size);
     }
     const part = join(this.options.dir, `${PART}${name}-${randomBytes(6).toString("hex")}`);
-    const hash = createHash(expected.checksum.algo);
+    const { checksum } = expected;
+    const hash = checksum ? createHash(checksum.algo) : null;
     let bytes = 0;
     const limit = this.options.maxBytes;
     const counter = new Transform({
@@ -165,7 +178,7 @@ export class ImageCache {
           done(new Invalid(`Image ${name} is larger than the conductor's image cache (${limit} bytes)`));
           return;
         }
-        hash.update(chunk);
+        hash?.update(chunk);
         done(null, chunk);
       },
     });
@@ -175,10 +188,10 @@ export class ImageCache {
         signal: this.stopping.signal,
       });
       this.stats.bytesDownloaded += bytes;
-      const got = hash.digest("hex");
-      if (got !== expected.checksum.value.toLowerCase()) {
+      const got = hash?.digest("hex");
+      if (checksum && got !== checksum.value.toLowerCase()) {
         throw new Invalid(
-          `Image ${name} failed its checksum: expected ${expected.checksum.algo} ${expected.checksum.value}, got ${got}`,
+          `Image ${name} failed its checksum: expected ${checksum.algo} ${checksum.value}, got ${got}`,
         );
       }
       if (typeof expected.size === "number" && bytes !== expected.size) {

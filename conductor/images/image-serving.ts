@@ -9,14 +9,17 @@ import type { UrlSigner } from "./image-request.ts";
 import type { ImageRoutes } from "./image-routes.ts";
 import { ImageLinks, type LinkKeySource } from "./signed-links.ts";
 import { createUrlSigner } from "./url-signer.ts";
+import { CachedVmediaImages, type VmediaImages } from "./vmedia-images.ts";
 
 /** One conductor's image side: the URL signer, Glance sources, the cache and the routes serving it. */
 export interface ImageServing {
   sign: UrlSigner;
   sources: ImageSources;
   routes: ImageRoutes;
-  cache?: ImageCache;
+  cache: ImageCache;
   links: ImageLinks;
+  /** Operators' virtual media images the conductor downloads (image_download_source local). */
+  vmedia: VmediaImages;
   /** Loads the cluster's link key and the cache's index; before it no link is signed or accepted. */
   start(store: LinkKeySource): Promise<void>;
   /** Stops running Glance downloads. */
@@ -41,13 +44,13 @@ export function createImageServing(
   const sign = createUrlSigner(config, { publicUrl, links });
   if (config.images.localRoot) mkdirSync(config.images.localRoot, { recursive: true });
   const glance = config.glance;
-  let cache: ImageCache | undefined;
   let sources: ImageSources = noGlance;
+  const dir = imageCacheDir(config);
+  // the routes resolve the directory when the listener starts, before start() reads it
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // Glance images and operators' virtual media images share one bound
+  const cache = new ImageCache({ dir, maxBytes: config.images.cache.maxBytes });
   if (glance) {
-    const dir = imageCacheDir(config);
-    // the routes resolve the directory when the listener starts, before start() reads it
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    cache = new ImageCache({ dir, maxBytes: config.images.cache.maxBytes });
     sources = new GlanceImageSources({
       client: new GlanceClient({
         endpoint: glance.endpoint,
@@ -70,20 +73,27 @@ export function createImageServing(
     vmediaDir,
     ...(config.images.localRoot ? { localRoot: config.images.localRoot } : {}),
     ...(config.images.publicDir !== undefined ? { publicDir: config.images.publicDir } : {}),
-    ...(cache ? { cache } : {}),
+    cache,
   };
+  const vmedia = new CachedVmediaImages({
+    cache,
+    links,
+    publicUrl,
+    linkLifetimeS: config.images.urlExpiresS,
+  });
   return {
     sign,
     sources,
     routes,
     cache,
     links,
+    vmedia,
     async start(store) {
       await links.load(store);
-      await cache?.open();
+      await cache.open();
     },
     stop() {
-      cache?.close();
+      cache.close();
     },
   };
 }

@@ -120,4 +120,28 @@ describe("the conductor's image cache", () => {
       ).rejects.toThrow(/not a cacheable/);
     }
   });
+  it("keeps an image with no digest to check (virtual media) until discarded, never while leased", async () => {
+    const c = cache(256 * KiB);
+    await c.open();
+    const data = bytes(7, 40 * KiB);
+    const lease = await c.acquire("vmedia-cdrom-n1-abc", { checksum: null }, source("v", data));
+    expect(await readFile(join(dir, lease.name))).toEqual(data);
+    expect(c.stats.bytes).toBe(data.length);
+    await c.discard(lease.name);
+    expect(c.has(lease.name)).toBe(true);
+    lease.release();
+    await c.discard(lease.name);
+    expect(c.has(lease.name)).toBe(false);
+    expect(c.stats.bytes).toBe(0);
+    expect(await readdir(dir)).toEqual([]);
+  });
+
+  it("bounds an image with no digest by the cache's size", async () => {
+    const c = cache(16 * KiB);
+    await c.open();
+    await expect(
+      c.acquire("vmedia-big", { checksum: null }, source("big", bytes(1, 32 * KiB))),
+    ).rejects.toThrow("Image vmedia-big is larger than the conductor's image cache (16384 bytes)");
+    expect(await readdir(dir)).toEqual([]);
+  });
 });

@@ -2,7 +2,22 @@ import type { BootDevice } from "../../../shared/states.ts";
 import { BOOT_DEVICES } from "../../../shared/states.ts";
 import { Invalid } from "../../errors.ts";
 import type { CallOptions, DriverNode, ManagementInterface } from "../interfaces.ts";
-import type { IndicatorChange, IndicatorComponent, IndicatorMap, IndicatorState } from "../out-of-band.ts";
+import type {
+  IndicatorChange,
+  IndicatorComponent,
+  IndicatorMap,
+  IndicatorState,
+  VirtualMediaInfo,
+  VmediaDevice,
+} from "../out-of-band.ts";
+import { VMEDIA_DEVICES } from "../out-of-band.ts";
+
+// the Redfish MediaTypes fake-hardware's slots answer with, one slot per device
+const FAKE_MEDIA_TYPES: Record<VmediaDevice, string[]> = {
+  disk: ["USBStick"],
+  cdrom: ["CD", "DVD"],
+  floppy: ["Floppy"],
+};
 
 // Ironic's fake get_supported_indicators
 const FAKE_INDICATORS: IndicatorMap = {
@@ -24,7 +39,41 @@ export class FakeManagement implements ManagementInterface {
   /** Indicator states set per node ("uuid name@component"); unset ones read "on" as Ironic's fake answers. */
   readonly indicators = new Map<string, IndicatorState>();
 
+  /** The image each node's device holds ("uuid device" → URL): what a test reads back. */
+  readonly vmedia = new Map<string, string>();
+
   validate(_node: DriverNode): void {}
+
+  async getVirtualMedia(node: DriverNode, _options?: CallOptions): Promise<VirtualMediaInfo[]> {
+    return Promise.resolve(
+      VMEDIA_DEVICES.map((device) => {
+        const image = this.vmedia.get(`${node.uuid} ${device}`);
+        return {
+          media_types: [...FAKE_MEDIA_TYPES[device]],
+          inserted: image !== undefined,
+          image: image ?? "",
+        };
+      }),
+    );
+  }
+
+  async attachVirtualMedia(
+    node: DriverNode,
+    request: { device: VmediaDevice; url: string },
+    _options?: CallOptions,
+  ): Promise<void> {
+    this.vmedia.set(`${node.uuid} ${request.device}`, request.url);
+    return Promise.resolve();
+  }
+
+  async detachVirtualMedia(
+    node: DriverNode,
+    devices: readonly VmediaDevice[] | null,
+    _options?: CallOptions,
+  ): Promise<void> {
+    for (const device of devices ?? VMEDIA_DEVICES) this.vmedia.delete(`${node.uuid} ${device}`);
+    return Promise.resolve();
+  }
 
   async getIndicators(_node: DriverNode, _options?: CallOptions): Promise<IndicatorMap> {
     return Promise.resolve(structuredClone(FAKE_INDICATORS));

@@ -3,8 +3,16 @@ import type { BootDevice } from "../../../shared/states.ts";
 import { bootModeOf } from "../boot/boot-mode.ts";
 import { DriverError } from "../errors.ts";
 import type { CallOptions, DriverNode, ManagementInterface } from "../interfaces.ts";
-import type { IndicatorChange, IndicatorComponent, IndicatorMap, IndicatorState } from "../out-of-band.ts";
+import type {
+  IndicatorChange,
+  IndicatorComponent,
+  IndicatorMap,
+  IndicatorState,
+  VirtualMediaInfo,
+  VmediaDevice,
+} from "../out-of-band.ts";
 import { RedfishIndicators } from "./indicators.ts";
+import { RedfishVirtualMediaDevices } from "./vmedia-devices.ts";
 import { RedfishError, type RedfishConnections } from "./client.ts";
 import { parseRedfishDriverInfo } from "./driver-info.ts";
 import { postReset, type BootRestorer } from "./reset.ts";
@@ -40,10 +48,12 @@ export class RedfishManagement implements ManagementInterface, BootRestorer {
   // Ironic keeps redfish_boot_device; NOTE: held in memory, so a conductor restart forgets it
   private readonly onceFallback = new Map<string, BootDevice>();
   private readonly indicators: RedfishIndicators;
+  private readonly vmedia: RedfishVirtualMediaDevices;
 
   constructor(private readonly options: RedfishManagementOptions) {
     this.connections = options.connections;
     this.indicators = new RedfishIndicators(options.connections);
+    this.vmedia = new RedfishVirtualMediaDevices(options.connections);
   }
 
   /** @throws InvalidDriverInfo */
@@ -170,6 +180,29 @@ export class RedfishManagement implements ManagementInterface, BootRestorer {
     options: CallOptions = {},
   ): Promise<void> {
     await this.indicators.set(node, change, options);
+  }
+
+  /** Every VirtualMedia slot of the system (or its managers). @throws RedfishError */
+  async getVirtualMedia(node: DriverNode, options: CallOptions = {}): Promise<VirtualMediaInfo[]> {
+    return this.vmedia.list(node, options);
+  }
+
+  /** @throws RedfishError, DriverError (no slot for the device, mount refused) */
+  async attachVirtualMedia(
+    node: DriverNode,
+    request: { device: VmediaDevice; url: string },
+    options: CallOptions = {},
+  ): Promise<void> {
+    await this.vmedia.attach(node, request, options);
+  }
+
+  /** @throws RedfishError */
+  async detachVirtualMedia(
+    node: DriverNode,
+    devices: readonly VmediaDevice[] | null,
+    options: CallOptions = {},
+  ): Promise<void> {
+    await this.vmedia.detach(node, devices, options);
   }
 
   /** SecureBoot.SecureBootEnable. @throws RedfishError, DriverError where the system has no SecureBoot */

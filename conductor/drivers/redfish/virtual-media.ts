@@ -37,6 +37,42 @@ const isCd = (media: VirtualMedia): boolean =>
   (media.MediaTypes ?? []).some((t) => t === "CD" || t === "DVD");
 
 /**
+ * Every virtual media slot of the system: its own VirtualMedia collection when it has one (Redfish 2021.1+),
+ * else its managers' (Ironic's _get_vmedia order). @throws RedfishError
+ */
+export async function listSlots(
+  client: RedfishClient,
+  systemPath: string,
+  signal?: AbortSignal,
+): Promise<CdSlot[]> {
+  const system = await client.get(systemPath, MediaOwnersSchema, signal);
+  const collections: string[] = [];
+  if (system.VirtualMedia) collections.push(system.VirtualMedia["@odata.id"]);
+  else
+    for (const manager of system.Links?.ManagedBy ?? []) {
+      const found = await client.get(manager["@odata.id"], ManagerSchema, signal);
+      if (found.VirtualMedia) collections.push(found.VirtualMedia["@odata.id"]);
+    }
+  const slots: CdSlot[] = [];
+  for (const collection of collections) {
+    for (const member of (await client.get(collection, CollectionSchema, signal)).Members) {
+      const path = member["@odata.id"];
+      slots.push({ path, media: await client.get(path, VirtualMediaSchema, signal) });
+    }
+  }
+  return slots;
+}
+
+/**
+ * Whether a slot takes `mediaType` (Redfish's CD, Floppy or USBStick); a DVD slot takes a CD, as Ironic
+ * lets it for the BMCs that offer only DVD (Cisco UCS).
+ */
+export function takesMedia(slot: CdSlot, mediaType: string): boolean {
+  const types = slot.media.MediaTypes ?? [];
+  return types.includes(mediaType) || (mediaType === "CD" && types.includes("DVD"));
+}
+
+/**
  * The system's virtual CD: a member with MediaTypes CD or DVD of the system's own VirtualMedia collection
  * (Redfish 2021.1+), else of its managers' (as Ironic looks: systems first, then managers). Null when none.
  * @throws RedfishError
