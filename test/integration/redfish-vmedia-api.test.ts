@@ -1,3 +1,4 @@
+import { MAX_VERSION_STRING } from "../../conductor/api/microversion.ts";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import fc from "fast-check";
@@ -167,7 +168,7 @@ describe("virtual media through the API to the lab's Redfish BMC", { timeout: 12
     await settled(rf);
   });
 
-  it("is a 404 below 1.89 (every method) and GET below 1.93; 1.90 is beyond the maximum", async () => {
+  it("is a 404 below 1.89 (every method) and GET below 1.93, which lists the slots", async () => {
     for (const method of ["POST", "DELETE", "GET"]) {
       const r = await api(vmedia(rf), {
         method,
@@ -177,9 +178,12 @@ describe("virtual media through the API to the lab's Redfish BMC", { timeout: 12
       expect(r.status, method).toBe(404);
     }
     expect((await api(vmedia(rf), { headers: v })).status).toBe(404);
-    expect((await api(vmedia(rf), { headers: at("1.93") })).status).toBe(406);
+    // 1.93: GET lists the slots as Ironic's get_vmedia does
+    const listed = await api(vmedia(rf), { headers: at("1.93") });
+    expect(listed.status).toBe(200);
+    expect(listed.body).toEqual([{ media_types: ["CD", "DVD"], inserted: false, image: null }]);
     const root = await api(`${ctx.url}/v1`);
-    expect((root.body as { version: { version: string } }).version.version).toBe("1.89");
+    expect((root.body as { version: { version: string } }).version.version).toBe(MAX_VERSION_STRING);
     expect(media().inserted).toBe(false);
   });
 
