@@ -1,6 +1,7 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { VirtualMediaInfo, VmediaDevice } from "../drivers/out-of-band.ts";
 import { Invalid } from "../errors.ts";
+import type { Task } from "../tasks/task.ts";
 import { defineOperation, hardwareOf, underLock, type OperationContext } from "./operation.ts";
 
 /** GET /v1/nodes/{id}/vmedia (1.93), under a shared lock as Ironic's get_virtual_media since its fix. */
@@ -54,6 +55,43 @@ function pyList(devices: readonly string[] | null): string {
   return devices === null ? "None" : `[${devices.map((d) => `'${d}'`).join(", ")}]`;
 }
 
+/**
+ * Ironic's attach/detach shape: the management interface validated and last_error cleared under the exclusive
+ * lock (the API then answers 204), the work done in the background still under it; its failure lands in
+ * last_error as `<failure>: <reason>` and in the event stream.
+ */
+async function validatedThenInBackground(
+  ctx: OperationContext,
+  node: NodeRecord,
+  options: {
+    spec: typeof ATTACH_VMEDIA;
+    action: "attach" | "detach";
+    failure: (uuid: string) => string;
+    work: (task: Task) => Promise<Record<string, string>>;
+  },
+): Promise<void> {
+  const { action } = options;
+  await underLock(ctx, node, {
+    spec: options.spec,
+    body: async (task, lock) => {
+      task.hw.management.validate(await task.driverNode());
+      await task.update({ last_error: null });
+      lock.spawnAfter(async (t) => {
+        const uuid = t.node.uuid;
+        try {
+          const fields = await options.work(t);
+          ctx.deps.publish({ type: "vmedia", node: uuid, action, ...fields });
+        } catch (error) {
+          const message = `${options.failure(uuid)}: ${messageOf(error)}`;
+          t.log.error(message);
+          await t.update({ last_error: message });
+          ctx.deps.publish({ type: "vmedia", node: uuid, action, error: message });
+        }
+      });
+    },
+  });
+}
+
 /** @throws Invalid (unknown driver, no virtual media), InvalidDriverInfo, DriverError, RedfishError */
 export async function getVirtualMedia(ctx: OperationContext, node: NodeRecord): Promise<VirtualMediaInfo[]> {
   requireVmedia(ctx, node, "get_virtual_media");
@@ -88,35 +126,30 @@ export async function attachVirtualMedia(
   const images = ctx.deps.vmediaImages;
   if (request.source === "local" && !images)
     throw new Invalid("This conductor cannot serve virtual media images: use image_download_source 'http'");
-  await underLock(ctx, node, {
+  await validatedThenInBackground(ctx, node, {
     spec: ATTACH_VMEDIA,
-    body: async (task, lock) => {
-      task.hw.management.validate(await task.driverNode());
-      await task.update({ last_error: null });
-      lock.spawnAfter(async (t) => {
-        const uuid = t.node.uuid;
-        try {
-          // Ironic's `swift` serves a Glance image by a temporary URL; an http(s) URL goes to the BMC as is
-          const served =
-            request.source === "local" && images
-              ? await images.publish({ node: uuid, device: request.device, url: request.url }, t.signal)
-              : request.url;
-          if (request.source !== "local") await images?.unpublish(uuid, [request.device]);
-          await t.hw.management.attachVirtualMedia?.(
-            await t.driverNode(),
-            { device: request.device, url: served },
-            { signal: t.signal },
-          );
-          t.log.info({ device: request.device }, "virtual media attached");
-          ctx.deps.publish({ type: "vmedia", node: uuid, action: "attach", device: request.device });
-        } catch (error) {
-          await images?.unpublish(uuid, [request.device]);
-          const message = `Could not attach device ${request.device} to node ${uuid}: ${messageOf(error)}`;
-          t.log.error({ device: request.device }, message);
-          await t.update({ last_error: message });
-          ctx.deps.publish({ type: "vmedia", node: uuid, action: "attach", error: message });
-        }
-      });
+    action: "attach",
+    failure: (uuid) => `Could not attach device ${request.device} to node ${uuid}`,
+    work: async (t) => {
+      const uuid = t.node.uuid;
+      try {
+        // Ironic's `swift` serves a Glance image by a temporary URL; an http(s) URL goes to the BMC as is
+        const served =
+          request.source === "local" && images
+            ? await images.publish({ node: uuid, device: request.device, url: request.url }, t.signal)
+            : request.url;
+        if (request.source !== "local") await images?.unpublish(uuid, [request.device]);
+        await t.hw.management.attachVirtualMedia?.(
+          await t.driverNode(),
+          { device: request.device, url: served },
+          { signal: t.signal },
+        );
+      } catch (error) {
+        await images?.unpublish(uuid, [request.device]);
+        throw error;
+      }
+      t.log.info({ device: request.device }, "virtual media attached");
+      return { device: request.device };
     },
   });
 }
@@ -132,24 +165,14 @@ export async function detachVirtualMedia(
   devices: readonly VmediaDevice[] | null,
 ): Promise<void> {
   requireVmedia(ctx, node, "detach_virtual_media");
-  await underLock(ctx, node, {
+  await validatedThenInBackground(ctx, node, {
     spec: DETACH_VMEDIA,
-    body: async (task, lock) => {
-      task.hw.management.validate(await task.driverNode());
-      await task.update({ last_error: null });
-      lock.spawnAfter(async (t) => {
-        const uuid = t.node.uuid;
-        try {
-          await t.hw.management.detachVirtualMedia?.(await t.driverNode(), devices, { signal: t.signal });
-          await ctx.deps.vmediaImages?.unpublish(uuid, devices);
-          ctx.deps.publish({ type: "vmedia", node: uuid, action: "detach" });
-        } catch (error) {
-          const message = `Could not detach device(s) ${pyList(devices)} from node ${uuid}: ${messageOf(error)}`;
-          t.log.error(message);
-          await t.update({ last_error: message });
-          ctx.deps.publish({ type: "vmedia", node: uuid, action: "detach", error: message });
-        }
-      });
+    action: "detach",
+    failure: (uuid) => `Could not detach device(s) ${pyList(devices)} from node ${uuid}`,
+    work: async (t) => {
+      await t.hw.management.detachVirtualMedia?.(await t.driverNode(), devices, { signal: t.signal });
+      await ctx.deps.vmediaImages?.unpublish(t.node.uuid, devices);
+      return {};
     },
   });
 }
