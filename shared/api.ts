@@ -80,7 +80,9 @@ export const PortCreateBody = z
   .object({
     uuid: UUID.optional(),
     address: z.string().min(1).max(64),
-    node_uuid: UUID,
+    /** One of node_uuid and (1.94) node_ident, the node's uuid or name: Ironic's PORT_SCHEMA oneOf. */
+    node_uuid: UUID.optional(),
+    node_ident: z.string().min(1).max(255).optional(),
     portgroup_uuid: UUID.nullable().optional(),
     pxe_enabled: Booleanish.optional(),
     physical_network: z.string().max(64).nullable().optional(),

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { JsonPatch, PortCreateBody } from "../../shared/api.ts";
 import { type NodeRecord, PortRecord, newPortRecord } from "../../shared/resources.ts";
+import { pyRepr } from "../../shared/py-format.ts";
 import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { normalizeMac } from "../drivers/boot/mac.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
@@ -79,6 +80,30 @@ async function loadPort(
 }
 
 /** A port may change only while its node is not being worked on. */
+/**
+ * The node a new port goes on: `node_uuid`, or from 1.94 `node_ident` (uuid or name), exactly one of them as
+ * Ironic's PORT_SCHEMA oneOf says; the node record, or the ident asked for when there is none (the caller's
+ * NodeNotFound names it). @throws Invalid (neither or both), NotAcceptable (node_ident below 1.94)
+ */
+async function portNodeOf(
+  deps: ApiDeps,
+  body: PortCreateBody,
+  request: { body: unknown; apiMinor: number },
+): Promise<NodeRecord | string> {
+  const ident = body.node_ident ?? body.node_uuid;
+  if (ident === undefined || (body.node_ident !== undefined && body.node_uuid !== undefined)) {
+    const why =
+      ident === undefined
+        ? "is not valid under any of the given schemas"
+        : "is valid under each of {'required': ['node_ident']}, {'required': ['node_uuid']}";
+    // jsonschema echoes the whole body; a long one is cut, as pyRepr cuts long values elsewhere
+    throw badRequest(`Schema error for port: ${pyRepr(request.body).slice(0, 1000)} ${why}`);
+  }
+  if (body.node_ident !== undefined && request.apiMinor < 94)
+    throw new NotAcceptable("Request not acceptable.");
+  return (await deps.store.getNode(ident)) ?? ident;
+}
+
 async function checkNodeFree(deps: ApiDeps, nodeUuid: string): Promise<void> {
   const node = await deps.store.getNode(nodeUuid);
   if (!node) throw badRequest(`Node ${nodeUuid} could not be found.`);
@@ -145,19 +170,21 @@ export function portsPlugin(deps: ApiDeps) {
 
     app.post("/v1/ports", async (request, reply) => {
       const body = PortCreateBody.parse(request.body);
-      checkPortFields(Object.keys(body), request.apiMinor);
+      const { node_ident: _ident, ...fields } = body;
+      checkPortFields(Object.keys(fields), request.apiMinor);
       checkStoredJson(body, PORT_JSON_FIELDS, deps.config.api);
       const address = mac(body.address);
-      const target = await deps.store.getNode(body.node_uuid);
-      if (target) checkNodeRule("baremetal:port:create", request.identity, target);
+      const target = await portNodeOf(deps, body, request);
+      if (typeof target !== "string") checkNodeRule("baremetal:port:create", request.identity, target);
       else authorize("baremetal:port:create", request.identity);
-      await checkNodeFree(deps, body.node_uuid);
-      await checkPortgroup(deps, body.portgroup_uuid, body.node_uuid);
+      const nodeUuid = typeof target === "string" ? target : target.uuid;
+      await checkNodeFree(deps, nodeUuid);
+      await checkPortgroup(deps, body.portgroup_uuid, nodeUuid);
       const port = await deps.store.createPort(
         newPortRecord({
           uuid: body.uuid,
           address,
-          node_uuid: body.node_uuid,
+          node_uuid: nodeUuid,
           portgroup_uuid: body.portgroup_uuid,
           pxe_enabled: body.pxe_enabled,
           physical_network: body.physical_network,
