@@ -43,6 +43,19 @@ async function checkMigrated(store: Store, uuids: string[]): Promise<void> {
   );
 }
 
+/** Where the 1.88 migration stands in a list: the database is set back to just before it. */
+const portNameAt = (migrations: readonly string[]): number =>
+  migrations.findIndex((m) => m.includes("CREATE UNIQUE INDEX ports_name"));
+
+/**
+ * The tables the migrations after the 1.88 one create, dropped so that opening the store runs them again as
+ * on a database from before 1.88. A later migration that alters an older table must be undone here too.
+ */
+const tablesAfterPortNames = (migrations: readonly string[]): string[] =>
+  migrations
+    .slice(portNameAt(migrations) + 1)
+    .flatMap((m) => [...m.matchAll(/CREATE TABLE (\w+)/g)].map((match) => match[1]!));
+
 describe("the 1.88 port name migration", () => {
   const dir = mkdtempSync(join(tmpdir(), "anvil-port-name-"));
   let server: ThrowawayPostgres;
@@ -63,7 +76,8 @@ describe("the 1.88 port name migration", () => {
     const raw = new Database(path);
     raw.exec(`DROP INDEX ports_name; ALTER TABLE ports DROP COLUMN name;
       UPDATE ports SET doc = json_set(doc, '$.name', 'dup') WHERE json_extract(doc, '$.name') IN ('first', 'second');`);
-    raw.pragma(`user_version = ${MIGRATIONS.length - 1}`);
+    for (const table of tablesAfterPortNames(MIGRATIONS)) raw.exec(`DROP TABLE ${table}`);
+    raw.pragma(`user_version = ${portNameAt(MIGRATIONS)}`);
     raw.close();
     const migrated = new SqliteStore(path);
     try {
@@ -83,7 +97,8 @@ describe("the 1.88 port name migration", () => {
     await sql.connect();
     await sql.query(`ALTER TABLE ports DROP COLUMN name;
       UPDATE ports SET doc = jsonb_set(doc, '{name}', '"dup"') WHERE doc ->> 'name' IN ('first', 'second');`);
-    await sql.query("UPDATE schema_version SET version = $1", [PG_MIGRATIONS.length - 1]);
+    for (const table of tablesAfterPortNames(PG_MIGRATIONS)) await sql.query(`DROP TABLE ${table}`);
+    await sql.query("UPDATE schema_version SET version = $1", [portNameAt(PG_MIGRATIONS)]);
     await sql.end();
     const migrated = new PgStore(url);
     await migrated.open();
