@@ -160,9 +160,10 @@ export function runbooksPlugin(deps: ApiDeps) {
         rules: patchRules(patch),
       });
       const { doc, touched } = applyJsonPatch(ownerAndPublic(runbook, patch), patch, PATCH_RULES);
-      if (doc.extra === null) doc.extra = {};
-      if (doc.public === null) doc.public = false;
-      if (doc.disable_ramdisk === null) doc.disable_ramdisk = false;
+      // a field removed or set to null takes its default, as Ironic's object fields do
+      doc.extra ??= {};
+      doc.public ??= false;
+      doc.disable_ramdisk ??= false;
       // a client that read masked step arguments and sends them back must not overwrite the real ones
       if (touched.has("steps")) restoreMaskedSecrets(doc.steps, runbook.steps);
       const checked = RunbookRecord.parse(doc);

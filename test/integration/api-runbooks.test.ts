@@ -180,6 +180,45 @@ describe("1.92 runbooks: the resource", () => {
   });
 });
 
+describe("1.92 runbooks: generated patches", () => {
+  it("never answers 5xx to a generated patch: 200, 400 or 409, and the runbook stays valid", async () => {
+    const name = uniqueName();
+    const taken = uniqueName();
+    await create("sysadmin", { name: taken, steps: [LOG] });
+    const uuid = String((await create("sysadmin", { name, steps: [LOG] })).uuid);
+    const op = fc.record({
+      op: fc.constantFrom("add", "replace", "remove"),
+      path: fc.constantFrom(
+        "/name",
+        "/steps",
+        "/steps/0/order",
+        "/steps/0/args/x",
+        "/extra/k",
+        "/extra",
+        "/public",
+        "/owner",
+        "/disable_ramdisk",
+        "/uuid",
+        "/nope",
+      ),
+      value: fc.oneof(
+        fc.jsonValue(),
+        fc.constantFrom(taken, "CUSTOM_PATCHED", true, false, null, [LOG], [{ ...LOG, order: "7" }]),
+      ),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 3 }), async (patch) => {
+        const r = await as("sysadmin", `/v1/runbooks/${uuid}`, { method: "PATCH", body: patch });
+        expect([200, 400, 409], JSON.stringify(patch)).toContain(r.status);
+        const shown = await as("sysadmin", `/v1/runbooks/${uuid}`);
+        expect(shown.status).toBe(200);
+        expect((shown.body as { steps: unknown[] }).steps.length).toBeGreaterThan(0);
+      }),
+      { numRuns: 60 },
+    );
+  });
+});
+
 describe("1.92 runbooks: policies", () => {
   let system = "";
   let publicOne = "";
