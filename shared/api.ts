@@ -160,6 +160,8 @@ export const ProvisionBody = z
     service_steps: z.array(JsonObject).optional(),
     rescue_password: z.string().optional(),
     disable_ramdisk: Booleanish.optional(),
+    /** 1.92: a runbook (uuid or name) whose steps are the clean or service steps */
+    runbook: z.string().max(255).nullable().optional(),
   })
   .strict();
 export type ProvisionBody = z.infer<typeof ProvisionBody>;

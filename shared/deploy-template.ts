@@ -2,6 +2,7 @@ import { z } from "zod";
 import { Trait } from "./api.ts";
 import { JsonObject } from "./resources.ts";
 import { StepInterfaceSchema } from "./steps.ts";
+import { StoredStepName, noDuplicateSteps, stepRank } from "./stored-steps.ts";
 import { UUID_PATTERN } from "./uuid.ts";
 
 /**
@@ -11,40 +12,12 @@ import { UUID_PATTERN } from "./uuid.ts";
 export const DeployTemplateStep = z
   .object({
     interface: StepInterfaceSchema,
-    step: z
-      .string()
-      .min(1)
-      .max(128)
-      .regex(/^[a-z_][a-z0-9_]*$/, "a step name is lower_snake_case"),
+    step: StoredStepName,
     args: JsonObject,
-    priority: z.union([
-      z.number().int().min(0).max(1000),
-      z
-        .string()
-        .regex(/^[0-9]+$/, "a priority is a non-negative integer")
-        .transform(Number)
-        .pipe(z.number().int().max(1000)),
-    ]),
+    priority: stepRank("priority"),
   })
   .strict();
 export type DeployTemplateStep = z.infer<typeof DeployTemplateStep>;
-
-/** Ironic's duplicate_steps: one interface/step pair at most once per template. */
-function noDuplicateSteps(steps: readonly DeployTemplateStep[], ctx: z.RefinementCtx): void {
-  const seen = new Set<string>();
-  const duplicates = new Set<string>();
-  for (const s of steps) {
-    const key = `interface: ${s.interface}, step: ${s.step}`;
-    if (seen.has(key)) duplicates.add(key);
-    seen.add(key);
-  }
-  if (duplicates.size > 0) {
-    ctx.addIssue({
-      code: "custom",
-      message: `Duplicate deploy steps. A template cannot have multiple deploy steps with the same interface and step. Duplicates: ${[...duplicates].join("; ")}`,
-    });
-  }
-}
 
 export const DeployTemplateSteps = z.array(DeployTemplateStep).min(1).max(100).superRefine(noDuplicateSteps);
 

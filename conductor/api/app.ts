@@ -6,6 +6,7 @@ import { registerAuth } from "../auth/fastify-auth.ts";
 import { allocationsPlugin } from "./allocations.ts";
 import { chassisPlugin } from "./chassis.ts";
 import { deployTemplatesPlugin } from "./deploy-templates.ts";
+import { runbooksPlugin } from "./runbooks.ts";
 import { inspectionRulesPlugin } from "./inspection-rules.ts";
 import { volumePlugin } from "./volume.ts";
 import type { ApiDeps } from "./context.ts";
@@ -131,6 +132,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     chassisPlugin,
     volumePlugin,
     deployTemplatesPlugin,
+    runbooksPlugin,
     inspectionRulesPlugin,
     shardsPlugin,
   ]) {

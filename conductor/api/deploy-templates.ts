@@ -2,41 +2,16 @@ import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { JsonPatch } from "../../shared/api.ts";
 import { DeployTemplateCreateBody, DeployTemplateRecord } from "../../shared/deploy-template.ts";
-import { maskSecrets, restoreMaskedSecrets } from "../../shared/secrets.ts";
+import { restoreMaskedSecrets } from "../../shared/secrets.ts";
 import { authorize } from "../auth/policy.ts";
 import { ConductorError } from "../errors.ts";
 import { type ApiDeps, baseUrl } from "./context.ts";
-import { badRequest, notFound, pyRepr } from "./errors.ts";
+import { notFound } from "./errors.ts";
 import { applyJsonPatch } from "./json-patch.ts";
 import { checkStoredJson } from "./limits.ts";
 import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
 import { listParams, resourceView, sendCollection } from "./resource-view.ts";
-
-/**
- * Ironic's texts for a body its TEMPLATE_SCHEMA (jsonschema: "Schema error for template: …", with the root
- * cause of an `anyOf`) or its uuid check refuses, which clients match on ("does not match", "is too short",
- * "Expected UUID for uuid"); other issues keep the shared wording. @throws Invalid
- */
-function parseTemplateBody(body: unknown): DeployTemplateCreateBody {
-  const parsed = DeployTemplateCreateBody.safeParse(body);
-  if (parsed.success) return parsed.data;
-  const raw = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
-  for (const issue of parsed.error.issues) {
-    const field = issue.path[0];
-    if (issue.path.length !== 1 || typeof field !== "string") continue;
-    const value = raw[field];
-    if (field === "name" && typeof value === "string" && issue.code === "too_big")
-      throw badRequest(`Schema error for template: ${pyRepr(value)} is too long`);
-    if (field === "name" && typeof value === "string" && value.length > 0)
-      throw badRequest(
-        `Schema error for template: ${pyRepr(value)} is not valid under any of the given schemas. Possible root cause: ${pyRepr(value)} does not match '^CUSTOM_[A-Z0-9_]+$'`,
-      );
-    if (field === "steps" && Array.isArray(value) && value.length === 0)
-      throw badRequest("Schema error for template: [] is too short");
-    if (field === "uuid" && typeof value === "string") throw badRequest(`Expected UUID for uuid: ${value}`);
-  }
-  throw parsed.error;
-}
+import { STEP_LIST_JSON_FIELDS, maskedSteps, parseStepListBody } from "./step-list.ts";
 
 /** Deploy templates came with microversion 1.55. */
 export const DEPLOY_TEMPLATES_VERSION = 55;
@@ -48,15 +23,13 @@ const PATCH_RULES = {
   // NOTE: steps is a list; naming one step's key (/steps/0/priority) is allowed, as Ironic does
   objectFields: new Set(["extra", "steps"]),
 };
-const JSON_FIELDS = ["extra", "steps"];
 
 const TemplateListQuery = PageQuery.strict();
 
 type IdentParams = { Params: { ident: string } };
 
-/** Ironic's step_sanitize: secrets in step arguments are masked. */
 function shown(template: DeployTemplateRecord): DeployTemplateRecord {
-  return { ...template, steps: template.steps.map((s) => ({ ...s, args: maskSecrets(s.args) })) };
+  return { ...template, steps: maskedSteps(template.steps) };
 }
 
 async function loadTemplate(deps: ApiDeps, ident: string): Promise<DeployTemplateRecord> {
@@ -106,8 +79,8 @@ export function deployTemplatesPlugin(deps: ApiDeps) {
 
     app.post("/v1/deploy_templates", async (request, reply) => {
       authorize("baremetal:deploy_template:create", request.identity);
-      const body = parseTemplateBody(request.body);
-      checkStoredJson(body, JSON_FIELDS, deps.config.api);
+      const body = parseStepListBody(DeployTemplateCreateBody, request.body, "template");
+      checkStoredJson(body, STEP_LIST_JSON_FIELDS, deps.config.api);
       const template = await deps.store.createDeployTemplate({
         uuid: body.uuid ?? randomUUID(),
         name: body.name,
@@ -133,7 +106,7 @@ export function deployTemplatesPlugin(deps: ApiDeps) {
       const checked = DeployTemplateRecord.parse(doc);
       checkStoredJson(
         checked,
-        JSON_FIELDS.filter((f) => touched.has(f)),
+        STEP_LIST_JSON_FIELDS.filter((f) => touched.has(f)),
         deps.config.api,
       );
       const updated = await deps.store.updateDeployTemplate(template.uuid, {

@@ -20,6 +20,7 @@ import { type ApiDeps, baseUrl } from "./context.ts";
 import { badRequest, notFound } from "./errors.ts";
 import { type IdentParams, nodeFor } from "./node-request.ts";
 import { parseQuery } from "./query.ts";
+import { RUNBOOKS_VERSION, runbookSteps } from "./runbooks.ts";
 
 type Request = FastifyRequest<IdentParams>;
 
@@ -42,6 +43,8 @@ function checkProvisionVersion(body: ProvisionRequestBody, minor: number): void 
   }
   // Ironic's allow_unhold_verb: a bare NotAcceptable, whatever the node's state
   if (body.target === "unhold" && minor < UNHOLD_MINOR) throw new NotAcceptable("Request not acceptable.");
+  // Ironic's allow_runbooks in _handle_runbook: a bare NotAcceptable
+  if (body.runbook && minor < RUNBOOKS_VERSION) throw new NotAcceptable("Request not acceptable.");
   // Ironic's allow_service_verb, after its 400 for service_steps with another verb (requestedSteps's check)
   if (body.target === "service" && minor < SERVICE_MINOR) throw new NotAcceptable("Request not acceptable.");
 }
@@ -95,7 +98,8 @@ export async function provision(deps: ApiDeps, request: Request, reply: FastifyR
     target: target === "deploy" || target === "undeploy" ? VERB_ALIASES[target] : target,
   };
   const node = await nodeFor(deps, request, "baremetal:node:set_provision_state");
-  await deps.provisioner.provision(node, body);
+  const withSteps = await runbookSteps(deps.store, request.identity, { node, body });
+  await deps.provisioner.provision(node, withSteps);
   await accepted(request, reply, node.uuid);
 }
 

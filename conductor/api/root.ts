@@ -21,6 +21,7 @@ const RESOURCES: readonly (readonly [name: string, minor: number])[] = [
   ["allocations", 52],
   ["events", 54],
   ["deploy_templates", 55],
+  ["runbooks", 92],
 ];
 
 /** Version discovery (GET / and /v1) and the conductor registry. */

@@ -89,7 +89,7 @@ export function canSeeNode(who: Identity, node: Pick<NodeRecord, "owner" | "less
  * @throws PolicyForbidden
  */
 export function listScope(
-  kind: "node" | "port" | "portgroup" | "allocation" | "volume",
+  kind: "node" | "port" | "portgroup" | "allocation" | "volume" | "runbook",
   who: Identity,
   requested?: string,
 ): { project?: string } {

@@ -59,6 +59,11 @@ const ALLOCATION_CREATOR = anyOf(SYSTEM_MEMBER, anyRole("member"));
 const API_READER = anyRole("reader");
 const SYSTEM_MEMBER_OR_OWNER_LESSEE_ADMIN = anyOf(SYSTEM_MEMBER, owner("admin"), lessee("admin"));
 const TARGET_PROPERTIES_READER = anyOf(SYSTEM_READER, anyRole("admin"));
+// Ironic's RUNBOOK_ADMIN / READER / CREATOR, the runbook's owner as `owner`; its "manager" role is not
+// modelled, so a project's admin stands for it (Keystone's admin implies manager)
+const RUNBOOK_ADMIN = anyOf(SYSTEM_MEMBER, owner("admin"));
+const RUNBOOK_READER = anyOf(SYSTEM_READER, owner("reader"));
+const RUNBOOK_CREATOR = anyOf(SYSTEM_MEMBER, anyRole("admin"));
 
 /** Ironic's default rules by name (and two of Anvil's own, for its extensions). */
 export const RULES = {
@@ -153,6 +158,15 @@ export const RULES = {
   "baremetal:deploy_template:create": SYSTEM_ADMIN,
   "baremetal:deploy_template:delete": SYSTEM_ADMIN,
   "baremetal:deploy_template:update": SYSTEM_ADMIN,
+  "baremetal:runbook:get": RUNBOOK_READER,
+  "baremetal:runbook:list": API_READER,
+  "baremetal:runbook:list_all": SYSTEM_READER,
+  "baremetal:runbook:create": RUNBOOK_CREATOR,
+  "baremetal:runbook:delete": RUNBOOK_ADMIN,
+  "baremetal:runbook:update": RUNBOOK_ADMIN,
+  "baremetal:runbook:update:public": SYSTEM_MEMBER,
+  "baremetal:runbook:update:owner": SYSTEM_MEMBER,
+  "baremetal:runbook:use": RUNBOOK_ADMIN,
   "baremetal:inspection_rule:get": SYSTEM_READER,
   "baremetal:inspection_rule:list_all": SYSTEM_READER,
   "baremetal:inspection_rule:create": SYSTEM_ADMIN,

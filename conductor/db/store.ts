@@ -10,6 +10,7 @@ import type {
 import type { ChassisRecord } from "../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../shared/deploy-template.ts";
 import type { InspectionRuleRecord } from "../../shared/inspection-rule.ts";
+import type { RunbookRecord } from "../../shared/runbook.ts";
 import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../shared/volume.ts";
 import type { CandidateRequest } from "./candidates.ts";
 
@@ -338,6 +339,14 @@ export interface Store extends TokenStore {
   deleteDeployTemplate(uuid: string): Promise<void>;
 
   /** @throws Duplicate (uuid) */
+  createRunbook(runbook: RunbookRecord): Promise<RunbookRecord>;
+  /** By uuid or name. */
+  getRunbook(ident: string): Promise<RunbookRecord | null>;
+  /** With `project`, that project's runbooks and the public ones (Ironic's list filter for a project). */
+  listRunbooks(filter: { project?: string }, page: Page): Promise<RunbookRecord[]>;
+  /** @throws NotFound, Conflict (a name taken) */
+  updateRunbook(uuid: string, patch: Partial<RunbookRecord>): Promise<RunbookRecord>;
+  deleteRunbook(uuid: string): Promise<void>;
   createInspectionRule(rule: InspectionRuleRecord): Promise<InspectionRuleRecord>;
   getInspectionRule(uuid: string): Promise<InspectionRuleRecord | null>;
   listInspectionRules(filter: { phase?: string }, page: Page): Promise<InspectionRuleRecord[]>;

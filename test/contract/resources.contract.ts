@@ -9,6 +9,7 @@ import type { ChassisRecord } from "../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../shared/deploy-template.ts";
 import type { InspectionRuleRecord } from "../../shared/inspection-rule.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
+import type { RunbookRecord } from "../../shared/runbook.ts";
 import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../shared/volume.ts";
 import { useStores, type StoreHarness } from "./harness.ts";
 
@@ -53,6 +54,19 @@ const template = (fields: Partial<DeployTemplateRecord> = {}): DeployTemplateRec
   name: `CUSTOM_T_${randomUUID().replaceAll("-", "_").toUpperCase()}`,
   steps: [{ interface: "deploy", step: "deploy", args: {}, priority: 10 }],
   extra: {},
+  created_at: at(),
+  updated_at: null,
+  ...fields,
+});
+
+const runbook = (fields: Partial<RunbookRecord> = {}): RunbookRecord => ({
+  uuid: randomUUID(),
+  name: `CUSTOM_RB_${randomUUID().replaceAll("-", "_").toUpperCase()}`,
+  steps: [{ interface: "raid", step: "delete_configuration", args: {}, order: 0 }],
+  disable_ramdisk: false,
+  extra: {},
+  public: false,
+  owner: null,
   created_at: at(),
   updated_at: null,
   ...fields,
@@ -243,6 +257,40 @@ export function resourcesContract(name: string, harness: StoreHarness): void {
       await store.deleteDeployTemplate(two.uuid);
       expect(await store.getDeployTemplate(two.uuid)).toBeNull();
       expect((await store.listDeployTemplates({ limit: 1000 })).map((t) => t.uuid)).toContain(one.uuid);
+    });
+
+    it("keeps runbook names unique, finds runbooks by name and lists a project's own and public ones", async () => {
+      const project = `P-${randomUUID()}`;
+      const own = await store.createRunbook(runbook({ owner: project }));
+      const pub = await store.createRunbook(runbook({ public: true }));
+      const other = await store.createRunbook(runbook({ owner: `Q-${randomUUID()}` }));
+      const system = await store.createRunbook(runbook());
+      expect(await store.getRunbook(own.name)).toEqual(own);
+      expect(await store.getRunbook(own.uuid)).toEqual(own);
+      await expect(store.createRunbook(runbook({ name: own.name }))).rejects.toThrow(
+        `A runbook with name ${own.name} already exists.`,
+      );
+      await expect(store.createRunbook(runbook({ uuid: own.uuid }))).rejects.toBeInstanceOf(Duplicate);
+      const seen = (await store.listRunbooks({ project }, { limit: 1000 })).map((r) => r.uuid);
+      expect(seen).toEqual(expect.arrayContaining([own.uuid, pub.uuid]));
+      expect(seen).not.toContain(other.uuid);
+      expect(seen).not.toContain(system.uuid);
+      const all = (await store.listRunbooks({}, { limit: 1000 })).map((r) => r.uuid);
+      expect(all).toEqual(expect.arrayContaining([own.uuid, pub.uuid, other.uuid, system.uuid]));
+      // a runbook made public is listed to every project; the owner column follows an update
+      await store.updateRunbook(other.uuid, { public: true, owner: null });
+      expect((await store.listRunbooks({ project }, { limit: 1000 })).map((r) => r.uuid)).toContain(
+        other.uuid,
+      );
+      await store.updateRunbook(system.uuid, { owner: project });
+      expect((await store.listRunbooks({ project }, { limit: 1000 })).map((r) => r.uuid)).toContain(
+        system.uuid,
+      );
+      await expect(store.updateRunbook(pub.uuid, { name: own.name })).rejects.toBeInstanceOf(Duplicate);
+      await expect(store.updateRunbook(randomUUID(), { extra: {} })).rejects.toBeInstanceOf(NotFound);
+      await store.deleteRunbook(pub.uuid);
+      expect(await store.getRunbook(pub.uuid)).toBeNull();
+      await expect(store.deleteRunbook(pub.uuid)).rejects.toThrow(`Runbook ${pub.uuid} could not be found.`);
     });
 
     it("creates, filters by phase, pages, updates and deletes inspection rules", async () => {

@@ -294,4 +294,17 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX inspection_rules_phase ON inspection_rules (phase);
   `,
+  `
+  -- 1.92 runbooks: a deploy template's table with an owner column, so a project's list (its own and the
+  -- public ones) is read without parsing the others
+  CREATE TABLE runbooks (
+    id BIGSERIAL PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL UNIQUE,
+    owner TEXT,
+    created_at TEXT NOT NULL,
+    doc JSONB NOT NULL
+  );
+  CREATE INDEX runbooks_owner ON runbooks (owner);
+  `,
 ];

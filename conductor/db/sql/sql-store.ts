@@ -2,6 +2,7 @@ import type { NodeHistoryRecord } from "../../../shared/history.ts";
 import type { ChassisRecord } from "../../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../../shared/deploy-template.ts";
 import type { InspectionRuleRecord } from "../../../shared/inspection-rule.ts";
+import type { RunbookRecord } from "../../../shared/runbook.ts";
 import type {
   AllocationRecord,
   ConductorRecord,
@@ -42,6 +43,7 @@ import {
   CHASSIS,
   DEPLOY_TEMPLATES,
   INSPECTION_RULES,
+  RUNBOOKS,
   PORTGROUPS,
   PORTS,
   VOLUME_CONNECTORS,
@@ -493,6 +495,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     if (table.ofNode && filter.project !== undefined) {
       conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, filter.project)})`);
     }
+    if (table.ownedOrPublic && filter.project !== undefined) {
+      conditions.push(`(owner = ${p.add(filter.project)} OR ${this.d.jsonIsTrue("doc", "public")})`);
+    }
     const { sql } = this.select(table.name, "doc", { conditions, p, page, keys: table.sortKeys });
     return this.docs<T>(sql, p.values);
   }
@@ -575,6 +580,13 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   readonly updateDeployTemplate = (uuid: string, patch: Partial<DeployTemplateRecord>) =>
     this.update(DEPLOY_TEMPLATES, uuid, patch);
   readonly deleteDeployTemplate = (uuid: string) => this.remove(DEPLOY_TEMPLATES, uuid);
+
+  readonly createRunbook = (runbook: RunbookRecord) => this.create(RUNBOOKS, runbook);
+  readonly getRunbook = (ident: string) => this.get(RUNBOOKS, ident);
+  readonly listRunbooks = (filter: { project?: string }, page: Page) => this.list(RUNBOOKS, filter, page);
+  readonly updateRunbook = (uuid: string, patch: Partial<RunbookRecord>) =>
+    this.update(RUNBOOKS, uuid, patch);
+  readonly deleteRunbook = (uuid: string) => this.remove(RUNBOOKS, uuid);
 
   readonly createInspectionRule = (rule: InspectionRuleRecord) => this.create(INSPECTION_RULES, rule);
   readonly getInspectionRule = (uuid: string) => this.get(INSPECTION_RULES, uuid);

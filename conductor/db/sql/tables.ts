@@ -1,6 +1,7 @@
 import type { ChassisRecord } from "../../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../../shared/deploy-template.ts";
 import type { InspectionRuleRecord } from "../../../shared/inspection-rule.ts";
+import type { RunbookRecord } from "../../../shared/runbook.ts";
 import type { AllocationRecord, PortgroupRecord, PortRecord } from "../../../shared/resources.ts";
 import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../../shared/volume.ts";
 import type { AllocationFilter, PortFilter, PortgroupFilter, VolumeFilter } from "../store.ts";
@@ -25,6 +26,8 @@ export interface Table<T extends Doc, F extends object = object> {
   named?: boolean;
   /** A node's child: a missing node is NodeNotFound, and a project lists those of the nodes it holds. */
   ofNode?: boolean;
+  /** Owned by a project (an `owner` column): a project lists its own and the public ones (`public: true`). */
+  ownedOrPublic?: boolean;
   /** Equality filters: a column's value, or else a top-level key of the document. */
   filters?: readonly (keyof F & string)[];
   /** Keys a list may sort by (keyset paging), "id" the default. */
@@ -99,13 +102,26 @@ export const VOLUME_TARGETS: Table<VolumeTargetRecord, VolumeFilter> = {
   sortKeys: [...VOLUME_SORT, "boot_index"],
 };
 
+const STEP_LIST_SORT = ["id", "uuid", "name", "created_at"];
+
 export const DEPLOY_TEMPLATES: Table<DeployTemplateRecord> = {
   name: "deploy_templates",
   noun: "Deploy template",
   columns: ["uuid", "name", "created_at"],
   unique: [["name", name]],
   named: true,
-  sortKeys: ["id", "uuid", "name", "created_at"],
+  sortKeys: STEP_LIST_SORT,
+};
+
+/** Ironic 1.92 runbooks: a deploy template's table with an owner, found by uuid or name (a trait). */
+export const RUNBOOKS: Table<RunbookRecord> = {
+  name: "runbooks",
+  noun: "Runbook",
+  columns: ["uuid", "name", "owner", "created_at"],
+  unique: [["name", name]],
+  named: true,
+  ownedOrPublic: true,
+  sortKeys: STEP_LIST_SORT,
 };
 
 /** Ironic 1.96 inspection rules; a list filters by phase (the only one is "main"). */

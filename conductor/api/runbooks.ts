@@ -1,0 +1,225 @@
+import { randomUUID } from "node:crypto";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { JsonPatch, type ProvisionBody } from "../../shared/api.ts";
+import { RunbookCreateBody, RunbookRecord, runbookRequestSteps } from "../../shared/runbook.ts";
+import { restoreMaskedSecrets } from "../../shared/secrets.ts";
+import type { Identity } from "../auth/identity.ts";
+import { listScope } from "../auth/node-access.ts";
+import { type PolicyName, PolicyForbidden, allowed, authorize } from "../auth/policy.ts";
+import type { Store } from "../db/store.ts";
+import { ConductorError } from "../errors.ts";
+import { type ApiDeps, baseUrl } from "./context.ts";
+import { badRequest, notFound } from "./errors.ts";
+import { applyJsonPatch } from "./json-patch.ts";
+import { checkStoredJson } from "./limits.ts";
+import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
+import { listParams, resourceView, sendCollection } from "./resource-view.ts";
+import { STEP_LIST_JSON_FIELDS, maskedSteps, parseStepListBody } from "./step-list.ts";
+
+/** Ironic's MINOR_92_RUNBOOKS. */
+export const RUNBOOKS_VERSION = 92;
+
+const LIST_FIELDS = ["uuid", "name"];
+const SORTABLE = ["id", "uuid", "name", "created_at"];
+const PATCH_RULES = {
+  writable: new Set(["disable_ramdisk", "extra", "name", "owner", "public", "steps"]),
+  // NOTE: steps is a list; naming one step's key (/steps/0/order) is allowed, as Ironic does
+  objectFields: new Set(["extra", "steps"]),
+};
+
+const RunbookListQuery = PageQuery.strict();
+
+type IdentParams = { Params: { ident: string } };
+
+/**
+ * Ironic's check_runbook_policy_and_retrieve: a missing runbook is 404 for anyone, a runbook the rule does not
+ * let the caller at is 403 (runbooks are not hidden as nodes are). @throws NotFound, PolicyForbidden
+ */
+export async function runbookFor(
+  store: Store,
+  who: Identity,
+  request: { ident: string; rules: readonly PolicyName[] },
+): Promise<RunbookRecord> {
+  const runbook = await store.getRunbook(request.ident);
+  if (!runbook) throw notFound(`Runbook ${request.ident} could not be found.`);
+  for (const rule of request.rules) authorize(rule, who, { owner: runbook.owner });
+  return runbook;
+}
+
+/** Ironic's PATCH policies: /owner and /public have their own rules, any other path the update rule. */
+function patchRules(patch: JsonPatch): PolicyName[] {
+  const rules = new Set<PolicyName>();
+  let generic = false;
+  for (const op of patch) {
+    if (op.path.startsWith("/owner")) rules.add("baremetal:runbook:update:owner");
+    else if (op.path.startsWith("/public")) rules.add("baremetal:runbook:update:public");
+    else generic = true;
+  }
+  if (generic || rules.size === 0) rules.add("baremetal:runbook:update");
+  return [...rules];
+}
+
+const valuesAt = (patch: JsonPatch, path: string): unknown[] =>
+  patch.filter((op) => op.path === path && op.op !== "remove").map((op) => op.value);
+
+/**
+ * Ironic's rule for a runbook's owner and public flag: a public runbook has no owner, but an owned one may
+ * be made private and given an owner in one patch; making it public clears the owner. @throws Invalid
+ */
+function ownerAndPublic(runbook: RunbookRecord, patch: JsonPatch): RunbookRecord {
+  const owner = valuesAt(patch, "/owner");
+  const pub = valuesAt(patch, "/public");
+  if (owner.some(Boolean)) {
+    const publicValue = pub.length ? pub[0] : false;
+    if ((runbook.public && pub.length === 0) || publicValue) {
+      throw badRequest(
+        `Couldn't apply patch '${JSON.stringify(patch).slice(0, 200)}'. Reason: There cannot be an owner for a public runbook`,
+      );
+    }
+  }
+  return pub.length ? { ...runbook, owner: null } : runbook;
+}
+
+/** Runbooks (Ironic 1.92): named steps an operator runs as a manual clean or a service. */
+export function runbooksPlugin(deps: ApiDeps) {
+  return async (app: FastifyInstance): Promise<void> => {
+    // Ironic: below 1.92 a read is 404 and a write 405, both with this text
+    app.addHook("onRequest", async (request) => {
+      if (request.apiMinor >= RUNBOOKS_VERSION) return;
+      const status = request.method === "GET" ? 404 : 405;
+      throw new ConductorError(status, "The API version does not allow runbooks");
+    });
+
+    const view = (request: FastifyRequest, runbook: RunbookRecord, fields?: readonly string[]) =>
+      resourceView(
+        { ...runbook, steps: maskedSteps(runbook.steps) },
+        { fields, base: baseUrl(request), path: `runbooks/${runbook.uuid}` },
+      );
+
+    async function list(request: FastifyRequest, reply: FastifyReply, detailPath: boolean): Promise<void> {
+      const scope = listScope("runbook", request.identity);
+      const { query, page, limit, detail } = listParams(RunbookListQuery, request, {
+        detailPath,
+        sortable: SORTABLE,
+      });
+      const items = await deps.store.listRunbooks(scope, page);
+      const fields = query.fields ?? (detail ? undefined : LIST_FIELDS);
+      const views = items.map((r) => view(request, r, fields));
+      const path = detailPath ? "runbooks/detail" : "runbooks";
+      await sendCollection(request, reply, { key: "runbooks", items, views, limit, path });
+    }
+
+    app.get("/v1/runbooks", (request, reply) => list(request, reply, false));
+    app.get("/v1/runbooks/detail", (request, reply) => list(request, reply, true));
+
+    app.get<IdentParams>("/v1/runbooks/:ident", async (request) => {
+      const { fields } = parseQuery(FieldsQuery, request.query);
+      const runbook = await deps.store.getRunbook(request.params.ident);
+      if (!runbook) throw notFound(`Runbook ${request.params.ident} could not be found.`);
+      // Ironic: a runbook the get rule refuses is still shown when it is public
+      if (!runbook.public && !allowed("baremetal:runbook:get", request.identity, { owner: runbook.owner }))
+        throw new PolicyForbidden("baremetal:runbook:get");
+      return view(request, runbook, fields);
+    });
+
+    app.post("/v1/runbooks", async (request, reply) => {
+      authorize("baremetal:runbook:create", request.identity);
+      const body = parseStepListBody(RunbookCreateBody, request.body, "runbook");
+      checkStoredJson(body, STEP_LIST_JSON_FIELDS, deps.config.api);
+      let owner = body.owner ?? null;
+      const project = request.identity.project;
+      if (project !== null) {
+        if (owner && owner !== project)
+          throw badRequest(
+            "Cannot create a runbook as a project scoped admin with an owner other than your own project.",
+          );
+        if (body.public) throw badRequest("Cannot create a public runbook as a project scoped admin.");
+        owner = project;
+      }
+      const runbook = await deps.store.createRunbook({
+        uuid: body.uuid ?? randomUUID(),
+        name: body.name,
+        steps: body.steps,
+        disable_ramdisk: body.disable_ramdisk ?? false,
+        extra: body.extra ?? {},
+        public: body.public ?? false,
+        owner,
+        created_at: new Date().toISOString(),
+        updated_at: null,
+      });
+      await reply
+        .code(201)
+        .header("Location", `${baseUrl(request)}/v1/runbooks/${runbook.uuid}`)
+        .send(view(request, runbook));
+    });
+
+    app.patch<IdentParams>("/v1/runbooks/:ident", async (request) => {
+      const patch = JsonPatch.parse(request.body);
+      const runbook = await runbookFor(deps.store, request.identity, {
+        ident: request.params.ident,
+        rules: patchRules(patch),
+      });
+      const { doc, touched } = applyJsonPatch(ownerAndPublic(runbook, patch), patch, PATCH_RULES);
+      // a field removed or set to null takes its default, as Ironic's object fields do
+      doc.extra ??= {};
+      doc.public ??= false;
+      doc.disable_ramdisk ??= false;
+      // a client that read masked step arguments and sends them back must not overwrite the real ones
+      if (touched.has("steps")) restoreMaskedSecrets(doc.steps, runbook.steps);
+      const checked = RunbookRecord.parse(doc);
+      checkStoredJson(
+        checked,
+        STEP_LIST_JSON_FIELDS.filter((f) => touched.has(f)),
+        deps.config.api,
+      );
+      const { uuid: _uuid, created_at: _created, updated_at: _updated, ...changes } = checked;
+      return view(request, await deps.store.updateRunbook(runbook.uuid, changes));
+    });
+
+    app.delete<IdentParams>("/v1/runbooks/:ident", async (request, reply) => {
+      const runbook = await runbookFor(deps.store, request.identity, {
+        ident: request.params.ident,
+        rules: ["baremetal:runbook:delete"],
+      });
+      await deps.store.deleteRunbook(runbook.uuid);
+      await reply.code(204).send();
+    });
+  };
+}
+
+/**
+ * Ironic's _handle_runbook: a provision request naming a runbook (uuid or name) gets the runbook's steps as its
+ * clean_steps (`clean`) or service_steps (`service`). The caller must pass baremetal:runbook:use for the
+ * runbook, and the node must carry the runbook's name among its traits (1.92; 1.112's runbook traits are not
+ * built). @throws NotFound, PolicyForbidden, Invalid
+ */
+export async function runbookSteps(
+  store: Store,
+  who: Identity,
+  request: { node: { uuid: string; traits: readonly string[] }; body: ProvisionBody },
+): Promise<ProvisionBody> {
+  const { node, body } = request;
+  if (!body.runbook) return body;
+  const runbook = await runbookFor(store, who, { ident: body.runbook, rules: ["baremetal:runbook:use"] });
+  if (!node.traits.includes(runbook.name))
+    throw badRequest(
+      `This runbook has not been approved for use on this node ${node.uuid}. Please ask an administrator to add it to your node traits.`,
+    );
+  const steps = runbookRequestSteps(runbook.steps);
+  // NOTE: only a runbook that disables the ramdisk passes the flag on: Ironic passes its false too, which its
+  // service check (1.108) refuses, so servicing by runbook would never work below 1.108
+  const ramdisk = runbook.disable_ramdisk ? { disable_ramdisk: true } : {};
+  if (body.target === "clean") {
+    if (body.clean_steps?.length)
+      throw badRequest('Please provide either "clean_steps" or a runbook, but not both.');
+    return { ...body, ...ramdisk, clean_steps: steps };
+  }
+  if (body.target === "service") {
+    if (body.service_steps?.length)
+      throw badRequest('Please provide either "service_steps" or a runbook, but not both.');
+    return { ...body, ...ramdisk, service_steps: steps };
+  }
+  throw badRequest(
+    `"runbooks" is only valid when setting target provision state to any of ['clean', 'service']`,
+  );
+}
