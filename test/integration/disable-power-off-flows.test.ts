@@ -15,7 +15,7 @@ const V95 = { "X-OpenStack-Ironic-API-Version": "1.95" };
 const POWER_OFFS = ["power off", "soft power off"];
 
 /**
- * 1.95 `disable_power_off` through whole flows: automated cleaning, a deploy, an undeploy (teardown and
+ * 1.95 `disable_power_off` through whole flows: automated cleaning, a deploy, servicing, an undeploy (teardown and
  * cleaning again) and manual cleaning with the agent executable on simulated hardware, fake-hardware power
  * counting every call that reaches the driver. A node without the flag goes through the same flows as the
  * control: its power-offs show the counting sees them.
@@ -64,7 +64,7 @@ describe("disable_power_off: flows reboot where they would power off", () => {
       });
       expect(flagged.body).toMatchObject({ disable_power_off: disablePowerOff });
       const provision = (body: Record<string, unknown>) =>
-        api(`${ctx.url}/v1/nodes/${name}/states/provision`, { method: "PUT", body });
+        api(`${ctx.url}/v1/nodes/${name}/states/provision`, { method: "PUT", headers: V95, body });
       /** Boots the ramdisk's agent, waits for `state`, then ends the agent (the node left the ramdisk). */
       const withAgent = async (state: string) => {
         const agent = node.boot();
@@ -99,6 +99,17 @@ describe("disable_power_off: flows reboot where they would power off", () => {
       expect(active.power_state).toBe("power on");
       expect(sha256(await readRange(node.disk, 0, image.length))).toBe(sha256(image));
 
+      // servicing (1.87) with an in-band step: into the ramdisk, then back to the instance
+      const serviced = await provision({
+        target: "service",
+        service_steps: [{ interface: "deploy", step: "check_smart_health" }],
+      });
+      expect(serviced.status).toBe(202);
+      await waitForState(ctx.url, name, "service wait");
+      const back = await withAgent("active");
+      expect(back.last_error).toBeNull();
+      expect(back.power_state).toBe("power on");
+
       // undeploy: teardown, then automated cleaning again
       expect((await provision({ target: "deleted" })).status).toBe(202);
       await waitForState(ctx.url, name, "clean wait");
@@ -128,6 +139,8 @@ describe("disable_power_off: flows reboot where they would power off", () => {
       "reboot", // out of the ramdisk after cleaning (Ironic's tear_down_inband_cleaning)
       "reboot", // deploy: into the ramdisk
       "reboot", // boot_instance: from the ramdisk into the disk
+      "reboot", // servicing: into the ramdisk
+      "reboot", // and back to the instance (Ironic's tear_down_inband_service)
       "reboot", // teardown: off the instance once its boot configuration is gone (Ironic's clean_up)
       "reboot", // automated cleaning after the undeploy: into the ramdisk
       "reboot", // and out of it
@@ -139,10 +152,12 @@ describe("disable_power_off: flows reboot where they would power off", () => {
 
   it("control: the same flows without the flag power the node off after each ramdisk job", async () => {
     const { calls, final } = await lifecycle(false);
-    // clean (on, off), deploy (on, then off and on in boot_instance), teardown (off), clean twice (on, off)
+    // clean (on, off), deploy (on, then off and on in boot_instance), service (a reboot in, off and on out),
+    // teardown (off), clean twice (on, off)
     expect(calls).toEqual([
       ...["power on", "power off"],
       ...["power on", "power off", "power on"],
+      ...["reboot", "power off", "power on"],
       "power off",
       ...["power on", "power off"],
       ...["power on", "power off"],
