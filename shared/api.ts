@@ -59,6 +59,7 @@ export const NodeCreateBody = z
     boot_mode: z.enum(["uefi", "bios"]).nullable().optional(),
     shard: z.string().max(255).nullable().optional(),
     parent_node: z.string().max(36).nullable().optional(),
+    disable_power_off: Booleanish.nullable().optional(),
     bios_interface: interfaceField,
     boot_interface: interfaceField,
     console_interface: interfaceField,

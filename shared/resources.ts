@@ -55,6 +55,11 @@ export const NodeRecord = z.object({
   shard: nullableString,
   /** 1.83: the node this one is a part of (a DPU in a server); documents older than the field read as null */
   parent_node: nullableString.default(null),
+  /**
+   * 1.95: the node must never be powered off (reboots replace power-offs); null (a PATCH remove, as Ironic
+   * stores it) means false, and documents older than the field read as false
+   */
+  disable_power_off: z.boolean().nullable().default(false),
   inspection_started_at: nullableString,
   inspection_finished_at: nullableString,
   bios_interface: z.string(),

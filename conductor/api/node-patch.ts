@@ -38,7 +38,7 @@ export function patchNode(node: NodeRecord, patch: JsonPatch, limits: ApiLimits)
   for (const key of ["maintenance", "protected", "retired"] as const)
     if (patched[key] === null) patched[key] = false;
   // the stock CLI sends booleans as strings ("False"): the one strict reader the policy check used too
-  for (const key of ["maintenance", "protected", "retired", "automated_clean"] as const)
+  for (const key of ["maintenance", "protected", "retired", "automated_clean", "disable_power_off"] as const)
     if (touched.has(key) && patched[key] !== null) patched[key] = requireStrictBool(key, patched[key]);
   const checked = NodeRecord.safeParse(patched);
   if (!checked.success) {

@@ -60,6 +60,7 @@ const NODE_FIELD_VERSIONS: Record<string, number> = {
   parent_node: 83,
   firmware_interface: 86,
   service_step: 87,
+  disable_power_off: 95,
 };
 
 /** Ironic's short list fields, in its order: what PostgreSQL keeps per node for the default page. */
@@ -104,6 +105,11 @@ function nodeField(node: NodeSummary | NodeRecord, field: string, ctx: ViewConte
       return (node as NodeRecord).firmware_interface ?? "no-firmware";
     case "service_step":
       return (node as NodeRecord).service_step ?? {};
+    case "disable_power_off": {
+      // null (removed, as Ironic stores it) shows as null; a document older than the field reads false
+      const value = (node as NodeRecord).disable_power_off;
+      return value === undefined ? false : value;
+    }
     default:
       return (node as Record<string, unknown>)[field];
   }
@@ -150,7 +156,8 @@ export function nodeView(
   }
   for (const field of options.fields ?? NODE_LIST_FIELDS) {
     const shown =
-      field in node || ["conductor", "parent_node", "firmware_interface", "service_step"].includes(field);
+      field in node ||
+      ["conductor", "parent_node", "firmware_interface", "service_step", "disable_power_off"].includes(field);
     if (shown && nodeFieldAllowed(field, ctx.minor)) {
       out[field] = nodeField(node, field, ctx);
     }

@@ -168,6 +168,7 @@ export function patchRules(patch: readonly { op?: string; path: string; value?: 
     ["/retired", "baremetal:node:update:retired"],
     ["/shard", "baremetal:node:update:shard"],
     ["/parent_node", "baremetal:node:update:parent_node"],
+    ["/disable_power_off", "baremetal:node:update:disable_power_off"],
   ];
   for (const op of patch) {
     // read with the same strict parser the field itself is stored with: whatever is stored as false was

@@ -90,6 +90,7 @@ export const RULES = {
   "baremetal:node:update:retired": SYSTEM_MEMBER_OR_OWNER_MEMBER,
   "baremetal:node:update:shard": SYSTEM_ADMIN,
   "baremetal:node:update:parent_node": SYSTEM_MEMBER,
+  "baremetal:node:update:disable_power_off": SYSTEM_ADMIN,
   "baremetal:node:firmware:get": SYSTEM_OR_PROJECT_READER,
   "baremetal:node:update": SYSTEM_OR_PROJECT_MEMBER,
   "baremetal:node:update_extra": SYSTEM_OR_PROJECT_MEMBER,

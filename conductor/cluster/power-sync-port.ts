@@ -52,6 +52,7 @@ export function storePowerSyncPort(
         uuid: n.uuid,
         powerState: n.power_state,
         syncFailures: Number(n.driver_internal_info[FAILURES_KEY] ?? 0),
+        disablePowerOff: n.disable_power_off === true,
       }));
     },
     async getPower(node, options) {

@@ -10,6 +10,8 @@ export interface SyncNode {
   powerState: PowerState | null;
   /** Consecutive failed syncs so far (driver_internal_info or a column: the port decides). */
   syncFailures: number;
+  /** API 1.95: the node is never switched by the sync, whatever `forcePowerStateDuringSync` says. */
+  disablePowerOff?: boolean;
 }
 
 /** The sync's view of the world; the conductor implements it over the database and the drivers. */
@@ -101,7 +103,8 @@ async function syncNode(
     if (node.syncFailures > 0) await port.recordFailure(node.uuid, 0);
     return "in sync";
   }
-  if (!options.forcePowerStateDuringSync) {
+  // Ironic: a node with disable_power_off is never forced, its record follows the BMC
+  if (!options.forcePowerStateDuringSync || node.disablePowerOff === true) {
     await port.recordPowerState(node.uuid, actual);
     if (node.syncFailures > 0) await port.recordFailure(node.uuid, 0);
     return "recorded";

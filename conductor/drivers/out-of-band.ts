@@ -16,6 +16,8 @@ export interface DriverNode {
   boot_interface?: string;
   /** the node's network_data (API 1.66): what a ramdisk booted without DHCP configures itself from */
   network_data?: JsonObject;
+  /** API 1.95: the node must never be powered off, so a reboot is a reset (Ironic's power drivers) */
+  disable_power_off?: boolean | null;
 }
 
 export interface CallOptions {

@@ -1,6 +1,6 @@
 import { agentEndpointOf } from "../agents/endpoint.ts";
 import { INDEXED_INTERNAL_KEYS } from "../db/store.ts";
-import { applyPower } from "../tasks/power.ts";
+import { applyPower, powerOffDisabled } from "../tasks/power.ts";
 import type { Task } from "../tasks/task.ts";
 
 /** driver_internal_info key: the identity of the conductor whose boot configuration the ramdisk boots from. */
@@ -68,18 +68,31 @@ export async function rewriteRamdiskBoot(task: Task): Promise<void> {
   });
 }
 
-/** After in-band work: power off and remove boot files, unless fast track keeps the agent for the next job. */
+/**
+ * After in-band work: power off and remove boot files, unless fast track keeps the agent for the next job. A
+ * node with `disable_power_off` loses its boot files and is rebooted instead, out of the ramdisk (Ironic's
+ * tear_down_inband_cleaning).
+ */
 export async function leaveRamdisk(task: Task): Promise<void> {
   if (task.deps.config.agent.fastTrack) return;
+  if (powerOffDisabled(task.node)) {
+    await task.hw.boot.cleanUpRamdisk(await task.driverNode());
+    await task.setPower("reboot");
+    return;
+  }
   await task.setPower("power off");
   await task.hw.boot.cleanUpRamdisk(await task.driverNode());
 }
 
-/** Best effort for failure paths: never leave a node running a half-done job unseen. */
+/**
+ * Best effort for failure paths: never leave a node running a half-done job unseen. A node with
+ * `disable_power_off` keeps its power (Ironic leaves a node whose cleaning failed as it is) and only loses
+ * its ramdisk boot files.
+ */
 export async function powerOffQuietly(task: Task): Promise<void> {
   try {
     // NOTE: not cancellable: the task may have been aborted, and that is when the node must go off
-    await applyPower(task, "power off", { cancellable: false });
+    if (!powerOffDisabled(task.node)) await applyPower(task, "power off", { cancellable: false });
     await task.hw.boot.cleanUpRamdisk(await task.driverNode());
   } catch (error) {
     task.log.warn({ err: error }, "could not power off after a failure");

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { prepareInstanceBoot } from "../drivers/boot/instance-boot.ts";
-import { applyPower } from "../tasks/power.ts";
+import { powerOffUnlessDisabled, powerOnOrReboot } from "../tasks/power.ts";
 import type { Task } from "../tasks/task.ts";
 import { DONE, type Flow, type FlowOutcome } from "./flow.ts";
 import { beginSteps, needsAgent, resumeSteps, withoutBookkeeping } from "./step-runner.ts";
@@ -8,10 +8,11 @@ import { beginSteps, needsAgent, resumeSteps, withoutBookkeeping } from "./step-
 /**
  * Back from the service ramdisk to the deployed instance (Ironic's tear_down_inband_service): power off,
  * remove the ramdisk's boot files, write the instance's boot configuration, boot from disk. `cancellable`
- * false on failure paths: the task may have been aborted, and that is when the node must get back.
+ * false on failure paths: the task may have been aborted, and that is when the node must get back. A node
+ * with `disable_power_off` is not powered off; one reboot at the end boots it from disk instead.
  */
 async function bootInstanceAgain(task: Task, options: { cancellable: boolean }): Promise<void> {
-  await applyPower(task, "power off", options);
+  await powerOffUnlessDisabled(task, options);
   await task.hw.boot.cleanUpRamdisk(await task.driverNode());
   await prepareInstanceBoot(task);
   await task.hw.management.setBootDevice(
@@ -19,7 +20,7 @@ async function bootInstanceAgain(task: Task, options: { cancellable: boolean }):
     { device: "disk", persistent: true },
     options.cancellable ? { signal: task.signal } : {},
   );
-  await applyPower(task, "power on", options);
+  await powerOnOrReboot(task, options);
 }
 
 async function finish(task: Task, outcome: FlowOutcome, usedRamdisk: boolean): Promise<FlowOutcome> {

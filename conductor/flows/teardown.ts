@@ -1,11 +1,18 @@
+import { powerOffDisabled } from "../tasks/power.ts";
 import type { Task } from "../tasks/task.ts";
 import type { Flow } from "./flow.ts";
 
-/** active → deleting → cleaning: power off, forget the instance, then clean. */
+/**
+ * active → deleting → cleaning: power off, forget the instance, then clean. A node with `disable_power_off`
+ * is rebooted once its instance boot configuration is gone instead, so it no longer runs the instance
+ * (Ironic's tear_down, then clean_up).
+ */
 export const teardown: Flow = {
   async start(task: Task) {
-    await task.setPower("power off");
+    const keepPower = powerOffDisabled(task.node);
+    if (!keepPower) await task.setPower("power off");
     await task.hw.boot.cleanUpInstance(await task.driverNode());
+    if (keepPower) await task.setPower("reboot");
     const allocation = task.node.allocation_uuid;
     await task.update({
       instance_info: {},

@@ -107,6 +107,8 @@ export function newNode(
     chassis_uuid: body.chassis_uuid ?? null,
     shard: body.shard ?? null,
     parent_node: body.parent_node ?? null,
+    // Ironic stores an explicit null as null, and an absent field as its default, false
+    disable_power_off: body.disable_power_off === undefined ? false : body.disable_power_off,
     inspection_started_at: null,
     inspection_finished_at: null,
     ...interfaces,

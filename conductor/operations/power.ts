@@ -3,7 +3,7 @@ import type { PowerState, PowerTarget } from "../../shared/states.ts";
 import { NodeLocked, NodeNotFound } from "../db/store.ts";
 import { retireAgentToken } from "../flows/ramdisk.ts";
 import { STABLE_STATES } from "../states/machine.ts";
-import { applyPower } from "../tasks/power.ts";
+import { applyPower, PowerOffDisabled, powerOffDisabled, powerStateAfter } from "../tasks/power.ts";
 import { defineOperation, hardwareOf, underLock, type OperationContext } from "./operation.ts";
 
 /** PUT /v1/nodes/{id}/states/power (Ironic's change_node_power_state). */
@@ -19,8 +19,9 @@ function errorMessage(error: unknown): string {
 /**
  * An operator's power action: target_power_state recorded now (202), the BMC in the background under the same
  * lock. An operator's power off or reboot ends the ramdisk's boot (as Ironic's power action), so the agent that
- * comes up next may be issued a new token. A BMC failure lands in last_error.
- * @throws Invalid (unknown driver), NodeLocked (409)
+ * comes up next may be issued a new token. A BMC failure lands in last_error. A power off of a node with
+ * `disable_power_off` is refused at once, as Ironic's API does (applyPower refuses it again under the lock).
+ * @throws Invalid (unknown driver), PowerOffDisabled (409), NodeLocked (409)
  */
 export async function changePower(
   ctx: OperationContext,
@@ -28,6 +29,7 @@ export async function changePower(
   target: PowerTarget,
 ): Promise<void> {
   hardwareOf(ctx.drivers, node.driver);
+  if (powerStateAfter(target) === "power off" && powerOffDisabled(node)) throw new PowerOffDisabled(target);
   await underLock(ctx, node, {
     spec: CHANGE_POWER,
     body: async (task, lock) => {
@@ -59,7 +61,8 @@ export type SyncPowerOutcome = "set" | "skipped";
  * The power sync's write (Ironic's _sync_power_state_nodes_task with force_power_state_during_sync): under the
  * node's exclusive lock, back to the recorded state, and only while the node is still as the sync read it:
  * unreserved, out of maintenance, in a stable state, no power change pending, `recorded` still recorded. A node reserved by anyone
- * (another conductor's deploy, an operator's reboot here) is skipped this pass, never written.
+ * (another conductor's deploy, an operator's reboot here) is skipped this pass, never written, and so is a
+ * node with `disable_power_off`, which Ironic's sync never switches (its recorded state follows the BMC).
  * @throws DriverError (the BMC)
  */
 export async function syncPower(
@@ -87,6 +90,7 @@ export async function syncPower(
 function stillSyncable(node: NodeRecord, expected: PowerState): boolean {
   return (
     !node.maintenance &&
+    !powerOffDisabled(node) &&
     STABLE_STATES.includes(node.provision_state) &&
     node.target_power_state === null &&
     node.power_state === expected

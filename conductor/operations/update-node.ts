@@ -35,6 +35,7 @@ export const WRITABLE_FIELDS: ReadonlySet<string> = new Set([
   "maintenance_reason",
   "shard",
   "parent_node",
+  "disable_power_off",
   "boot_mode",
   "bios_interface",
   "boot_interface",

@@ -7,6 +7,7 @@ import { FakePower } from "../../conductor/drivers/power/fake.ts";
 import { fakeHardware } from "../../conductor/drivers/registry.ts";
 import type { PowerInterface } from "../../conductor/drivers/interfaces.ts";
 import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { CountingPower } from "../helpers/counting-power.ts";
 
 /** The power sync over the conductor's own database and drivers (the loop itself is tested against ipmi_sim). */
 describe("power sync over the store", () => {
@@ -65,5 +66,30 @@ describe("power sync over the store", () => {
     const node = await ctx.conductor.store.getNode(uuid);
     expect(node?.maintenance_reason).toMatch(/power/i);
     expect(node?.fault).toBe("power failure");
+  });
+
+  it("never switches a node with disable_power_off (1.95): its record follows the BMC, force or not", async () => {
+    const power = new CountingPower({ delayMs: 0, initial: "power off" });
+    const { ctx, uuid, port } = await setup(power);
+    const flagged = await api(`${ctx.url}/v1/nodes/ps`, {
+      method: "PATCH",
+      headers: { "X-OpenStack-Ironic-API-Version": "1.95" },
+      body: [{ op: "replace", path: "/disable_power_off", value: true }],
+    });
+    expect(flagged.status).toBe(200);
+    const before = power.of(uuid).length;
+    power.force(uuid, "power on"); // the node came up behind the conductor's back: recorded off, BMC on
+    const first = await runPowerSyncPass(port, {
+      concurrency: 2,
+      forcePowerStateDuringSync: true,
+      maxFailures: 3,
+    });
+    expect(first.outcomes.recorded).toBe(1);
+    expect((await ctx.conductor.store.getNode(uuid))?.power_state).toBe("power on");
+    power.force(uuid, "power off"); // and went down again: recorded on, BMC off; no power on either
+    await runPowerSyncPass(port, { concurrency: 2, forcePowerStateDuringSync: true, maxFailures: 3 });
+    expect((await ctx.conductor.store.getNode(uuid))?.power_state).toBe("power off");
+    expect(power.of(uuid).slice(before)).toEqual([]);
+    expect(power.stateOf(uuid)).toBe("power off");
   });
 });

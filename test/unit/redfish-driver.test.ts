@@ -108,6 +108,14 @@ describe("the redfish driver against the lab's in-memory BMC", () => {
     expect(machine.log.map((l) => l.type)).toEqual(["ForceOff", "On", "GracefulRestart"]);
   });
 
+  it("reboots a node with disable_power_off (1.95) by ForceRestart, never ForceOff", async () => {
+    const machine = new MemoryMachine({ power: "On", settleMs: 30 });
+    const { power, node } = await setup({}, machine);
+    await power.reboot({ ...node, disable_power_off: true });
+    expect(machine.state).toBe("On");
+    expect(machine.log.map((l) => l.type)).toEqual(["ForceRestart"]);
+  });
+
   it("follows a task monitor until the task completes", async () => {
     const { bmc, power, node } = await setup({ misbehave: { resetTaskPolls: 2 } });
     await power.setPowerState(node, "power on");

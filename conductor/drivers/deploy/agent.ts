@@ -153,9 +153,12 @@ const bootInstance = defineStep({
       { device: "disk", persistent: true },
       { signal: task.signal },
     );
-    await task.setPower("power off");
+    // a node with disable_power_off (1.95) is never off: one reboot from the ramdisk into the disk instead
+    // (Ironic's tear_down_agent and boot_instance)
+    const keepPower = task.node.disable_power_off === true;
+    if (!keepPower) await task.setPower("power off");
     await task.hw.boot.cleanUpRamdisk(node);
-    await task.setPower("power on");
+    await task.setPower(keepPower ? "reboot" : "power on");
   },
 });
 

@@ -64,12 +64,27 @@ export class IpmitoolPower implements PowerInterface {
   }
 
   /**
-   * Off (hard, or soft with the OS's cooperation), then on; a node that is off is just switched on.
+   * Off (hard, or soft with the OS's cooperation), then on; a node that is off is just switched on. A node
+   * with `disable_power_off` gets `chassis power reset` instead, and no soft reboot (Ironic's ipmitool: IPMI
+   * has no soft reset).
    * @throws InvalidDriverInfo, IpmiCommandError, DriverError
    */
   async reboot(node: DriverNode, options: CallOptions & { soft?: boolean } = {}): Promise<void> {
     const info = parseIpmiDriverInfo(node.driver_info);
     const soft = options.soft === true;
+    if (node.disable_power_off === true) {
+      if (soft)
+        throw new DriverError(
+          `Node ${node.uuid} hardware does not support feature soft power off, which is required based upon ` +
+            "the requested configuration.",
+          false,
+          { invalidRequest: true },
+        );
+      await this.ipmitool.run(info, ["chassis", "power", "reset"], { signal: options.signal });
+      const wait = { target: "power on", timeoutMs: this.powerTimeoutMs, verb: "reset" } as const;
+      await this.waitFor(info, { ...wait, signal: options.signal });
+      return;
+    }
     if ((await this.status(info, options.signal)) === "power on") {
       await this.change(info, { target: "power off", soft, signal: options.signal });
     }
@@ -88,6 +103,15 @@ export class IpmitoolPower implements PowerInterface {
     const verb = target === "power on" ? "on" : soft ? "soft" : "off";
     await this.ipmitool.run(info, ["chassis", "power", verb], { signal });
     const timeoutMs = soft ? this.softPowerTimeoutMs : this.powerTimeoutMs;
+    await this.waitFor(info, { target, timeoutMs, verb, signal });
+  }
+
+  /** Polls until the BMC reports `target`. @throws DriverError (retryable) when it never does */
+  private async waitFor(
+    info: IpmiDriverInfo,
+    request: { target: PowerState; timeoutMs: number; verb: string; signal: AbortSignal | undefined },
+  ): Promise<void> {
+    const { target, timeoutMs, verb, signal } = request;
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const state = await this.status(info, signal);

@@ -75,15 +75,21 @@ export class RedfishPower implements PowerInterface {
 
   /**
    * Hard: off, then on (Ironic's order, so a one-time boot device applies to the fresh boot). Soft:
-   * GracefulRestart. A node that is off is switched on.
+   * GracefulRestart. A node that is off is switched on. A node with `disable_power_off` that is on gets
+   * ForceRestart instead of off and on (Ironic's reboot skips the power off for it).
    * @throws InvalidDriverInfo, RedfishError, DriverError
    */
   async reboot(node: DriverNode, options: CallOptions & { soft?: boolean } = {}): Promise<void> {
     const view = await loadSystem(this.connections, node, options.signal);
     if (this.stateOf(view) === "power on") {
-      if (options.soft === true) {
+      if (options.soft === true || node.disable_power_off === true) {
         await this.options.management?.restoreBootDevice(node, view, options.signal);
-        await postReset(view, ["GracefulRestart"], this.resetOptions(options.signal));
+        if (options.soft === true) {
+          await postReset(view, ["GracefulRestart"], this.resetOptions(options.signal));
+          return;
+        }
+        await postReset(view, ["ForceRestart"], this.resetOptions(options.signal));
+        await this.waitFor(node, "power on", { timeoutMs: this.powerTimeoutMs, signal: options.signal });
         return;
       }
       await this.change(node, view, { target: "power off", soft: false, signal: options.signal });
