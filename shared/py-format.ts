@@ -14,13 +14,30 @@ export class FormatError extends Error {
   }
 }
 
+/**
+ * A string as Python's repr() writes it: Ironic's PatchError quotes the failed operation as a dict, and
+ * clients match texts after their own repr() of stderr, where a `"` in the text would turn `can't` into
+ * `can\'t` (python-ironicclient's functional suite does).
+ */
+export function pythonRepr(text: string): string {
+  const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
+  let out = "";
+  for (const ch of text) {
+    const code = ch.codePointAt(0)!;
+    if (ch === "\\") out += "\\\\";
+    else if (ch === quote) out += `\\${ch}`;
+    else if (ch === "\n") out += "\\n";
+    else if (ch === "\r") out += "\\r";
+    else if (ch === "\t") out += "\\t";
+    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
+    else out += ch;
+  }
+  return `${quote}${out}${quote}`;
+}
+
 /** Python's repr of a JSON value. */
 export function pyRepr(value: unknown): string {
-  if (typeof value === "string") {
-    const quote = value.includes("'") && !value.includes('"') ? '"' : "'";
-    const body = value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n");
-    return quote + (quote === "'" ? body.replace(/'/g, "\\'") : body) + quote;
-  }
+  if (typeof value === "string") return pythonRepr(value);
   if (Array.isArray(value)) return `[${value.map(pyRepr).join(", ")}]`;
   if (value !== null && typeof value === "object")
     return `{${Object.entries(value)

@@ -1,3 +1,4 @@
+import { pythonRepr } from "../../shared/py-format.ts";
 import { applyPatch, type Operation } from "rfc6902";
 import type { JsonPatch } from "../../shared/api.ts";
 import { PROTOTYPE_KEYS } from "../../shared/json-shape.ts";
@@ -29,27 +30,6 @@ function isContainer(value: unknown): value is Record<string, unknown> | unknown
 /** A short rendering of an operation for error messages (values can be megabytes). */
 function describe(operation: JsonPatch[number]): string {
   return `{'op': ${pythonRepr(operation.op)}, 'path': ${pythonRepr(operation.path.slice(0, 200))}}`;
-}
-
-/**
- * A string as Python's repr() writes it: Ironic's PatchError quotes the failed operation as a dict, and
- * clients match texts after their own repr() of stderr, where a `"` in the text would turn `can't` into
- * `can\'t` (python-ironicclient's functional suite does).
- */
-export function pythonRepr(text: string): string {
-  const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
-  let out = "";
-  for (const ch of text) {
-    const code = ch.codePointAt(0)!;
-    if (ch === "\\") out += "\\\\";
-    else if (ch === quote) out += `\\${ch}`;
-    else if (ch === "\n") out += "\\n";
-    else if (ch === "\r") out += "\\r";
-    else if (ch === "\t") out += "\\t";
-    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
-    else out += ch;
-  }
-  return `${quote}${out}${quote}`;
 }
 
 /** Decodes a path and refuses the segments that reach a prototype. @throws ApiError(400) */

@@ -2,7 +2,8 @@ import fc from "fast-check";
 import { execFileSync } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApiError } from "../../conductor/api/errors.ts";
-import { applyJsonPatch, pythonRepr, type PatchRules } from "../../conductor/api/json-patch.ts";
+import { applyJsonPatch, type PatchRules } from "../../conductor/api/json-patch.ts";
+import { pythonRepr } from "../../shared/py-format.ts";
 import type { JsonPatch } from "../../shared/api.ts";
 
 const RULES: PatchRules = {
