@@ -2,7 +2,7 @@ import { mkdirSync, statfsSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../scripts/lab/lab.ts";
 
-/** What one lab VM at a time needs in .tmp/e2e (disks stay sparse; measured peak of the RAID walk: 0.2 GiB). */
+/** What two lab files at a time need in .tmp/e2e (disks stay sparse; measured peak of the RAID walk: 0.2 GiB). */
 const NEEDED_BYTES = 1024 ** 3;
 
 /**
