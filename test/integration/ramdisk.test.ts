@@ -19,11 +19,13 @@ const STAND_IN = join(ROOT, "images/ramdisk/stand-in-agent.sh");
 // its command line that only dials, to test the ramdisk alone.
 const USE_STAND_IN = process.env.ANVIL_RAMDISK_STAND_IN === "1";
 // The boot NIC is QEMU's vmxnet3 and a second NIC its RTL8139, so the drivers beyond virtio carry DHCP, the
-// agent's link and the image download; a third disk sits behind QEMU's MegaRAID SAS (megaraid_sas).
+// agent's link and the image download; a third disk sits behind QEMU's MegaRAID SAS (megaraid_sas), and the
+// image is written to it and booted from it by SeaBIOS, as a server's RAID-controller disk is.
 // (QEMU 7.2 has no igb: docs/lab.md.)
 const MAC = "52:54:00:4a:4e:01";
 const SECOND_MAC = "52:54:00:4a:4e:02";
-const MEGASAS_BYTES = 96 * 1024 * 1024;
+// big enough for the test image and a config drive partition
+const MEGASAS_BYTES = 160 * 1024 * 1024;
 const BOOT_TIMEOUT_MS = 180_000;
 const WRITE_TIMEOUT_MS = 600_000;
 const VIRTIO_BYTES = 160 * 1024 * 1024;
@@ -221,7 +223,7 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
   );
 
   it.runIf(!USE_STAND_IN)(
-    "the agent writes the compressed qcow2 test image and a config drive to the disk the hints pick, which then boots",
+    "the agent writes the compressed qcow2 test image and a config drive to the MegaRAID disk the hints pick, which then boots",
     async () => {
       const images = join(dir, "images");
       const built = await exec(
@@ -246,7 +248,7 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
             image_type: "whole-disk",
           },
           configdrive: await configDrive(join(dir, "configdrive")),
-          root_device: { serial: "ANVIL-VIRTIO-1" },
+          root_device: { serial: "ANVIL-MEGASAS-1" },
         },
         WRITE_TIMEOUT_MS,
       );
@@ -256,7 +258,7 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
       });
       const written = result.ok ? (result.value as { bytes_written?: number; duration_ms?: number }) : {};
       console.log(
-        `write_image under TCG: ${written.bytes_written} bytes to /dev/vda in ${written.duration_ms} ms`,
+        `write_image under TCG: ${written.bytes_written} bytes to the MegaRAID disk in ${written.duration_ms} ms`,
       );
       await conductor.call("sync", {}, BOOT_TIMEOUT_MS);
 
@@ -266,7 +268,7 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
         memoryMb: 256,
         nics: [],
         boot: "disk",
-        disks: [{ path: join(dir, "virtio.raw"), format: "raw", serial: "ANVIL-VIRTIO-1", bus: "virtio" }],
+        disks: [{ path: join(dir, "megasas.raw"), format: "raw", serial: "ANVIL-MEGASAS-1", bus: "megasas" }],
         extraArgs: ["-nic", "none"],
       });
       const text = await vm.waitForSerial(/ANVIL-TEST-IMAGE-CONFIGDRIVE[^\n]*\n/, {
@@ -274,7 +276,7 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
         failOn: PANIC,
       });
       expect(text).toContain("ANVIL-TEST-IMAGE-BOOTED ramdisk-deployed\r\n");
-      expect(text).toMatch(new RegExp(`ANVIL-TEST-IMAGE-CONFIGDRIVE vda\\d uuid=${INSTANCE_UUID}\r\n`));
+      expect(text).toMatch(new RegExp(`ANVIL-TEST-IMAGE-CONFIGDRIVE sd[a-z]\\d uuid=${INSTANCE_UUID}\r\n`));
     },
     WRITE_TIMEOUT_MS + BOOT_TIMEOUT_MS,
   );
