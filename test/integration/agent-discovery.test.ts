@@ -193,6 +193,59 @@ describe("auto-discovery from the agent's hello", () => {
   });
 });
 
+describe("auto-discovery with fast track", () => {
+  let ctx: Ctx;
+  let executable = "";
+  beforeAll(async () => {
+    executable = await ensureAgentBuilt();
+    ctx = await startConductor({
+      autoDiscovery: { enabled: true, driver: "fake-hardware" },
+      agent: { fastTrack: true },
+    });
+  }, 300_000);
+  afterAll(async () => {
+    await ctx?.stop();
+  });
+
+  it("keeps the discovered machine's agent up (no power off) for the operator's next action", async () => {
+    const macs = ["52:54:00:27:ff:01"];
+    const machine = await writeSimulatedMachine(dir, sampleInventory({ macs }));
+    const events = join(dir, "events-fast.jsonl");
+    const booted = startAgentProcess({
+      executable,
+      args: [
+        ...["service", "--conductor", wsOf(ctx), "--backend", "simulated"],
+        ...["--inventory", machine, "--events", events],
+      ],
+    });
+    try {
+      const uuid = await until(async () => (await nodesWithMac(ctx, macs[0]!))[0], {
+        what: "the discovered node",
+        timeoutMs: 30_000,
+      });
+      // discovery done: the flag is cleared and the lock released (a power_off would have been answered)
+      await until(
+        async () => {
+          const node = (await api(`${ctx.url}/v1/nodes/${uuid}`, { headers: V96 })).body as NodeView & {
+            reservation: string | null;
+          };
+          return node.reservation === null && !("discovery_awaits_agent" in node.driver_internal_info)
+            ? true
+            : undefined;
+        },
+        { what: "the end of discovery", timeoutMs: 60_000 },
+      );
+      // the agent still serves commands on the same session, and was never told to power off
+      const again = await ctx.conductor.gateway.call(uuid, { name: "get_inventory", args: {} });
+      expect(again).toMatchObject({ interfaces: [{ mac_address: macs[0] }] });
+      expect(await readFile(events, "utf8").catch(() => "")).not.toContain("power_off");
+      expect(ctx.conductor.gateway.isConnected(uuid)).toBe(true);
+    } finally {
+      await booted.stop();
+    }
+  });
+});
+
 describe("auto-discovery off (the default)", () => {
   let ctx: Ctx;
   const lines: string[] = [];
