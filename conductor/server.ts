@@ -31,6 +31,9 @@ import { ConsoleSessions } from "./console/sessions.ts";
 import { consoleUpgradeRoute } from "./console/websocket.ts";
 import { ConsoleService } from "./operations/console.ts";
 import { Provisioner } from "./operations/provisioner.ts";
+import { discoveredAgentConnected, enrollDiscovered } from "./operations/discovery.ts";
+import { ramdiskAgentParams } from "./flows/ramdisk.ts";
+import { errorMessage } from "./flows/drive.ts";
 import { adoptBoot, takeOver } from "./operations/recovery.ts";
 import { failTimedOut } from "./operations/wait-timeouts.ts";
 import { createImageServing, type ImageServing } from "./images/image-serving.ts";
@@ -102,7 +105,22 @@ export function createConductor(
     scheme: tls ? "https:" : "http:",
   });
   const gateway = createAgentGateway({
-    directory: storeDirectory(store, { fastTrack: config.agent.fastTrack }),
+    directory: storeDirectory(store, {
+      fastTrack: config.agent.fastTrack,
+      // auto-discovery (off by default): a hello from a machine no node has enrolls one
+      ...(config.autoDiscovery.enabled
+        ? {
+            enrollDiscovered: async (machine) =>
+              (
+                await enrollDiscovered(provisioner, {
+                  macs: machine.macs,
+                  bmcAddress: machine.bmc_address,
+                  awaitsAgent: true,
+                })
+              )?.uuid ?? null,
+          }
+        : {}),
+    }),
     logger,
     maxFrameBytes: config.agent.maxFrameBytes,
     heartbeatTimeoutMs: config.agent.heartbeatTimeoutS * 1000,
@@ -184,11 +202,36 @@ export function createConductor(
 
   gateway.onConnected((uuid) => {
     events.publish({ type: "agent", node: uuid, connected: true });
-    provisioner
-      .agentConnected(uuid)
+    discoveredAgentConnected(provisioner, uuid)
+      .then((discovered) => (discovered ? undefined : provisioner.agentConnected(uuid)))
       .catch((error: unknown) => logger.error({ err: error, node: uuid }, "agent call-back failed"));
   });
   gateway.onDisconnected((uuid) => events.publish({ type: "agent", node: uuid, connected: false }));
+
+  /**
+   * Auto-discovery's boot script (machines no node has boot the ramdisk and dial us) when it is on, through
+   * its driver's boot interface; removed when it is off, so unknown machines get nothing by default.
+   */
+  const prepareDiscoveryBoot = async (): Promise<void> => {
+    if (!config.autoDiscovery.enabled) {
+      for (const hw of drivers.list()) await hw.boot.prepareDiscovery?.(null);
+      return;
+    }
+    const boot = drivers.get(config.autoDiscovery.driver)?.boot;
+    if (boot?.prepareDiscovery === undefined) {
+      logger.warn(
+        { driver: config.autoDiscovery.driver },
+        "auto-discovery: this driver's boot interface cannot boot unknown machines; only ramdisks booted otherwise are discovered",
+      );
+      return;
+    }
+    try {
+      await boot.prepareDiscovery({ agentParams: ramdiskAgentParams(provisioner.deps) });
+    } catch (error) {
+      // no default deploy kernel and ramdisk: machines booted into a ramdisk otherwise are still discovered
+      logger.warn({ err: errorMessage(error) }, "auto-discovery: unknown machines cannot network-boot");
+    }
+  };
 
   const timers: NodeJS.Timeout[] = [];
   const every = (seconds: number, job: () => Promise<unknown>, name: string): void => {
@@ -286,6 +329,7 @@ export function createConductor(
       await membership.heartbeat(publicUrl());
       // adoption writes our URL into boot files: only once we listen
       await takeover();
+      await prepareDiscoveryBoot();
       every(config.cluster.heartbeatIntervalS, () => membership.heartbeat().then(takeover), "heartbeat");
       const mine = (node: { uuid: string; conductor_group: string }) => membership.owns(node);
       // a node still waiting on a dead conductor's boot files is adopted (timer restarted), not timed out

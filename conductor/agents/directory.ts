@@ -1,3 +1,5 @@
+import type { Hello } from "../../shared/protocol.ts";
+
 export interface AgentNode {
   uuid: string;
   fastTrack: boolean;
@@ -19,4 +21,11 @@ export interface AgentDirectory {
    */
   tokenRecord(uuid: string): Promise<{ digest: string; bootId: string } | null>;
   saveToken(uuid: string, record: { digest: string; bootId: string }): Promise<void>;
+  /**
+   * Auto-discovery (absent when it is off): a hello whose MACs name no node expecting an agent may enroll a
+   * new node for the machine. Returns the node to admit the agent for (the one just enrolled, or the one a
+   * racing hello of the same machine enrolled), or null when the MACs belong to a known node that expects no
+   * agent (the refusal stands).
+   */
+  discover?(hello: Pick<Hello, "macs" | "bmc_address">): Promise<AgentNode | null>;
 }

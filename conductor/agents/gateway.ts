@@ -319,8 +319,16 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       conn.socket.close(CLOSE_GOING_AWAY, "directory unavailable");
       return;
     }
-    if (outcome.ok === false)
+    if (outcome.ok === false) {
+      if (outcome.code === "UNKNOWN_MAC")
+        logger.info(
+          { remote: conn.remote, macs: hello.macs, auto_discovery: directory.discover !== undefined },
+          directory.discover === undefined
+            ? "an agent no node has dialled in: refused, auto-discovery is off"
+            : "an agent whose MACs belong to a node expecting no agent dialled in: refused",
+        );
       return refuse(conn, { code: outcome.code, message: outcome.message, close: CLOSE_POLICY });
+    }
     if (conn.socket.readyState !== WebSocket.OPEN || conn.state !== "authenticating") return;
     if (outcome.ok === "redirect") {
       logger.info(

@@ -32,7 +32,8 @@ export interface HelloContext {
  * token, issued to the first hello after the conductor cleared the previous one (it does so when it boots
  * the node into the ramdisk). While a token exists, only a hello carrying it is admitted, whatever boot id
  * it claims: a MAC and a boot id are not secrets, so neither ever earns a token or a session on its own.
- * The directory is written only when a token is issued.
+ * The directory is written only when a token is issued (or, with auto-discovery on, when a machine no node
+ * has is enrolled: its first hello then gets the new node's token like any other).
  *
  * In a cluster, a hello that reaches a conductor which does not own the node is redirected to the owner
  * (unless a redirect already sent it here: one hop). The token is checked first when one exists, so a
@@ -44,7 +45,7 @@ export async function authenticateHello(
   hello: Hello,
   context: HelloContext,
 ): Promise<HandshakeOutcome> {
-  const node = await directory.lookupByMacs(hello.macs);
+  const node = (await directory.lookupByMacs(hello.macs)) ?? (await directory.discover?.(hello)) ?? null;
   if (node === null) {
     return {
       ok: false,

@@ -129,6 +129,11 @@ export interface BootInterface {
   ): Promise<void>;
   /** Removes every boot file written for the node (idempotent). */
   cleanUpRamdisk(node: DriverNode): Promise<void>;
+  /**
+   * Auto-discovery: boots machines no node has into the deploy ramdisk with these agent parameters, or stops
+   * doing so (null). Absent: the interface cannot boot unknown machines (virtual media needs a node's BMC).
+   */
+  prepareDiscovery?(options: { agentParams: Record<string, string> } | null): Promise<void>;
   /** Makes the next boot come from the local disk. */
   prepareInstance(node: DriverNode): Promise<void>;
   cleanUpInstance(node: DriverNode): Promise<void>;

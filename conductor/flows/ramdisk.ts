@@ -1,7 +1,7 @@
 import { agentEndpointOf } from "../agents/endpoint.ts";
 import { INDEXED_INTERNAL_KEYS } from "../db/store.ts";
 import { applyPower, powerOffDisabled } from "../tasks/power.ts";
-import type { Task } from "../tasks/task.ts";
+import type { Task, TaskDeps } from "../tasks/task.ts";
 
 /** driver_internal_info key: the identity of the conductor whose boot configuration the ramdisk boots from. */
 export const RAMDISK_PREPARED_BY = INDEXED_INTERNAL_KEYS.ramdiskPreparedBy;
@@ -11,11 +11,15 @@ export const RAMDISK_PREPARED_BY = INDEXED_INTERNAL_KEYS.ramdiskPreparedBy;
  * conductors' (so an agent whose conductor dies can reach another, which redirects it to the owner), and the
  * certificate pin.
  */
-function agentParams(task: Task): Record<string, string> {
-  const urls = [task.deps.publicUrl(), ...(task.deps.peerUrls?.() ?? [])].map(agentEndpointOf);
-  const pin = task.deps.caFingerprint;
+export function ramdiskAgentParams(
+  deps: Pick<TaskDeps, "publicUrl" | "peerUrls" | "caFingerprint">,
+): Record<string, string> {
+  const urls = [deps.publicUrl(), ...(deps.peerUrls?.() ?? [])].map(agentEndpointOf);
+  const pin = deps.caFingerprint;
   return { "anvil.conductor": [...new Set(urls)].join(","), ...(pin ? { "anvil.ca_fingerprint": pin } : {}) };
 }
+
+const agentParams = (task: Task): Record<string, string> => ramdiskAgentParams(task.deps);
 
 /** True when the node's agent is still connected from earlier work and fast track may skip a reboot. */
 export function canFastTrack(task: Task): boolean {

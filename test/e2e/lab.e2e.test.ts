@@ -8,7 +8,7 @@ import type { LabUpOptions } from "../../scripts/lab/lab.ts";
 import { NIC_MODELS } from "../../scripts/lab/vm-args.ts";
 import { baremetal } from "../../scripts/lab/baremetal.ts";
 import type { PowerActions } from "../../scripts/lab/probe.ts";
-import type { LabState } from "../../scripts/lab/state.ts";
+import type { LabNode, LabState } from "../../scripts/lab/state.ts";
 import {
   provision,
   provisionStates,
@@ -69,6 +69,33 @@ function report(title: string, rows: Record<string, string | number>): void {
 }
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+
+/** Powers a lab VM on into PXE through its BMC, as an operator racking a machine would (password via env). */
+async function powerOnByBmc(node: LabNode): Promise<void> {
+  const password = (await readFile(node.passwordFile, "utf8")).trim();
+  const base = ["-I", "lanplus", "-H", "127.0.0.1", "-p", String(node.bmcPort), "-U", node.username, "-E"];
+  for (const command of [
+    ["chassis", "bootdev", "pxe"],
+    ["chassis", "power", "on"],
+  ]) {
+    const result = await exec("ipmitool", [...base, ...command], {
+      env: { IPMI_PASSWORD: password },
+      timeoutMs: 30_000,
+    });
+    expect(result.code, result.stderr).toBe(0);
+  }
+}
+
+/** Polls until `probe` answers something other than undefined. @throws Error naming `what` on timeout */
+async function poll<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
 
 describe("the virtual lab, driven by the stock baremetal CLI", () => {
   it("enroll → manage → inspect → provide → deploy (the VM boots the image) → undeploy → available, on a vmxnet3 NIC", async () => {
@@ -276,5 +303,79 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
     } finally {
       walk.stopEvents();
     }
+  });
+
+  it("discovery: an unknown QEMU node is enrolled, inspected and given its class and traits by an API rule", async () => {
+    const state = await up("discovery", ["--auto-discovery-enabled", "--auto-discovery-driver", "ipmi"]);
+    const url = state.conductor?.url ?? "";
+    const node = state.nodes[0]!;
+    const V = { "X-OpenStack-Ironic-API-Version": "1.96", "Content-Type": "application/json" };
+    const get = async (path: string): Promise<{ status: number; body: Record<string, unknown> }> => {
+      const r = await fetch(`${url}${path}`, { headers: V });
+      return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+    };
+    const rule = await fetch(`${url}/v1/inspection_rules`, {
+      method: "POST",
+      headers: V,
+      body: JSON.stringify({
+        description: "discovered one-CPU lab machines",
+        conditions: [{ op: "eq", args: { values: ["{inventory[cpu][count]}", String(node.vcpus)] } }],
+        actions: [
+          { op: "set-attribute", args: { path: "resource_class", value: "lab-discovered" } },
+          { op: "add-trait", args: { name: "CUSTOM_LAB_DISCOVERED" } },
+        ],
+      }),
+    });
+    expect(rule.status, await rule.clone().text()).toBe(201);
+    expect((await get("/v1/nodes")).body.nodes).toEqual([]); // the VM's MAC is no node's
+
+    const started = Date.now();
+    await powerOnByBmc(node);
+    const uuid = await poll("the discovered node", 300_000, async () => {
+      const ports = (await get(`/v1/ports?address=${node.mac}&fields=node_uuid`)).body.ports as {
+        node_uuid: string;
+      }[];
+      return ports[0]?.node_uuid;
+    });
+    const enrolledMs = Date.now() - started;
+    const found = await poll("the inspection rule's result", 300_000, async () => {
+      const shown = (await get(`/v1/nodes/${uuid}`)).body;
+      return shown.resource_class === null && shown.last_error === null ? undefined : shown;
+    });
+    const inspectedMs = Date.now() - started;
+    expect(found).toMatchObject({
+      provision_state: "enroll",
+      driver: "ipmi",
+      resource_class: "lab-discovered",
+      last_error: null,
+      properties: { cpus: node.vcpus, cpu_arch: "x86_64" },
+    });
+    expect((await get(`/v1/nodes/${uuid}/traits`)).body.traits).toEqual(["CUSTOM_LAB_DISCOVERED"]);
+    const inventory = (await get(`/v1/nodes/${uuid}/inventory`)).body as {
+      inventory: { interfaces: { mac_address: string; driver?: string }[]; disks: unknown[] };
+      plugin_data: Record<string, unknown>;
+    };
+    expect(inventory.plugin_data.auto_discovered).toBe(true);
+    expect(inventory.inventory.interfaces.map((i) => i.mac_address)).toContain(node.mac);
+    expect(inventory.inventory.disks.length).toBeGreaterThan(0);
+    const ports = (await get(`/v1/ports?node_uuid=${uuid}&detail=true`)).body.ports as {
+      address: string;
+      pxe_enabled: boolean;
+    }[];
+    expect(ports.map((p) => [p.address, p.pxe_enabled])).toEqual([[node.mac, true]]);
+    // then the agent powers the machine off: QEMU exits, the BMC reads off
+    await poll("the discovered VM to power off", 120_000, async () =>
+      (await readFile(join(node.dir, "bmc", "chassis", "power"), "utf8").catch(() => "")).trim() === "0"
+        ? true
+        : undefined,
+    );
+    expect((await get("/v1/nodes")).body.nodes).toHaveLength(1);
+    // iPXE found no script for its MAC and booted the discovery script the conductor wrote
+    expect(await readFile(join(node.dir, "vm", "serial.log"), "utf8")).toMatch(/discovery\.ipxe\.\.\. ok/);
+    report("lab e2e: auto-discovery of an unknown VM", {
+      "power on → node enrolled": seconds(enrolledMs),
+      "power on → inspected, rule applied": seconds(inspectedMs),
+      "power on → VM off": seconds(Date.now() - started),
+    });
   });
 });

@@ -69,6 +69,16 @@ describe("dnsmasq.conf", () => {
     expect(conf).not.toContain("dhcp-ignore=tag:!anvil");
   });
 
+  it("with auto-discovery, answers and boots machines Anvil never named", () => {
+    const conf = dnsmasqConf({ ...base, discovery: true }).split("\n");
+    expect(conf).not.toContain("dhcp-ignore=tag:!anvil");
+    expect(conf).toContain("dhcp-boot=tag:ipxe,http://10.0.0.1:6385/boot/boot.ipxe");
+    expect(conf).toContain("dhcp-boot=tag:!ipxe,tag:efi,ipxe.efi,,10.0.0.1");
+    expect(conf).toContain("dhcp-boot=tag:!ipxe,tag:!efi,undionly.kpxe,,10.0.0.1");
+    // a MAC Anvil set to ignore (a node taken out) still gets nothing: its host line says so
+    expect(conf).toContain("dhcp-hostsdir=/var/lib/anvil/dhcp-hosts");
+  });
+
   it("refuses values that would inject lines", () => {
     expect(() => dnsmasqConf({ ...base, interface: "eth0\ndhcp-script=/bin/sh" })).toThrow(InvalidDriverInfo);
   });

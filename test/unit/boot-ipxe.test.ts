@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { InvalidDriverInfo } from "../../conductor/drivers/errors.ts";
 import type { DriverNode } from "../../conductor/drivers/interfaces.ts";
-import { IpxeBoot, ipxeEntryScript } from "../../conductor/drivers/boot/ipxe.ts";
+import { DISCOVERY_SCRIPT, IpxeBoot, ipxeEntryScript } from "../../conductor/drivers/boot/ipxe.ts";
 import { pathInside } from "../../conductor/drivers/boot/boot-files.ts";
 
 const UUID = "0f3c1a52-8b1e-4c55-9a8e-1d2f3a4b5c6d";
@@ -64,7 +64,28 @@ describe("IpxeBoot", () => {
     await boot.prepareRamdisk(node(), { agentParams: {} });
     const entry = await readFile(join(root, "boot.ipxe"), "utf8");
     expect(entry).toBe(ipxeEntryScript());
-    expect(entry).toContain("chain nodes/${net0/mac:hexhyp}.ipxe || goto unknown");
+    expect(entry).toContain("chain nodes/${net0/mac:hexhyp}.ipxe || goto discovery");
+    // a machine without a script of its own tries the discovery script, which exists only with discovery on
+    expect(entry).toContain(`chain ${DISCOVERY_SCRIPT} || goto unknown`);
+  });
+
+  it("auto-discovery: writes a ramdisk script for any machine, BOOTIF from iPXE's MAC, and removes it", async () => {
+    const withImages = new IpxeBoot({
+      root,
+      kernelArgs: ["console=ttyS0"],
+      defaultDeployImages: { kernel: "http://10.0.0.1/k", ramdisk: "http://10.0.0.1/r.img" },
+    });
+    await withImages.prepareDiscovery({ agentParams: { "anvil.conductor": "ws://10.0.0.1/v1/agent" } });
+    const script = await readFile(join(root, DISCOVERY_SCRIPT), "utf8");
+    expect(script).toContain(
+      "kernel http://10.0.0.1/k initrd=r.img console=ttyS0 anvil.conductor=ws://10.0.0.1/v1/agent BOOTIF=01-${net0/mac:hexhyp} || goto failed",
+    );
+    expect(script).toContain("initrd http://10.0.0.1/r.img || goto failed");
+    await withImages.prepareDiscovery(null);
+    await expect(stat(join(root, DISCOVERY_SCRIPT))).rejects.toThrow(/ENOENT/);
+    await withImages.prepareDiscovery(null); // idempotent
+    // without default deploy images there is nothing to boot an unknown machine into
+    await expect(boot.prepareDiscovery({ agentParams: {} })).rejects.toThrow(InvalidDriverInfo);
   });
 
   it("uses configured deploy images when driver_info has none", async () => {

@@ -13,7 +13,7 @@ const SAFE_LOCATION = /^[\x21-\x7e]+$/;
 const UNSAFE = /["'\\$`;]/;
 
 function pick(
-  node: DriverNode,
+  node: Pick<DriverNode, "driver_info">,
   field: "deploy_kernel" | "deploy_ramdisk",
   fallback: string | undefined,
 ): string {
@@ -48,7 +48,10 @@ export function refuseDeployImageCredentials(driverInfo: Record<string, unknown>
  * The deploy kernel and ramdisk for a node: driver_info.deploy_kernel/deploy_ramdisk, else the defaults.
  * @throws InvalidDriverInfo when neither is set or a value could break a boot script.
  */
-export function deployImagesFor(node: DriverNode, defaults: Partial<DeployImages> = {}): DeployImages {
+export function deployImagesFor(
+  node: Pick<DriverNode, "driver_info">,
+  defaults: Partial<DeployImages> = {},
+): DeployImages {
   return {
     kernel: pick(node, "deploy_kernel", defaults.kernel),
     ramdisk: pick(node, "deploy_ramdisk", defaults.ramdisk),

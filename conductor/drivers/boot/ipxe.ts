@@ -21,17 +21,46 @@ export interface IpxeBootOptions {
   retryDelaySec?: number;
 }
 
-/** The one script every machine first fetches: chain to the script named after the booting NIC's MAC. */
+/** The script a machine no node has boots when auto-discovery is on (absent when it is off). */
+export const DISCOVERY_SCRIPT = "discovery.ipxe";
+
+/**
+ * The one script every machine first fetches: chain to the script named after the booting NIC's MAC; a machine
+ * without one tries the discovery script, which exists only while auto-discovery is on.
+ */
 export function ipxeEntryScript(): string {
   return [
     "#!ipxe",
     "# Anvil: chain to this machine's own script, named after the MAC iPXE booted from.",
-    "chain nodes/${net0/mac:hexhyp}.ipxe || goto unknown",
+    "chain nodes/${net0/mac:hexhyp}.ipxe || goto discovery",
+    ":discovery",
+    `chain ${DISCOVERY_SCRIPT} || goto unknown`,
     ":unknown",
     "echo Anvil: no boot script for ${net0/mac}; trying the next boot device",
     "exit",
     "",
   ].join("\n");
+}
+
+/**
+ * The discovery script: the deploy ramdisk for whatever machine fetches it, its BOOTIF from iPXE's own MAC.
+ * BIOS only names the initrd by URL; UEFI's EFI stub finds it by name, which the deploy script also gives.
+ */
+export function ipxeDiscoveryScript(request: {
+  images: DeployImages;
+  kernelWords: readonly string[];
+  retryDelaySec: number;
+}): string {
+  return ipxeDeployScript({
+    uuid: "(auto-discovery)",
+    images: request.images,
+    kernelWords: [...request.kernelWords, "BOOTIF=01-${net0/mac:hexhyp}"],
+    bootMode: "uefi",
+    retryDelaySec: request.retryDelaySec,
+  }).replace(
+    "# Anvil: deploy ramdisk for node (auto-discovery)",
+    "# Anvil: deploy ramdisk for a machine no node has (auto-discovery)",
+  );
 }
 
 /** The per-MAC script that boots the deploy ramdisk, retrying downloads until they work. */
@@ -133,6 +162,23 @@ export class IpxeBoot implements BootInterface {
       });
       await writeFileAtomic(this.nodeScriptPath(mac), script);
     }
+  }
+
+  /**
+   * Writes the discovery script (the deploy ramdisk for machines no node has), or removes it (null): the
+   * conductor calls this at start with auto-discovery's setting. @throws InvalidDriverInfo
+   */
+  async prepareDiscovery(options: { agentParams: Record<string, string> } | null): Promise<void> {
+    const path = pathInside(this.root, DISCOVERY_SCRIPT);
+    if (options === null) return removeFile(path);
+    const images = deployImagesFor({ driver_info: {} }, this.defaults);
+    requireHttpUrl(images.kernel, "boot.deploy_kernel");
+    requireHttpUrl(images.ramdisk, "boot.deploy_ramdisk");
+    const kernelWords = [...this.kernelWords, ...formatKernelArgs(options.agentParams)];
+    await writeFileAtomic(
+      path,
+      ipxeDiscoveryScript({ images, kernelWords, retryDelaySec: this.retryDelaySec }),
+    );
   }
 
   async cleanUpRamdisk(node: DriverNode): Promise<void> {
