@@ -1,6 +1,7 @@
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { createLogger } from "../shared/log.ts";
+import { LogRing } from "./link/log-ring.ts";
 import type { Logger } from "../shared/log.ts";
 import { InventorySchema } from "../shared/inventory.ts";
 import { kernelParamValues, parseKernelCmdline, PIN_PARAM, pinFromValues } from "./cmdline.ts";
@@ -128,7 +129,8 @@ async function runService(options: {
     process.stderr.write("no conductor URL: pass --conductor or boot with anvil.conductor=ws://…\n");
     return 2;
   }
-  const logger = createLogger({ level: options.level, name: "anvil-agent" });
+  const recent = new LogRing();
+  const logger = createLogger({ level: options.level, name: "anvil-agent", tee: recent });
   const [url, ...otherUrls] = parseConductorUrls(options.url);
   if (url === undefined) {
     process.stderr.write("no conductor URL: pass --conductor or boot with anvil.conductor=ws://…\n");
@@ -143,6 +145,7 @@ async function runService(options: {
     logger,
     agentVersion: AGENT_VERSION,
     pinnedFingerprint: options.pinnedFingerprint,
+    recentLog: () => recent.text(),
     ...(await tokenPersistence(options.tokenFile, logger)),
   });
   logger.info(

@@ -332,6 +332,33 @@ export const ConductorConfig = z.object({
     })
     .prefault({}),
   /**
+   * Ironic's [agent] deploy_logs_*: the deploy ramdisk's logs (the agent's own, the kernel's, the inventory)
+   * collected when in-band work fails (on_failure), also when it succeeds (always), or never, and kept per
+   * node under `dir` (default <dataDir>/deploy-logs), secrets masked. The API lists and serves them.
+   */
+  deployLogs: z
+    .object({
+      collect: z.enum(["always", "on_failure", "never"]).default("on_failure"),
+      dir: z.string().optional(),
+      /** Archives kept per node: the oldest go first. */
+      maxPerNode: z.number().int().positive().default(10),
+      /** Bytes kept per node (compressed archives): the oldest go first; the newest is always kept. */
+      maxBytesPerNode: z
+        .number()
+        .int()
+        .positive()
+        .default(50 * 1024 * 1024),
+      /** Bytes one archive may unpack to (an agent's archive is refused past it). */
+      maxUnpackedBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(64 * 1024 * 1024),
+      /** How long the conductor waits for the agent to gather its logs. */
+      timeoutS: z.number().positive().default(120),
+    })
+    .prefault({}),
+  /**
    * Ironic's [auto_discovery]: an unknown machine whose ramdisk posts inspection data is enrolled with this
    * driver and inspected. Off by default: any machine reaching the callback would become a node.
    */

@@ -1,9 +1,11 @@
 import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "../shared/log.ts";
 import { AllocationService } from "./allocations/service.ts";
 import { clusterPeers, resolveAuth } from "./auth/strategy.ts";
 import { HistoryRecorder } from "./history/recorder.ts";
+import { DeployLogStore } from "./history/deploy-logs.ts";
 import { loadTlsMaterial } from "./tls/material.ts";
 import { lookupAllowed, storeDirectory } from "./agents/directory-store.ts";
 import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
@@ -152,6 +154,10 @@ export function createConductor(
       publish: (e) => events.publish(e),
       imageSources: imageServing.sources,
       vmediaImages: imageServing.vmedia,
+      deployLogs: new DeployLogStore(
+        config.deployLogs.dir ?? join(config.dataDir, "deploy-logs"),
+        config.deployLogs,
+      ),
     },
     drivers,
     options.sign ?? imageServing.sign,

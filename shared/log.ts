@@ -37,9 +37,26 @@ export function prettyWanted(format: LogFormat, destination: NodeJS.WritableStre
 }
 
 export function createLogger(
-  options: { level?: string; name?: string; destination?: NodeJS.WritableStream; format?: LogFormat } = {},
+  options: {
+    level?: string;
+    name?: string;
+    destination?: NodeJS.WritableStream;
+    format?: LogFormat;
+    /** Also receives every line as JSON, whatever the format (the agent keeps its recent lines). */
+    tee?: { write(line: string): void };
+  } = {},
 ): Logger {
   const destination = options.destination ?? process.stderr;
+  const shown = prettyWanted(options.format ?? "auto", destination)
+    ? PinoPretty({
+        destination,
+        sync: true,
+        singleLine: true,
+        colorize: (destination as { isTTY?: boolean }).isTTY === true,
+        translateTime: "SYS:HH:MM:ss",
+        ignore: "pid,hostname,name",
+      })
+    : destination;
   const logger = pino(
     {
       level: options.level ?? "info",
@@ -48,16 +65,13 @@ export function createLogger(
       // secrets nested anywhere in a logged object (driver_info.redfish.password) are masked too
       formatters: { log: (object) => maskSecrets(object) },
     },
-    prettyWanted(options.format ?? "auto", destination)
-      ? PinoPretty({
-          destination,
-          sync: true,
-          singleLine: true,
-          colorize: (destination as { isTTY?: boolean }).isTTY === true,
-          translateTime: "SYS:HH:MM:ss",
-          ignore: "pid,hostname,name",
-        })
-      : destination,
+    options.tee
+      ? pino.multistream([
+          // each stream takes every level: the logger's own level is the one filter
+          { level: "trace", stream: shown },
+          { level: "trace", stream: options.tee },
+        ])
+      : shown,
   );
   return Object.assign(logger, {
     setLevel(level: string) {

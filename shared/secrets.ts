@@ -166,3 +166,44 @@ export function restoreMaskedSecrets(next: unknown, previous: unknown): void {
     }
   }
 }
+
+// `key=` / `key:` / `"key":` (the key's length bounded: a long word costs no more than a short one)
+const KEY_SEP = /(?<![\w.-])(["']?)([A-Za-z_][\w.-]{0,63})\1([ \t]*[=:][ \t]*)/g;
+// the value after a key: quoted (escapes allowed), or bare up to the next blank or double quote (a secret may hold `,` or `)`; a JSON string ends at `"`)
+const VALUE = /"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[^\s"]+/y;
+// credentials after an HTTP authorization scheme (a header echoed in a log line)
+const AUTH_SCHEME = /\b(Bearer|Basic|Negotiate)([ \t]+)[A-Za-z0-9._~+/=-]{4,}/g;
+const URL_IN_TEXT = /\b[a-z][a-z0-9+.-]{0,31}:\/\/[^\s"'<>`]+/gi;
+
+/**
+ * Free text (a log file, dmesg, a kernel command line, JSON printed as text) with its secrets replaced by
+ * `******`: values of secret-named keys (`password=…`, `"token": "…"`, `ipmi_password: …`, also inside
+ * another value: `"msg": "… password=x"`), credentials after `Bearer`/`Basic`, and URLs' passwords and
+ * signatures (as maskUrlSecrets). Other text is left as it is. Linear in the text's length.
+ */
+export function maskSecretsInText(text: string): string {
+  return maskPairs(
+    text
+      .replace(URL_IN_TEXT, (url) => maskUrlSecrets(url))
+      .replace(AUTH_SCHEME, (_all, scheme: string, space: string) => `${scheme}${space}${MASK}`),
+  );
+}
+
+function maskPairs(text: string): string {
+  const keys = new RegExp(KEY_SEP.source, KEY_SEP.flags);
+  const value = new RegExp(VALUE.source, VALUE.flags);
+  let out = "";
+  let copied = 0;
+  for (let match = keys.exec(text); match !== null; match = keys.exec(text)) {
+    // a key that names no secret: the scan goes on inside its value (a message holding `password=x`)
+    if (!isSecretKey(match[2] ?? "")) continue;
+    value.lastIndex = keys.lastIndex;
+    const found = value.exec(text);
+    if (found === null) continue;
+    const quote = found[0][0] === '"' || found[0][0] === "'" ? found[0][0] : "";
+    out += `${text.slice(copied, keys.lastIndex)}${quote}${MASK}${quote}`;
+    copied = value.lastIndex;
+    keys.lastIndex = value.lastIndex;
+  }
+  return out + text.slice(copied);
+}

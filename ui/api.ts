@@ -79,6 +79,23 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
   return (text ? JSON.parse(text) : null) as T;
 }
 
+/** One of a node's deploy logs, as GET /v1/nodes/{node}/logs lists it. */
+export interface DeployLog {
+  id: string;
+  created_at: string;
+  reason: string;
+  size: number;
+}
+
+/** A text resource (a deploy log) read with the session's credentials. */
+export async function callText(path: string): Promise<string> {
+  const response = await fetch(path, { headers: headers({ Accept: "text/plain" }) });
+  const text = await response.text();
+  if (!response.ok)
+    throw new ApiRefusal(response.status, faultOf(text) || `${response.status} ${response.statusText}`);
+  return text;
+}
+
 /** Asks the conductor for a bearer token with the user's basic-auth credentials. */
 export async function login(user: string, password: string): Promise<void> {
   const response = await fetch("/v1/auth/tokens", {

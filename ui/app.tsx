@@ -1,6 +1,16 @@
 import { render } from "preact";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { ApiRefusal, call, followEvents, login, session, type Node, type StreamEvent } from "./api.ts";
+import {
+  ApiRefusal,
+  call,
+  callText,
+  followEvents,
+  login,
+  session,
+  type DeployLog,
+  type Node,
+  type StreamEvent,
+} from "./api.ts";
 import { bytes, eta, type Progress } from "./format.ts";
 
 /** Live state shared by the pages: the last progress of each write and whether the event stream is up. */
@@ -321,7 +331,9 @@ function NodePage({ uuid, live, onAuth }: { uuid: string; live: Live; onAuth: ()
     ports: Record<string, unknown>[];
     allocations: Record<string, unknown>[];
     history: Record<string, unknown>[];
-  }>({ ports: [], allocations: [], history: [] });
+    logs: DeployLog[];
+  }>({ ports: [], allocations: [], history: [], logs: [] });
+  const [shownLog, setShownLog] = useState<{ id: string; text: string } | null>(null);
   const [message, setMessage] = useState<{ kind: "error" | "ok"; text: string } | null>(null);
   const [pending, setPending] = useState<Action | null>(null);
   const [image, setImage] = useState({ url: "", checksum: "" });
@@ -335,7 +347,7 @@ function NodePage({ uuid, live, onAuth }: { uuid: string; live: Live; onAuth: ()
       return;
     }
     const optional = <T,>(p: Promise<T>, fallback: T) => p.catch(() => fallback);
-    const [inventory, ports, allocations, history] = await Promise.all([
+    const [inventory, ports, allocations, history, logs] = await Promise.all([
       optional(call<{ inventory: Record<string, unknown> }>("GET", `/v1/nodes/${uuid}/inventory`), undefined),
       optional(call<{ ports: Record<string, unknown>[] }>("GET", `/v1/ports/detail?node=${uuid}`), {
         ports: [],
@@ -346,14 +358,26 @@ function NodePage({ uuid, live, onAuth }: { uuid: string; live: Live; onAuth: ()
       optional(call<{ history: Record<string, unknown>[] }>("GET", `/v1/nodes/${uuid}/history`), {
         history: [],
       }),
+      optional(call<{ logs: DeployLog[] }>("GET", `/v1/nodes/${uuid}/logs`), { logs: [] }),
     ]);
     setExtra({
       inventory: inventory?.inventory,
       ports: ports.ports,
       allocations: allocations.allocations,
       history: history.history,
+      logs: logs.logs,
     });
   }, [uuid]);
+  const showLog = async (id: string) => {
+    try {
+      setShownLog({
+        id,
+        text: await callText(`/v1/nodes/${uuid}/logs/${encodeURIComponent(id)}?format=text`),
+      });
+    } catch (err) {
+      setMessage({ kind: "error", text: (err as Error).message });
+    }
+  };
   useEffect(() => void load(), [load]);
   const patch = live.patches[uuid];
   useEffect(() => void load(), [patch?.provision_state, patch?.power_state, patch?.maintenance]);
@@ -560,6 +584,32 @@ function NodePage({ uuid, live, onAuth }: { uuid: string; live: Live; onAuth: ()
           ) : (
             <p class="muted">none</p>
           )}
+          <h3>Deploy logs</h3>
+          {extra.logs.length > 0 ? (
+            <ul class="logs" data-testid="deploy-logs">
+              {[...extra.logs].reverse().map((l) => (
+                <li>
+                  <a
+                    href={`#/node/${uuid}`}
+                    onClick={(e) => {
+                      e.preventDefault();
+                      void showLog(l.id);
+                    }}
+                  >
+                    {l.created_at.replace("T", " ").slice(0, 19)}
+                  </a>{" "}
+                  {l.reason} · {Math.ceil(l.size / 1024)} KiB
+                </li>
+              ))}
+            </ul>
+          ) : (
+            <p class="muted">none</p>
+          )}
+          {shownLog ? (
+            <pre class="log" data-testid="deploy-log-text">
+              {shownLog.text}
+            </pre>
+          ) : null}
           <h3>History</h3>
           <ol class="history" data-testid="history">
             {extra.history

@@ -24,14 +24,16 @@ const COMMANDS: Record<string, [string, string[]]> = {
 
 /**
  * The machine's logs as IPA's collect_system_logs returns them: a base64 gzipped tarball, which the
- * conductor stores with the node's deploy logs. The inventory goes in too, as the backend sees it.
+ * conductor stores with the node's deploy logs. The inventory goes in too, as the backend sees it, and the
+ * agent's own recent log lines (agent.log, JSON lines: the ramdisk has no journal).
  */
-export const collectLogs: CommandHandler<"collect_logs"> = async (_args, { backend, signal }) => {
+export const collectLogs: CommandHandler<"collect_logs"> = async (_args, { backend, signal, recentLog }) => {
   const dir = await mkdtemp(join(tmpdir(), "anvil-logs-"));
   try {
     const logs = join(dir, "logs");
     await mkdir(logs);
     await writeFile(join(logs, "inventory.json"), JSON.stringify(await backend.inventory(), null, 2));
+    if (recentLog) await writeFile(join(logs, "agent.log"), recentLog());
     for (const [name, path] of Object.entries(FILES)) {
       const text = await readFile(path, "utf8").catch(() => null);
       if (text !== null) await writeFile(join(logs, name), text);

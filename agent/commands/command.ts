@@ -12,6 +12,8 @@ export interface CommandContext {
   /** Runs `action` once the result has been acknowledged (or after a grace period): reboot, power off. */
   afterResult(action: () => Promise<void>): void;
   logger: Logger;
+  /** The agent's recent log lines (absent where the agent keeps none, as in tests' dispatchers). */
+  recentLog?: () => string;
 }
 
 /**

@@ -31,6 +31,8 @@ export interface AgentLinkOptions {
   onTokenChange?: (token: string | undefined) => void;
   /** wss://: the certificate with this SHA-256 (anvil.ca_fingerprint) is the only trust anchor, not the system CAs. */
   pinnedFingerprint?: string;
+  /** The agent's recent log lines, for collect_logs. */
+  recentLog?: () => string;
 }
 
 /** Missed heartbeats before the agent gives up on a silent link and redials. */
@@ -71,6 +73,7 @@ export class AgentLink {
       commands: options.commands,
       logger: options.logger,
       send: (frame) => this.send(frame),
+      ...(options.recentLog ? { recentLog: options.recentLog } : {}),
     });
   }
 

@@ -17,6 +17,8 @@ export interface DispatcherOptions {
   send(frame: OutgoingFrame): boolean;
   /** How long after-result actions (reboot) wait for the conductor's ack. */
   ackGraceMs?: number;
+  /** The agent's recent log lines (collect_logs sends them). */
+  recentLog?: () => string;
 }
 
 /** How many acknowledged ids to remember, so a command re-sent after a reconnect is not run twice. */
@@ -85,6 +87,7 @@ export class CommandDispatcher {
       signal: controller.signal,
       logger,
       progress: (progress) => void this.options.send({ type: "progress", id, ...progress }),
+      ...(this.options.recentLog ? { recentLog: this.options.recentLog } : {}),
       afterResult: (action) => this.afterAck.set(id, [...(this.afterAck.get(id) ?? []), action]),
     };
     const started = Date.now();

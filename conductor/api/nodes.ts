@@ -31,6 +31,7 @@ import { nodeConsoleRoutes } from "./node-console.ts";
 import { nodeVifRoutes } from "./node-vifs.ts";
 import { nodeIndicatorRoutes } from "./node-indicators.ts";
 import { nodeVmediaRoutes } from "./node-vmedia.ts";
+import { nodeLogRoutes } from "./node-logs.ts";
 import {
   type IdentParams,
   calls,
@@ -207,5 +208,6 @@ export function nodesPlugin(deps: ApiDeps) {
     nodeVmediaRoutes(app, deps);
     nodeAllocationRoutes(app, deps);
     nodeConsoleRoutes(app, deps);
+    nodeLogRoutes(app, deps);
   };
 }

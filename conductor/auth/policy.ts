@@ -114,6 +114,10 @@ export const RULES = {
   "baremetal:node:traits:delete": SYSTEM_MEMBER_OR_OWNER_ADMIN,
   "baremetal:node:history:get": SYSTEM_OR_OWNER_READER,
   "baremetal:node:inventory:get": SYSTEM_OR_OWNER_READER,
+  // Anvil's own (Ironic has no API for deploy logs): they may hold infrastructure details, so the node's
+  // owner and the system read them as driver_info; collecting asks the node's agent for work, as a console does
+  "baremetal:node:deploy_logs:get": SYSTEM_OR_OWNER_READER,
+  "baremetal:node:deploy_logs:collect": SYSTEM_MEMBER_OR_OWNER_MEMBER,
   "baremetal:port:get": SYSTEM_OR_PROJECT_READER,
   "baremetal:port:list": API_READER,
   "baremetal:port:list_all": SYSTEM_READER,

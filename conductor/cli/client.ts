@@ -111,6 +111,14 @@ export class AnvilClient {
     return this.request("GET", path);
   }
 
+  /** A text answer (a deploy log as text). @throws ApiFault, CliError as request does */
+  async text(path: string): Promise<string> {
+    const response = await this.send("GET", path);
+    const text = await response.text();
+    if (!response.ok) throw new ApiFault(response.status, faultMessage(response.status, text));
+    return text;
+  }
+
   /** Every item of a paginated collection (`key` is "nodes", "ports"...), following `next` links. */
   async listAll(path: string, key: string): Promise<Record<string, unknown>[]> {
     const items: Record<string, unknown>[] = [];

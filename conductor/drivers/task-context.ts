@@ -5,6 +5,7 @@ import type { Store } from "../db/store.ts";
 import type { ImageSources } from "../images/glance-source.ts";
 import type { UrlSigner } from "../images/image-request.ts";
 import type { VmediaImages } from "../images/vmedia-images.ts";
+import type { DeployLogStore } from "../history/deploy-logs.ts";
 import type { AgentControl } from "./agent-control.ts";
 import type { BootInterface, DriverNode, ManagementInterface, PowerInterface } from "./out-of-band.ts";
 
@@ -31,6 +32,8 @@ export interface TaskDeps {
   imageSources?: ImageSources;
   /** Downloads and serves operators' virtual media images (image_download_source local); unset: refused. */
   vmediaImages?: VmediaImages;
+  /** Where the deploy ramdisk's logs are kept (config deployLogs); unset: none are collected. */
+  deployLogs?: DeployLogStore;
 }
 
 /** The power changes a task makes on its own (an operator's soft variants go through the power operation). */

@@ -1,5 +1,6 @@
 import type { ProvisionState } from "../../shared/states.ts";
 import type { StepKind } from "../../shared/steps.ts";
+import { collectRamdiskLogs } from "../drivers/ramdisk-logs.ts";
 import { nextState } from "../states/machine.ts";
 import type { Task } from "../tasks/task.ts";
 import type { Flow } from "./flow.ts";
@@ -39,15 +40,18 @@ export function flowOf(task: Task, state: ProvisionState = task.node.provision_s
 }
 
 /**
- * Records a failure: the flow's clean-up first (whoever sees the failed state also sees the node powered off),
+ * Records a failure: the ramdisk's logs first while its agent is still there (Ironic collects them before the
+ * error handler powers the node off), then the flow's clean-up (whoever sees the failed state also sees the node powered off),
  * then the state's `fail` event, or only last_error where the state has none. Never throws.
  */
 export async function failWork(task: Task, message: string, flow?: Flow | null): Promise<void> {
   task.log.warn({ error: message, state: task.node.provision_state }, "provisioning failed");
   const failingFlow = flow ?? flowOf(task);
+  const failed = nextState(task.node.provision_state, "fail");
+  await collectRamdiskLogs(task, failed ?? `${task.node.provision_state} failed`, "failure");
   try {
     await failingFlow?.onFail?.(task);
-    if (nextState(task.node.provision_state, "fail")) await task.fire("fail", { last_error: message });
+    if (failed) await task.fire("fail", { last_error: message });
     else await task.update({ last_error: message });
   } catch (error) {
     task.log.error({ err: error }, "could not record a failure");

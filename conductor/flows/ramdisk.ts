@@ -1,5 +1,6 @@
 import { agentEndpointOf } from "../agents/endpoint.ts";
 import { INDEXED_INTERNAL_KEYS } from "../db/store.ts";
+import { collectRamdiskLogs, succeededReason } from "../drivers/ramdisk-logs.ts";
 import { applyPower, powerOffDisabled } from "../tasks/power.ts";
 import type { Task, TaskDeps } from "../tasks/task.ts";
 
@@ -73,11 +74,12 @@ export async function rewriteRamdiskBoot(task: Task): Promise<void> {
 }
 
 /**
- * After in-band work: power off and remove boot files, unless fast track keeps the agent for the next job. A
+ * After in-band work: the ramdisk's logs when they are collected `always`, then power off and remove boot files, unless fast track keeps the agent for the next job. A
  * node with `disable_power_off` loses its boot files and is rebooted instead, out of the ramdisk (Ironic's
  * tear_down_inband_cleaning).
  */
 export async function leaveRamdisk(task: Task): Promise<void> {
+  await collectRamdiskLogs(task, succeededReason(task.node.provision_state), "success");
   if (task.deps.config.agent.fastTrack) return;
   if (powerOffDisabled(task.node)) {
     await task.hw.boot.cleanUpRamdisk(await task.driverNode());

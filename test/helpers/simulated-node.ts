@@ -1,5 +1,6 @@
 import { readFile, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import type { Inventory } from "../../shared/inventory.ts";
 import { api } from "./conductor.ts";
 import { sampleInventory, startAgentProcess, writeSimulatedMachine, type AgentProcess } from "./agent.ts";
 
@@ -17,12 +18,15 @@ export async function enrollSimulatedNode(options: {
   body?: Record<string, unknown>;
   /** The disk's SMART health check reports failing. */
   smartFailing?: boolean;
+  /** Changes the machine's inventory before its file is written. */
+  inventory?: (inventory: Inventory) => Inventory;
 }): Promise<{ uuid: string; disk: string; boot(): AgentProcess }> {
   const { url, dir, name, mac } = options;
   const disk = join(dir, `${name}.disk`);
   await writeFile(disk, "");
   await truncate(disk, 20 * 1024 ** 3);
-  const machine = await writeSimulatedMachine(dir, sampleInventory({ macs: [mac], diskFile: disk }));
+  const inventory = sampleInventory({ macs: [mac], diskFile: disk });
+  const machine = await writeSimulatedMachine(dir, options.inventory?.(inventory) ?? inventory);
   if (options.smartFailing) {
     const content = JSON.parse(await readFile(machine, "utf8")) as Record<string, unknown>;
     await writeFile(machine, JSON.stringify({ ...content, smart_failing: [disk] }));

@@ -110,6 +110,28 @@ describe("per role and project, each endpoint answers as Ironic's policy", () =>
     expect(faultOf(r.body)).toBe("Access was denied to the following resource: baremetal:node:get");
   });
 
+  it("deploy logs (Anvil's own rules): read as driver_info, collected as a console is opened", async () => {
+    await expectStatuses(`/v1/nodes/nAB/logs`, [
+      ["sysreader", 200],
+      ["a-reader", 200],
+      ["b-admin", 403],
+      ["b-member", 403],
+      ["nobody", 404],
+    ]);
+    // allowed callers reach the operation (409: no agent connected); the others stop at the policy
+    await expectStatuses(
+      `/v1/nodes/nAB/logs`,
+      [
+        ["sysadmin", 409],
+        ["a-member", 409],
+        ["sysreader", 403],
+        ["a-reader", 403],
+        ["b-admin", 403],
+      ],
+      { method: "POST" },
+    );
+  });
+
   it("lists: the fleet for system users, owned or leased nodes for a project", async () => {
     const names = async (user: User) =>
       ((await as(user, "/v1/nodes")).body as { nodes: { name: string }[] }).nodes.map((n) => n.name).sort();

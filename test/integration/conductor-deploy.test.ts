@@ -3,10 +3,12 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { gunzipSync } from "node:zlib";
+import type { Inventory } from "../../shared/inventory.ts";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseBlockMap } from "../../agent/image/bmap.ts";
 import type { FakeBoot } from "../../conductor/drivers/boot/fake.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
 import { readRange, sha256, sparseCopyWithBlockMap } from "../helpers/disk.ts";
@@ -72,7 +74,11 @@ describe("deploy through the agent", () => {
 
   /** A node with the agent's interfaces on fake power, and the machine file + disk its agent will use. */
   /** A node with the agent's interfaces on fake power; boot() starts its agent (kept for clean-up). */
-  async function setup(ctx: Awaited<ReturnType<typeof startConductor>>, name: string) {
+  async function setup(
+    ctx: Awaited<ReturnType<typeof startConductor>>,
+    name: string,
+    inventory?: (inventory: Inventory) => Inventory,
+  ) {
     const mac = `52:54:00:00:01:${(macCounter++).toString(16).padStart(2, "0")}`;
     const node = await enrollSimulatedNode({
       url: ctx.url,
@@ -81,6 +87,7 @@ describe("deploy through the agent", () => {
       mac,
       executable,
       body: { inspect_interface: "agent" },
+      ...(inventory ? { inventory } : {}),
     });
     const boot = (): AgentProcess => {
       const agent = node.boot();
@@ -265,10 +272,15 @@ describe("deploy through the agent", () => {
     }
   });
 
-  it("a checksum mismatch ends in deploy failed with last_error, never active, powered off", async () => {
+  it("a checksum mismatch ends in deploy failed with last_error, never active, powered off; its logs are kept, masked", async () => {
     const ctx = await startConductor({ agent: { fastTrack: true } });
     try {
-      const { boot } = await setup(ctx, "d2");
+      // a secret where a machine may print one: its disk's serial (the stored inventory must not show it)
+      const secret = "s3cr3t-in-a-log";
+      const { boot } = await setup(ctx, "d2", (inventory) => ({
+        ...inventory,
+        disks: inventory.disks.map((disk) => ({ ...disk, serial: `token=${secret}` })),
+      }));
       await api(`${ctx.url}/v1/nodes/d2`, {
         method: "PATCH",
         body: [
@@ -289,6 +301,37 @@ describe("deploy through the agent", () => {
       expect(String(node.last_error)).toMatch(/sha256 mismatch/);
       expect(node.power_state).toBe("power off");
       expect(node.reservation).toBeNull();
+
+      // the agent's logs, collected before the power-off, through the API (Anvil's deploy logs)
+      const listed = await api(`${ctx.url}/v1/nodes/d2/logs`);
+      expect(listed.status).toBe(200);
+      const logs = (listed.body as { logs: { id: string; reason: string; size: number }[] }).logs;
+      expect(logs.map((l) => l.reason)).toEqual(["deploy failed"]);
+      const id = logs[0]?.id ?? "";
+      expect(id).toMatch(new RegExp(`^${String(node.uuid)}_deploy-failed_`));
+      const text = await fetch(`${ctx.url}/v1/nodes/d2/logs/${id}?format=text`);
+      expect(text.headers.get("content-type")).toMatch(/^text\/plain/);
+      const body = await text.text();
+      const agentLog = body.split("==> agent.log <==")[1]?.split("==> ")[0] ?? "";
+      expect(agentLog).toContain("command failed");
+      expect(agentLog).toContain("sha256 mismatch");
+      expect(body).toContain("==> inventory.json <==");
+      expect(body).toContain(`token=******`);
+      expect(body).not.toContain(secret);
+      const archive = await fetch(`${ctx.url}/v1/nodes/d2/logs/${id}`);
+      expect(archive.headers.get("content-type")).toBe("application/gzip");
+      const bytes = gunzipSync(Buffer.from(await archive.arrayBuffer()));
+      expect(bytes.length).toBeGreaterThan(1024);
+      expect(bytes.toString("latin1")).not.toContain(secret);
+      const missing = await api(`${ctx.url}/v1/nodes/d2/logs/no-such-log`);
+      expect(missing.status).toBe(404);
+      expect(faultOf(missing.body)).toMatch(/could not be found/);
+      // on request, while the agent is still there
+      const asked = await api(`${ctx.url}/v1/nodes/d2/logs`, { method: "POST" });
+      expect(asked.status).toBe(201);
+      expect((asked.body as { reason: string }).reason).toBe("on request");
+      const again = (await api(`${ctx.url}/v1/nodes/d2/logs`)).body as { logs: unknown[] };
+      expect(again.logs).toHaveLength(2);
     } finally {
       await ctx.stop();
     }

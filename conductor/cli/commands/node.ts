@@ -409,6 +409,45 @@ const wait: Command = {
   },
 };
 
+const LogList = z.object({
+  logs: z.array(z.object({ id: z.string(), created_at: z.string(), reason: z.string(), size: z.number() })),
+});
+
+const logs: Command = {
+  words: ["node", "logs"],
+  synopsis: "ID [--collect | --show LOG]",
+  summary: "List a node's deploy logs (the ramdisk's, kept on failures), collect them now, or print one.",
+  details: [
+    "--collect    asks the node's agent (it must be connected) for its logs now",
+    "--show LOG   prints log LOG as text: each file under a ==> name <== line",
+    "The archive itself (gzip tar, as Ironic stores it): GET /v1/nodes/ID/logs/LOG",
+  ],
+  options: { collect: { type: "boolean" }, show: { type: "string" } },
+  async run(ctx, { values, positionals }) {
+    const [ident] = takePositionals(positionals, ["ID"]);
+    const path = `${nodePath(ident!)}/logs`;
+    const shown = stringOpt(values, "show");
+    if (shown !== undefined) {
+      ctx.output.stdout.write(await ctx.client.text(`${path}/${encodeURIComponent(shown)}?format=text`));
+      return;
+    }
+    if (flagOpt(values, "collect")) {
+      const info = JsonRecord.parse(await ctx.client.request("POST", path));
+      if (ctx.output.json) return printJson(ctx.output, info);
+      return println(ctx.output.stdout, `Collected ${String(info.id)}`);
+    }
+    const { logs: list } = LogList.parse(await ctx.client.get(path));
+    if (ctx.output.json) return printJson(ctx.output, { logs: list });
+    println(
+      ctx.output.stdout,
+      renderTable(
+        ["ID", "Created At", "Reason", "Size"],
+        list.map((l) => [l.id, l.created_at, l.reason, l.size]),
+      ),
+    );
+  },
+};
+
 export const nodeCommands: readonly Command[] = [
   list,
   show,
@@ -419,4 +458,5 @@ export const nodeCommands: readonly Command[] = [
   maintenance,
   remove,
   wait,
+  logs,
 ];

@@ -1,3 +1,4 @@
+import { collectRamdiskLogs, succeededReason } from "../ramdisk-logs.ts";
 import { Invalid } from "../../errors.ts";
 import type { z } from "zod";
 import { AGENT_STEPS, type InstallBootloaderStepArgs } from "../../../shared/agent-steps.ts";
@@ -146,6 +147,8 @@ const bootInstance = defineStep({
       { name: "sync", args: {} },
       { signal: task.signal, timeoutMs: 120_000 },
     );
+    // Ironic's reboot_and_finish_deploy: with deploy_logs_collect `always`, the logs of a deploy that worked
+    await collectRamdiskLogs(task, succeededReason("deploying"), "success");
     await prepareInstanceBoot(task);
     const node = await task.driverNode();
     await task.hw.management.setBootDevice(
