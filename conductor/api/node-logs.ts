@@ -58,7 +58,9 @@ export function nodeLogRoutes(app: FastifyInstance, deps: ApiDeps): void {
     const node = await nodeFor(deps, request, "baremetal:node:get", "baremetal:node:deploy_logs:get");
     const { info, archive } = await readDeployLog(deps.provisioner, node, request.params.id);
     if (wantsText(request, format))
-      return reply.type("text/plain; charset=utf-8").send(asText(deployLogFiles(deps.provisioner, archive)));
+      return reply
+        .type("text/plain; charset=utf-8")
+        .send(asText(await deployLogFiles(deps.provisioner, archive)));
     return reply
       .type("application/gzip")
       .header("Content-Disposition", `attachment; filename="${info.id}.tar.gz"`)

@@ -80,9 +80,9 @@ export class DeployLogStore {
   ): Promise<DeployLogInfo> {
     const at = options.at ?? new Date();
     const tar = gunzipSync(archive, { maxOutputLength: this.limits.maxUnpackedBytes });
-    const entries = readTar(tar, { maxEntries: MAX_ENTRIES, maxBytes: this.limits.maxUnpackedBytes });
+    const entries = await readTar(tar, { maxEntries: MAX_ENTRIES, maxBytes: this.limits.maxUnpackedBytes });
     const reasonFile = { name: "reason.txt", data: Buffer.from(`${options.reason}\n`) };
-    const stored = gzipSync(writeTar([reasonFile, ...entries.map(masked)], at));
+    const stored = gzipSync(await writeTar([reasonFile, ...entries.map(masked)], at));
     const dir = this.nodeDir(node.uuid);
     await mkdir(dir, { recursive: true, mode: 0o750 });
     const fields = [node.uuid, ...(node.instance_uuid ? [node.instance_uuid] : []), labelOf(options.reason)];
@@ -132,7 +132,7 @@ export class DeployLogStore {
   }
 
   /** The files of a stored archive (this store wrote it: masked already). */
-  unpack(archive: Buffer): TarEntry[] {
+  async unpack(archive: Buffer): Promise<TarEntry[]> {
     const tar = gunzipSync(archive, { maxOutputLength: this.limits.maxUnpackedBytes + 1024 * 1024 });
     return readTar(tar, { maxEntries: MAX_ENTRIES + 1, maxBytes: this.limits.maxUnpackedBytes + 1024 });
   }

@@ -38,8 +38,11 @@ export async function readDeployLog(
 }
 
 /** The unpacked files of a stored log (masked when stored). */
-export function deployLogFiles(ctx: OperationContext, archive: Buffer): { name: string; data: Buffer }[] {
-  return ctx.deps.deployLogs?.unpack(archive) ?? [];
+export async function deployLogFiles(
+  ctx: OperationContext,
+  archive: Buffer,
+): Promise<{ name: string; data: Buffer }[]> {
+  return (await ctx.deps.deployLogs?.unpack(archive)) ?? [];
 }
 
 /**

@@ -71,8 +71,8 @@ describe("maskSecretsInText", () => {
 });
 
 describe("tar", () => {
-  it("reads what GNU tar writes and GNU tar reads what it writes", () => {
-    const entries = readTar(gunzipSync(agentArchive({ "dmesg.txt": "kernel\n", "b.json": "{}" })), {
+  it("reads what GNU tar writes and GNU tar reads what it writes", async () => {
+    const entries = await readTar(gunzipSync(agentArchive({ "dmesg.txt": "kernel\n", "b.json": "{}" })), {
       maxEntries: 10,
       maxBytes: 1000,
     });
@@ -82,7 +82,7 @@ describe("tar", () => {
     ]);
     const dir = mkdtempSync(join(tmpdir(), "anvil-tar-"));
     try {
-      writeFileSync(join(dir, "x.tar"), writeTar(entries, new Date()));
+      writeFileSync(join(dir, "x.tar"), await writeTar(entries, new Date()));
       execFileSync("tar", ["xf", join(dir, "x.tar"), "-C", dir]);
       expect(readFileSync(join(dir, "dmesg.txt"), "utf8")).toBe("kernel\n");
     } finally {
@@ -90,30 +90,31 @@ describe("tar", () => {
     }
   });
 
-  it("round-trips any files and refuses archives past its limits", () => {
+  it("round-trips any files and refuses archives past its limits", async () => {
     const name = fc.stringMatching(/^[a-z0-9._-]{1,40}$/).filter((n) => safeEntryName(n) === n);
     const files = fc.uniqueArray(fc.record({ name, data: fc.uint8Array({ maxLength: 2000 }) }), {
       maxLength: 8,
       selector: (f) => f.name,
     });
-    fc.assert(
-      fc.property(files, (list) => {
+    await fc.assert(
+      fc.asyncProperty(files, async (list) => {
         const entries = list.map((f) => ({ name: f.name, data: Buffer.from(f.data) }));
-        const tar = writeTar(entries, new Date(0));
-        expect(readTar(tar, { maxEntries: 8, maxBytes: 16_000 })).toEqual(entries);
+        const tar = await writeTar(entries, new Date(0));
+        expect(await readTar(tar, { maxEntries: 8, maxBytes: 16_000 })).toEqual(entries);
         const total = entries.reduce((n, e) => n + e.data.length, 0);
-        if (total > 0) expect(() => readTar(tar, { maxEntries: 8, maxBytes: total - 1 })).toThrow(TarError);
+        if (total > 0)
+          await expect(readTar(tar, { maxEntries: 8, maxBytes: total - 1 })).rejects.toThrow(TarError);
       }),
     );
   });
 
-  it("never reads past a hostile archive nor hands back a name leaving the root (generated)", () => {
-    const base = writeTar([{ name: "a.txt", data: Buffer.from("hello") }], new Date(0));
-    fc.assert(
-      fc.property(fc.uint8Array({ minLength: 0, maxLength: 3000 }), fc.nat(3000), (bytes, at) => {
+  it("never reads past a hostile archive nor hands back a name leaving the root (generated)", async () => {
+    const base = await writeTar([{ name: "a.txt", data: Buffer.from("hello") }], new Date(0));
+    await fc.assert(
+      fc.asyncProperty(fc.uint8Array({ minLength: 0, maxLength: 3000 }), fc.nat(3000), async (bytes, at) => {
         const hostile = Buffer.concat([base.subarray(0, at % base.length), Buffer.from(bytes)]);
         try {
-          for (const entry of readTar(hostile, { maxEntries: 4, maxBytes: 4096 })) {
+          for (const entry of await readTar(hostile, { maxEntries: 4, maxBytes: 4096 })) {
             expect(entry.name.split("/")).not.toContain("..");
             expect(entry.name.startsWith("/")).toBe(false);
           }
@@ -158,7 +159,7 @@ describe("DeployLogStore", () => {
     expect(readdirSync(join(dir, NODE)).sort()).toEqual([`${info.id}.json`, `${info.id}.tar.gz`]);
     const stored = await logs.read(NODE, info.id);
     const files = Object.fromEntries(
-      logs.unpack(stored?.archive ?? Buffer.alloc(0)).map((f) => [f.name, f.data.toString()]),
+      (await logs.unpack(stored?.archive ?? Buffer.alloc(0))).map((f) => [f.name, f.data.toString()]),
     );
     expect(files["reason.txt"]).toBe("deploy failed\n");
     expect(files["agent.log"]).toContain("sha256 mismatch");
@@ -215,7 +216,7 @@ describe("DeployLogStore", () => {
 
   it("refuses an archive that unpacks past maxUnpackedBytes, and stores nothing", async () => {
     const { store: logs } = store({ ...LIMITS, maxUnpackedBytes: 64 * 1024 });
-    const bomb = gzipSync(writeTar([{ name: "zeros", data: Buffer.alloc(1024 * 1024) }], new Date()));
+    const bomb = gzipSync(await writeTar([{ name: "zeros", data: Buffer.alloc(1024 * 1024) }], new Date()));
     await expect(logs.save({ uuid: NODE, instance_uuid: null }, bomb, { reason: "r" })).rejects.toThrow();
     expect(await logs.list(NODE)).toEqual([]);
   });
