@@ -10,7 +10,8 @@ import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { badRequest, notFound } from "./errors.ts";
 import { applyJsonPatch } from "./json-patch.ts";
 import { checkStoredJson } from "./limits.ts";
-import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
+import { documentRoutes, sendCreated, systemRules } from "./document-routes.ts";
+import { PageQuery } from "./query.ts";
 import { listParams, resourceView, sendCollection } from "./resource-view.ts";
 import { NODE_VIEW_FIELDS, nodeView } from "./views.ts";
 
@@ -25,7 +26,7 @@ const ChassisNodesQuery = PageQuery.extend({
   maintenance: PageQuery.shape.detail,
 }).strict();
 
-type UuidParams = { Params: { uuid: string } };
+type IdentParams = { Params: { ident: string } };
 
 /** Microversion 1.25 lets a node leave its chassis (Ironic's allow_remove_chassis_uuid). */
 const REMOVE_CHASSIS_UUID = 25;
@@ -57,7 +58,11 @@ async function loadChassis(deps: ApiDeps, uuid: string): Promise<ChassisRecord> 
 /** Chassis (Ironic 1.1): groups of nodes; a chassis with nodes in it cannot be deleted. */
 export function chassisPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
-    const view = (request: FastifyRequest, chassis: ChassisRecord, options: { fields?: string[] } = {}) =>
+    const view = (
+      request: FastifyRequest,
+      chassis: ChassisRecord,
+      options: { fields?: readonly string[] } = {},
+    ) =>
       resourceView(chassis, {
         ...options,
         base: baseUrl(request),
@@ -65,32 +70,17 @@ export function chassisPlugin(deps: ApiDeps) {
         subs: ["nodes"],
       });
 
-    async function list(request: FastifyRequest, reply: FastifyReply, detailPath: boolean): Promise<void> {
-      authorize("baremetal:chassis:get", request.identity);
-      const { query, page, limit, detail } = listParams(ChassisListQuery, request, {
-        detailPath,
-        sortable: SORTABLE,
-      });
-      const items = await deps.store.listChassis(page);
-      const views = items.map((c) =>
-        view(request, c, { fields: query.fields ?? (detail ? undefined : LIST_FIELDS) }),
-      );
-      await sendCollection(request, reply, {
-        key: "chassis",
-        items,
-        views,
-        limit,
-        path: detailPath ? "chassis/detail" : "chassis",
-      });
-    }
-
-    app.get("/v1/chassis", (request, reply) => list(request, reply, false));
-    app.get("/v1/chassis/detail", (request, reply) => list(request, reply, true));
-
-    app.get<UuidParams>("/v1/chassis/:uuid", async (request) => {
-      authorize("baremetal:chassis:get", request.identity);
-      const { fields } = parseQuery(FieldsQuery, request.query);
-      return view(request, await loadChassis(deps, request.params.uuid), { fields });
+    documentRoutes(app, {
+      path: "chassis",
+      query: ChassisListQuery,
+      sortable: SORTABLE,
+      listFields: LIST_FIELDS,
+      authorize: systemRules("chassis"),
+      list: (_scope, _query, page) => deps.store.listChassis(page),
+      find: (_request, ident) => loadChassis(deps, ident),
+      // a chassis with nodes in it stays (ChassisNotEmpty)
+      remove: (chassis) => deps.store.deleteChassis(chassis.uuid),
+      view: (request, chassis, fields) => view(request, chassis, { fields }),
     });
 
     app.post("/v1/chassis", async (request, reply) => {
@@ -104,16 +94,13 @@ export function chassisPlugin(deps: ApiDeps) {
         created_at: new Date().toISOString(),
         updated_at: null,
       });
-      await reply
-        .code(201)
-        .header("Location", `${baseUrl(request)}/v1/chassis/${chassis.uuid}`)
-        .send(view(request, chassis));
+      await sendCreated(request, reply, { path: `chassis/${chassis.uuid}`, view: view(request, chassis) });
     });
 
-    app.patch<UuidParams>("/v1/chassis/:uuid", async (request) => {
+    app.patch<IdentParams>("/v1/chassis/:ident", async (request) => {
       authorize("baremetal:chassis:update", request.identity);
       const patch = JsonPatch.parse(request.body);
-      const chassis = await loadChassis(deps, request.params.uuid);
+      const chassis = await loadChassis(deps, request.params.ident);
       const { doc, touched } = applyJsonPatch(chassis, patch, PATCH_RULES);
       if (doc.extra === null) doc.extra = {};
       const checked = ChassisRecord.parse(doc);
@@ -125,14 +112,8 @@ export function chassisPlugin(deps: ApiDeps) {
       return view(request, updated);
     });
 
-    app.delete<UuidParams>("/v1/chassis/:uuid", async (request, reply) => {
-      authorize("baremetal:chassis:delete", request.identity);
-      await deps.store.deleteChassis(request.params.uuid);
-      await reply.code(204).send();
-    });
-
     /** GET /v1/chassis/{uuid}/nodes: the node list of one chassis (Ironic's NodesController from_chassis). */
-    async function nodes(request: FastifyRequest<UuidParams>, reply: FastifyReply, detailPath: boolean) {
+    async function nodes(request: FastifyRequest<IdentParams>, reply: FastifyReply, detailPath: boolean) {
       const { query, page, limit, detail } = listParams(ChassisNodesQuery, request, {
         detailPath,
         sortable: NODE_SORT_KEYS,
@@ -140,7 +121,7 @@ export function chassisPlugin(deps: ApiDeps) {
       const unknown = (query.fields ?? []).filter((f) => !NODE_VIEW_FIELDS.has(f));
       if (unknown.length) throw badRequest(`Field(s) "${unknown.join(", ")}" are not valid`);
       const scope = listScope("node", request.identity);
-      const chassis = await loadChassis(deps, request.params.uuid);
+      const chassis = await loadChassis(deps, request.params.ident);
       const filter = { ...scope, chassis_uuid: chassis.uuid, associated: query.associated };
       const items = await deps.store.listNodes({ ...filter, maintenance: query.maintenance }, page);
       const ctx = viewContext(request, deps);
@@ -151,7 +132,7 @@ export function chassisPlugin(deps: ApiDeps) {
       await sendCollection(request, reply, { key: "nodes", items, views, limit, path });
     }
 
-    app.get<UuidParams>("/v1/chassis/:uuid/nodes", (request, reply) => nodes(request, reply, false));
-    app.get<UuidParams>("/v1/chassis/:uuid/nodes/detail", (request, reply) => nodes(request, reply, true));
+    app.get<IdentParams>("/v1/chassis/:ident/nodes", (request, reply) => nodes(request, reply, false));
+    app.get<IdentParams>("/v1/chassis/:ident/nodes/detail", (request, reply) => nodes(request, reply, true));
   };
 }

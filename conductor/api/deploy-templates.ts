@@ -1,16 +1,16 @@
 import { randomUUID } from "node:crypto";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { JsonPatch } from "../../shared/api.ts";
 import { DeployTemplateCreateBody, DeployTemplateRecord } from "../../shared/deploy-template.ts";
 import { restoreMaskedSecrets } from "../../shared/secrets.ts";
 import { authorize } from "../auth/policy.ts";
-import { ConductorError } from "../errors.ts";
 import { type ApiDeps, baseUrl } from "./context.ts";
 import { notFound } from "./errors.ts";
 import { applyJsonPatch } from "./json-patch.ts";
 import { checkStoredJson } from "./limits.ts";
-import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
-import { listParams, resourceView, sendCollection } from "./resource-view.ts";
+import { documentRoutes, sendCreated, systemRules } from "./document-routes.ts";
+import { PageQuery } from "./query.ts";
+import { resourceView } from "./resource-view.ts";
 import { STEP_LIST_JSON_FIELDS, maskedSteps, parseStepListBody } from "./step-list.ts";
 
 /** Deploy templates came with microversion 1.55. */
@@ -41,13 +41,6 @@ async function loadTemplate(deps: ApiDeps, ident: string): Promise<DeployTemplat
 /** Deploy templates (Ironic 1.55): named by a trait, their steps join the deploy of a node asking for it. */
 export function deployTemplatesPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
-    // Ironic: below 1.55 a read is 404 and a write 405, both with this text
-    app.addHook("onRequest", async (request) => {
-      if (request.apiMinor >= DEPLOY_TEMPLATES_VERSION) return;
-      const status = request.method === "GET" ? 404 : 405;
-      throw new ConductorError(status, "The API version does not allow deploy templates");
-    });
-
     const view = (request: FastifyRequest, template: DeployTemplateRecord, fields?: readonly string[]) =>
       resourceView(shown(template), {
         fields,
@@ -55,26 +48,17 @@ export function deployTemplatesPlugin(deps: ApiDeps) {
         path: `deploy_templates/${template.uuid}`,
       });
 
-    async function list(request: FastifyRequest, reply: FastifyReply, detailPath: boolean): Promise<void> {
-      authorize("baremetal:deploy_template:get", request.identity);
-      const { query, page, limit, detail } = listParams(TemplateListQuery, request, {
-        detailPath,
-        sortable: SORTABLE,
-      });
-      const items = await deps.store.listDeployTemplates(page);
-      const fields = query.fields ?? (detail ? undefined : LIST_FIELDS);
-      const views = items.map((t) => view(request, t, fields));
-      const path = detailPath ? "deploy_templates/detail" : "deploy_templates";
-      await sendCollection(request, reply, { key: "deploy_templates", items, views, limit, path });
-    }
-
-    app.get("/v1/deploy_templates", (request, reply) => list(request, reply, false));
-    app.get("/v1/deploy_templates/detail", (request, reply) => list(request, reply, true));
-
-    app.get<IdentParams>("/v1/deploy_templates/:ident", async (request) => {
-      authorize("baremetal:deploy_template:get", request.identity);
-      const { fields } = parseQuery(FieldsQuery, request.query);
-      return view(request, await loadTemplate(deps, request.params.ident), fields);
+    documentRoutes(app, {
+      since: { minor: DEPLOY_TEMPLATES_VERSION, what: "deploy templates" },
+      path: "deploy_templates",
+      query: TemplateListQuery,
+      sortable: SORTABLE,
+      listFields: LIST_FIELDS,
+      authorize: systemRules("deploy_template"),
+      list: (_scope, _query, page) => deps.store.listDeployTemplates(page),
+      find: (_request, ident) => loadTemplate(deps, ident),
+      remove: (template) => deps.store.deleteDeployTemplate(template.uuid),
+      view,
     });
 
     app.post("/v1/deploy_templates", async (request, reply) => {
@@ -89,10 +73,10 @@ export function deployTemplatesPlugin(deps: ApiDeps) {
         created_at: new Date().toISOString(),
         updated_at: null,
       });
-      await reply
-        .code(201)
-        .header("Location", `${baseUrl(request)}/v1/deploy_templates/${template.uuid}`)
-        .send(view(request, template));
+      await sendCreated(request, reply, {
+        path: `deploy_templates/${template.uuid}`,
+        view: view(request, template),
+      });
     });
 
     app.patch<IdentParams>("/v1/deploy_templates/:ident", async (request) => {
@@ -115,13 +99,6 @@ export function deployTemplatesPlugin(deps: ApiDeps) {
         extra: checked.extra,
       });
       return view(request, updated);
-    });
-
-    app.delete<IdentParams>("/v1/deploy_templates/:ident", async (request, reply) => {
-      authorize("baremetal:deploy_template:delete", request.identity);
-      const template = await loadTemplate(deps, request.params.ident);
-      await deps.store.deleteDeployTemplate(template.uuid);
-      await reply.code(204).send();
     });
   };
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { JsonPatch } from "../../shared/api.ts";
 import {
@@ -16,8 +16,9 @@ import { type ApiDeps, baseUrl } from "./context.ts";
 import { badRequest, notFound } from "./errors.ts";
 import { applyJsonPatch } from "./json-patch.ts";
 import { checkStoredJson } from "./limits.ts";
-import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
-import { listParams, resourceView, sendCollection } from "./resource-view.ts";
+import { documentRoutes, sendCreated, systemRules } from "./document-routes.ts";
+import { PageQuery } from "./query.ts";
+import { resourceView } from "./resource-view.ts";
 
 /** Ironic's MINOR_96_INSPECTION_RULES. */
 export const INSPECTION_RULES_VERSION = 96;
@@ -89,37 +90,21 @@ async function loadRule(deps: ApiDeps, ident: string): Promise<InspectionRuleRec
 /** Inspection rules (Ironic 1.96): conditions on inspection data and actions on the node. */
 export function inspectionRulesPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
-    // Ironic: below 1.96 a read is 404 and a write 405, both with this text
-    app.addHook("onRequest", async (request) => {
-      if (request.apiMinor >= INSPECTION_RULES_VERSION) return;
-      const status = request.method === "GET" ? 404 : 405;
-      throw new ConductorError(status, "The API version does not allow inspection rules");
-    });
-
     const view = (request: FastifyRequest, rule: InspectionRuleRecord, fields?: readonly string[]) =>
       resourceView(shown(rule), { fields, base: baseUrl(request), path: `inspection_rules/${rule.uuid}` });
 
-    async function list(request: FastifyRequest, reply: FastifyReply, detailPath: boolean): Promise<void> {
-      authorize("baremetal:inspection_rule:get", request.identity);
-      const { query, page, limit, detail } = listParams(RuleListQuery, request, {
-        detailPath,
-        sortable: SORTABLE,
-      });
-      const filter = query.phase === undefined ? {} : { phase: query.phase };
-      const items = await deps.store.listInspectionRules(filter, page);
-      const fields = query.fields ?? (detail ? undefined : LIST_FIELDS);
-      const views = items.map((r) => view(request, r, fields));
-      const path = detailPath ? "inspection_rules/detail" : "inspection_rules";
-      await sendCollection(request, reply, { key: "inspection_rules", items, views, limit, path });
-    }
-
-    app.get("/v1/inspection_rules", (request, reply) => list(request, reply, false));
-    app.get("/v1/inspection_rules/detail", (request, reply) => list(request, reply, true));
-
-    app.get<IdentParams>("/v1/inspection_rules/:ident", async (request) => {
-      authorize("baremetal:inspection_rule:get", request.identity);
-      const { fields } = parseQuery(FieldsQuery, request.query);
-      return view(request, await loadRule(deps, request.params.ident), fields);
+    documentRoutes(app, {
+      since: { minor: INSPECTION_RULES_VERSION, what: "inspection rules" },
+      path: "inspection_rules",
+      query: RuleListQuery,
+      sortable: SORTABLE,
+      listFields: LIST_FIELDS,
+      authorize: systemRules("inspection_rule"),
+      list: (_scope, query, page) =>
+        deps.store.listInspectionRules(query.phase === undefined ? {} : { phase: query.phase }, page),
+      find: (_request, ident) => loadRule(deps, ident),
+      remove: (rule) => deps.store.deleteInspectionRule(rule.uuid),
+      view,
     });
 
     app.post("/v1/inspection_rules", async (request, reply) => {
@@ -135,10 +120,7 @@ export function inspectionRulesPlugin(deps: ApiDeps) {
         created_at: new Date().toISOString(),
         updated_at: null,
       });
-      await reply
-        .code(201)
-        .header("Location", `${baseUrl(request)}/v1/inspection_rules/${rule.uuid}`)
-        .send(view(request, rule));
+      await sendCreated(request, reply, { path: `inspection_rules/${rule.uuid}`, view: view(request, rule) });
     });
 
     app.patch<IdentParams>("/v1/inspection_rules/:ident", async (request) => {
@@ -169,13 +151,6 @@ export function inspectionRulesPlugin(deps: ApiDeps) {
       );
       const { uuid: _ignored, ...fields } = body;
       return view(request, await deps.store.updateInspectionRule(rule.uuid, fields));
-    });
-
-    app.delete<IdentParams>("/v1/inspection_rules/:ident", async (request, reply) => {
-      authorize("baremetal:inspection_rule:delete", request.identity);
-      const rule = await loadRule(deps, request.params.ident);
-      await deps.store.deleteInspectionRule(rule.uuid);
-      await reply.code(204).send();
     });
   };
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { JsonPatch, type ProvisionBody } from "../../shared/api.ts";
 import { RunbookCreateBody, RunbookRecord, runbookRequestSteps } from "../../shared/runbook.ts";
 import { restoreMaskedSecrets } from "../../shared/secrets.ts";
@@ -7,13 +7,13 @@ import type { Identity } from "../auth/identity.ts";
 import { listScope } from "../auth/node-access.ts";
 import { type PolicyName, PolicyForbidden, allowed, authorize } from "../auth/policy.ts";
 import type { Store } from "../db/store.ts";
-import { ConductorError } from "../errors.ts";
 import { type ApiDeps, baseUrl } from "./context.ts";
 import { badRequest, notFound } from "./errors.ts";
 import { applyJsonPatch } from "./json-patch.ts";
 import { checkStoredJson } from "./limits.ts";
-import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
-import { listParams, resourceView, sendCollection } from "./resource-view.ts";
+import { documentRoutes, sendCreated } from "./document-routes.ts";
+import { PageQuery } from "./query.ts";
+import { resourceView } from "./resource-view.ts";
 import { STEP_LIST_JSON_FIELDS, maskedSteps, parseStepListBody } from "./step-list.ts";
 
 /** Ironic's MINOR_92_RUNBOOKS. */
@@ -83,43 +83,33 @@ function ownerAndPublic(runbook: RunbookRecord, patch: JsonPatch): RunbookRecord
 /** Runbooks (Ironic 1.92): named steps an operator runs as a manual clean or a service. */
 export function runbooksPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
-    // Ironic: below 1.92 a read is 404 and a write 405, both with this text
-    app.addHook("onRequest", async (request) => {
-      if (request.apiMinor >= RUNBOOKS_VERSION) return;
-      const status = request.method === "GET" ? 404 : 405;
-      throw new ConductorError(status, "The API version does not allow runbooks");
-    });
-
     const view = (request: FastifyRequest, runbook: RunbookRecord, fields?: readonly string[]) =>
       resourceView(
         { ...runbook, steps: maskedSteps(runbook.steps) },
         { fields, base: baseUrl(request), path: `runbooks/${runbook.uuid}` },
       );
 
-    async function list(request: FastifyRequest, reply: FastifyReply, detailPath: boolean): Promise<void> {
-      const scope = listScope("runbook", request.identity);
-      const { query, page, limit, detail } = listParams(RunbookListQuery, request, {
-        detailPath,
-        sortable: SORTABLE,
-      });
-      const items = await deps.store.listRunbooks(scope, page);
-      const fields = query.fields ?? (detail ? undefined : LIST_FIELDS);
-      const views = items.map((r) => view(request, r, fields));
-      const path = detailPath ? "runbooks/detail" : "runbooks";
-      await sendCollection(request, reply, { key: "runbooks", items, views, limit, path });
-    }
-
-    app.get("/v1/runbooks", (request, reply) => list(request, reply, false));
-    app.get("/v1/runbooks/detail", (request, reply) => list(request, reply, true));
-
-    app.get<IdentParams>("/v1/runbooks/:ident", async (request) => {
-      const { fields } = parseQuery(FieldsQuery, request.query);
-      const runbook = await deps.store.getRunbook(request.params.ident);
-      if (!runbook) throw notFound(`Runbook ${request.params.ident} could not be found.`);
-      // Ironic: a runbook the get rule refuses is still shown when it is public
-      if (!runbook.public && !allowed("baremetal:runbook:get", request.identity, { owner: runbook.owner }))
-        throw new PolicyForbidden("baremetal:runbook:get");
-      return view(request, runbook, fields);
+    documentRoutes(app, {
+      since: { minor: RUNBOOKS_VERSION, what: "runbooks" },
+      path: "runbooks",
+      query: RunbookListQuery,
+      sortable: SORTABLE,
+      listFields: LIST_FIELDS,
+      // a show or delete checks its rule against the runbook found (its owner, whether it is public)
+      authorize: (request, action) => (action === "list" ? listScope("runbook", request.identity) : {}),
+      list: (scope, _query, page) => deps.store.listRunbooks(scope, page),
+      find: async (request, ident, action) => {
+        if (action === "delete")
+          return runbookFor(deps.store, request.identity, { ident, rules: ["baremetal:runbook:delete"] });
+        const runbook = await deps.store.getRunbook(ident);
+        if (!runbook) throw notFound(`Runbook ${ident} could not be found.`);
+        // Ironic: a runbook the get rule refuses is still shown when it is public
+        if (!runbook.public && !allowed("baremetal:runbook:get", request.identity, { owner: runbook.owner }))
+          throw new PolicyForbidden("baremetal:runbook:get");
+        return runbook;
+      },
+      remove: (runbook) => deps.store.deleteRunbook(runbook.uuid),
+      view,
     });
 
     app.post("/v1/runbooks", async (request, reply) => {
@@ -147,10 +137,7 @@ export function runbooksPlugin(deps: ApiDeps) {
         created_at: new Date().toISOString(),
         updated_at: null,
       });
-      await reply
-        .code(201)
-        .header("Location", `${baseUrl(request)}/v1/runbooks/${runbook.uuid}`)
-        .send(view(request, runbook));
+      await sendCreated(request, reply, { path: `runbooks/${runbook.uuid}`, view: view(request, runbook) });
     });
 
     app.patch<IdentParams>("/v1/runbooks/:ident", async (request) => {
@@ -174,15 +161,6 @@ export function runbooksPlugin(deps: ApiDeps) {
       );
       const { uuid: _uuid, created_at: _created, updated_at: _updated, ...changes } = checked;
       return view(request, await deps.store.updateRunbook(runbook.uuid, changes));
-    });
-
-    app.delete<IdentParams>("/v1/runbooks/:ident", async (request, reply) => {
-      const runbook = await runbookFor(deps.store, request.identity, {
-        ident: request.params.ident,
-        rules: ["baremetal:runbook:delete"],
-      });
-      await deps.store.deleteRunbook(runbook.uuid);
-      await reply.code(204).send();
     });
   };
 }

@@ -188,8 +188,40 @@ export interface TokenStore {
   revokeToken(id: string): Promise<boolean>;
 }
 
-/** Persistence for nodes, ports and allocations. Every method is atomic on its own. */
-export interface Store extends TokenStore {
+/**
+ * A stored document's methods, named as Ironic's dbapi names them (create_port, get_port, …): `One` names one
+ * ("Port"), `Many` a list ("Ports"). `F` is the list filter, null where a list takes only a page. create throws
+ * Duplicate (uuid or a unique field taken) and, for a node's child, NodeNotFound; update NotFound, Duplicate,
+ * NodeNotFound; delete NotFound. get is by uuid, or by uuid or name where the resource has a unique name.
+ */
+export type DocumentMethods<T, F, One extends string, Many extends string> = {
+  [V in keyof Verbs<T, F> as `${V}${V extends "list" ? Many : One}`]: Verbs<T, F>[V];
+};
+interface Verbs<T, F> {
+  create(record: T): Promise<T>;
+  get(ident: string): Promise<T | null>;
+  list: F extends null ? (page: Page) => Promise<T[]> : (filter: F, page: Page) => Promise<T[]>;
+  update(ident: string, patch: Partial<T>): Promise<T>;
+  delete(uuid: string): Promise<void>;
+}
+
+/**
+ * Every resource kept as a document (sql/tables.ts describes their tables). A runbook list with `project`
+ * holds that project's runbooks and the public ones; a chassis is deleted only while no node names it
+ * (ChassisNotEmpty).
+ */
+export type StoredDocuments = DocumentMethods<PortRecord, PortFilter, "Port", "Ports"> &
+  DocumentMethods<PortgroupRecord, PortgroupFilter, "Portgroup", "Portgroups"> &
+  DocumentMethods<AllocationRecord, AllocationFilter, "Allocation", "Allocations"> &
+  DocumentMethods<ChassisRecord, null, "Chassis", "Chassis"> &
+  DocumentMethods<VolumeConnectorRecord, VolumeFilter, "VolumeConnector", "VolumeConnectors"> &
+  DocumentMethods<VolumeTargetRecord, VolumeFilter, "VolumeTarget", "VolumeTargets"> &
+  DocumentMethods<DeployTemplateRecord, null, "DeployTemplate", "DeployTemplates"> &
+  DocumentMethods<RunbookRecord, { project?: string }, "Runbook", "Runbooks"> &
+  DocumentMethods<InspectionRuleRecord, { phase?: string }, "InspectionRule", "InspectionRules">;
+
+/** Persistence for nodes and the documents about them. Every method is atomic on its own. */
+export interface Store extends TokenStore, StoredDocuments {
   createNode(node: NodeRecord): Promise<NodeRecord>;
   /** By uuid or by name. */
   getNode(ident: string): Promise<NodeRecord | null>;
@@ -275,27 +307,6 @@ export interface Store extends TokenStore {
   saveInventory(uuid: string, inventory: unknown): Promise<void>;
   getInventory(uuid: string): Promise<unknown>;
 
-  createPort(port: PortRecord): Promise<PortRecord>;
-  getPort(uuid: string): Promise<PortRecord | null>;
-  listPorts(filter: PortFilter, page: Page): Promise<PortRecord[]>;
-  updatePort(uuid: string, patch: Partial<PortRecord>): Promise<PortRecord>;
-  deletePort(uuid: string): Promise<void>;
-
-  /** @throws NodeNotFound, Duplicate (uuid, name or address taken) */
-  createPortgroup(portgroup: PortgroupRecord): Promise<PortgroupRecord>;
-  /** By uuid or by name. */
-  getPortgroup(ident: string): Promise<PortgroupRecord | null>;
-  listPortgroups(filter: PortgroupFilter, page: Page): Promise<PortgroupRecord[]>;
-  /** @throws NotFound, Duplicate */
-  updatePortgroup(uuid: string, patch: Partial<PortgroupRecord>): Promise<PortgroupRecord>;
-  /** @throws NotFound */
-  deletePortgroup(uuid: string): Promise<void>;
-
-  createAllocation(allocation: AllocationRecord): Promise<AllocationRecord>;
-  getAllocation(ident: string): Promise<AllocationRecord | null>;
-  listAllocations(filter: AllocationFilter, page: Page): Promise<AllocationRecord[]>;
-  updateAllocation(uuid: string, patch: Partial<AllocationRecord>): Promise<AllocationRecord>;
-  deleteAllocation(uuid: string): Promise<void>;
   /**
    * In one transaction: chooses a free node (available, unreserved, no instance, not in maintenance, power
    * known) that matches the request, in SQL from indexed columns, and binds it to the allocation. Two racing
@@ -303,56 +314,8 @@ export interface Store extends TokenStore {
    */
   claimNode(allocationUuid: string, request: CandidateRequest): Promise<NodeRecord | null>;
 
-  createChassis(chassis: ChassisRecord): Promise<ChassisRecord>;
-  getChassis(uuid: string): Promise<ChassisRecord | null>;
-  listChassis(page: Page): Promise<ChassisRecord[]>;
-  /** @throws NotFound */
-  updateChassis(uuid: string, patch: Partial<ChassisRecord>): Promise<ChassisRecord>;
-  /** In one statement, only while no node names it. @throws NotFound, ChassisNotEmpty */
-  deleteChassis(uuid: string): Promise<void>;
-
-  /** @throws Duplicate (uuid, or type and connector_id), NodeNotFound */
-  createVolumeConnector(connector: VolumeConnectorRecord): Promise<VolumeConnectorRecord>;
-  getVolumeConnector(uuid: string): Promise<VolumeConnectorRecord | null>;
-  listVolumeConnectors(filter: VolumeFilter, page: Page): Promise<VolumeConnectorRecord[]>;
-  /** @throws NotFound, Duplicate, NodeNotFound */
-  updateVolumeConnector(uuid: string, patch: Partial<VolumeConnectorRecord>): Promise<VolumeConnectorRecord>;
-  deleteVolumeConnector(uuid: string): Promise<void>;
-
-  /** @throws Duplicate (uuid, or node and boot_index), NodeNotFound */
-  createVolumeTarget(target: VolumeTargetRecord): Promise<VolumeTargetRecord>;
-  getVolumeTarget(uuid: string): Promise<VolumeTargetRecord | null>;
-  listVolumeTargets(filter: VolumeFilter, page: Page): Promise<VolumeTargetRecord[]>;
-  /** @throws NotFound, Duplicate, NodeNotFound */
-  updateVolumeTarget(uuid: string, patch: Partial<VolumeTargetRecord>): Promise<VolumeTargetRecord>;
-  deleteVolumeTarget(uuid: string): Promise<void>;
-
-  /** @throws Duplicate (uuid or name) */
-  createDeployTemplate(template: DeployTemplateRecord): Promise<DeployTemplateRecord>;
-  /** By uuid or by name. */
-  getDeployTemplate(ident: string): Promise<DeployTemplateRecord | null>;
-  listDeployTemplates(page: Page): Promise<DeployTemplateRecord[]>;
   /** The templates named by any of `names` (a node's instance traits), by name. */
   listDeployTemplatesByNames(names: readonly string[]): Promise<DeployTemplateRecord[]>;
-  /** @throws NotFound, Duplicate */
-  updateDeployTemplate(uuid: string, patch: Partial<DeployTemplateRecord>): Promise<DeployTemplateRecord>;
-  deleteDeployTemplate(uuid: string): Promise<void>;
-
-  /** @throws Duplicate (uuid) */
-  createRunbook(runbook: RunbookRecord): Promise<RunbookRecord>;
-  /** By uuid or name. */
-  getRunbook(ident: string): Promise<RunbookRecord | null>;
-  /** With `project`, that project's runbooks and the public ones (Ironic's list filter for a project). */
-  listRunbooks(filter: { project?: string }, page: Page): Promise<RunbookRecord[]>;
-  /** @throws NotFound, Conflict (a name taken) */
-  updateRunbook(uuid: string, patch: Partial<RunbookRecord>): Promise<RunbookRecord>;
-  deleteRunbook(uuid: string): Promise<void>;
-  createInspectionRule(rule: InspectionRuleRecord): Promise<InspectionRuleRecord>;
-  getInspectionRule(uuid: string): Promise<InspectionRuleRecord | null>;
-  listInspectionRules(filter: { phase?: string }, page: Page): Promise<InspectionRuleRecord[]>;
-  /** @throws NotFound */
-  updateInspectionRule(uuid: string, patch: Partial<InspectionRuleRecord>): Promise<InspectionRuleRecord>;
-  deleteInspectionRule(uuid: string): Promise<void>;
 
   /**
    * Registers a running conductor. In one transaction, rows of the same hostname that are stale (no heartbeat

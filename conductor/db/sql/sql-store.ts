@@ -1,20 +1,9 @@
 import type { NodeHistoryRecord } from "../../../shared/history.ts";
-import type { ChassisRecord } from "../../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../../shared/deploy-template.ts";
-import type { InspectionRuleRecord } from "../../../shared/inspection-rule.ts";
-import type { RunbookRecord } from "../../../shared/runbook.ts";
-import type {
-  AllocationRecord,
-  ConductorRecord,
-  NodeRecord,
-  PortRecord,
-  PortgroupRecord,
-} from "../../../shared/resources.ts";
-import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../../shared/volume.ts";
+import type { ConductorRecord, NodeRecord } from "../../../shared/resources.ts";
 import { isUuid } from "../../../shared/uuid.ts";
 import { candidateQuery, matchColumns, TRAIT_BATCH, type CandidateRequest } from "../candidates.ts";
 import {
-  ChassisNotEmpty,
   ConductorAlreadyRegistered,
   Duplicate,
   NODE_SORT_KEYS,
@@ -22,35 +11,22 @@ import {
   NodeNotFound,
   NotFound,
   summaryColumns,
-  type AllocationFilter,
+  type DocumentMethods,
   type InternalInfoChanges,
   type NodeFilter,
   type NodeSummary,
   type NodeSummaryField,
   type Page,
-  type PortFilter,
-  type PortgroupFilter,
   type ReservedNode,
   type ShardCount,
   type Store,
+  type StoredDocuments,
   type StoredToken,
-  type VolumeFilter,
 } from "../store.ts";
 import { lastUuidOf, storedSummariesJson, summaryLinksSql, type SummaryJsonPage } from "../summary-json.ts";
 import { Params, type Dialect, type Executor, type SqlValue } from "./dialect.ts";
-import {
-  ALLOCATIONS,
-  CHASSIS,
-  DEPLOY_TEMPLATES,
-  INSPECTION_RULES,
-  RUNBOOKS,
-  PORTGROUPS,
-  PORTS,
-  VOLUME_CONNECTORS,
-  VOLUME_TARGETS,
-  type Doc,
-  type Table,
-} from "./tables.ts";
+import * as tables from "./tables.ts";
+import type { Doc, Table } from "./tables.ts";
 
 type Row = Record<string, SqlValue | undefined>;
 type Reservation = { ifReservedBy?: string | null };
@@ -66,6 +42,9 @@ const now = (): string => new Date().toISOString();
 const sortKey = (page: Page, keys: readonly string[]): string =>
   page.sortKey && keys.includes(page.sortKey) ? page.sortKey : "id";
 const byIdent = (ident: string): Row => ({ [isUuid(ident) ? "uuid" : "name"]: ident });
+/** The resource as Ironic's texts name it ("Volume connector"): its methods' name in words. */
+const noun = (table: { methods: readonly [string, string] }): string =>
+  table.methods[0].replace(/(?<=.)[A-Z]/g, (letter) => ` ${letter.toLowerCase()}`);
 
 /** The node's fields kept as columns (with the matching columns and the document). */
 const NODE_COLUMNS = [
@@ -110,8 +89,25 @@ function topLevelEdit(patch: Record<string, unknown>, columns: readonly string[]
  * The Store over SQL, whatever the database (Ironic's db/sqlalchemy/api.py): every statement is written once
  * here; the Dialect supplies placeholders, locking, JSON functions and the schema's planner hints.
  */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type, @typescript-eslint/no-unused-vars
+export interface SqlStore<D extends Dialect = Dialect> extends StoredDocuments {}
+
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging -- the document methods, bound below
 export class SqlStore<D extends Dialect = Dialect> implements Store {
-  constructor(protected readonly d: D) {}
+  constructor(protected readonly d: D) {
+    const documents: StoredDocuments = {
+      ...this.bind(tables.PORTS),
+      ...this.bind(tables.PORTGROUPS),
+      ...this.bind(tables.ALLOCATIONS),
+      ...this.bind(tables.CHASSIS),
+      ...this.bind(tables.VOLUME_CONNECTORS),
+      ...this.bind(tables.VOLUME_TARGETS),
+      ...this.bind(tables.DEPLOY_TEMPLATES),
+      ...this.bind(tables.RUNBOOKS),
+      ...this.bind(tables.INSPECTION_RULES),
+    };
+    Object.assign(this, documents);
+  }
 
   private params(): Params {
     return new Params(this.d);
@@ -466,8 +462,26 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
 
   readonly getInventory = (uuid: string) => this.docBy<unknown>("inventories", { node_uuid: uuid });
 
+  /** A table's Store methods (DocumentMethods): the generic create, get, list, update and delete below. */
+  private bind<T extends Doc, F extends object | null, One extends string, Many extends string>(
+    table: Table<T, F, One, Many>,
+  ): DocumentMethods<T, F, One, Many> {
+    const [one, many] = table.methods;
+    const methods = {
+      [`create${one}`]: (record: T) => this.create(table, record),
+      [`get${one}`]: (ident: string) =>
+        this.docBy<T>(table.name, table.named ? byIdent(ident) : { uuid: ident }),
+      // a list without a filter (F null) takes only its page
+      [`list${many}`]: (...args: [F, Page] | [Page]) =>
+        args.length === 2 ? this.list(table, args[0], args[1]) : this.list(table, null, args[0]),
+      [`update${one}`]: (ident: string, patch: Partial<T>) => this.update(table, ident, patch),
+      [`delete${one}`]: (uuid: string) => this.remove(table, uuid),
+    };
+    return methods as DocumentMethods<T, F, One, Many>;
+  }
+
   /** Inserts a resource's document with its mirrored columns. @throws NodeNotFound, Duplicate */
-  private async create<T extends Doc>(table: Table<T>, record: T): Promise<T> {
+  private async create<T extends Doc, F>(table: Table<T, F>, record: T): Promise<T> {
     const row: Row = Object.fromEntries(table.columns.map((column) => [column, record[column] as SqlValue]));
     await this.insert(table.name, { ...row, doc: JSON.stringify(record) }).catch((error: unknown) => {
       throw this.refused(table, error, record);
@@ -475,28 +489,21 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     return record;
   }
 
-  private get<T extends Doc>(table: Table<T>, ident: string): Promise<T | null> {
-    return this.docBy<T>(table.name, table.named ? byIdent(ident) : { uuid: ident });
-  }
-
   /** A page of a resource, filtered by equality (and, for a node's children, by the project of the node). */
-  private list<T extends Doc, F extends object>(
-    table: Table<T, F>,
-    filter: F & { project?: string },
-    page: Page,
-  ) {
+  private list<T extends Doc, F>(table: Table<T, F>, filter: F | null, page: Page) {
     const p = this.params();
     const columns: readonly string[] = table.columns;
+    const by = (filter ?? {}) as Partial<Record<string, SqlValue>> & { project?: string };
     const match = (table.filters ?? []).map((key) => [
       columns.includes(key) ? key : this.d.jsonText("doc", key),
-      filter[key] as SqlValue | undefined,
+      by[key],
     ]);
     const conditions = equal(p, Object.fromEntries(match) as Row);
-    if (table.ofNode && filter.project !== undefined) {
-      conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, filter.project)})`);
+    if (table.ofNode && by.project !== undefined) {
+      conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, by.project)})`);
     }
-    if (table.ownedOrPublic && filter.project !== undefined) {
-      conditions.push(`(owner = ${p.add(filter.project)} OR ${this.d.jsonIsTrue("doc", "public")})`);
+    if (table.ownedOrPublic && by.project !== undefined) {
+      conditions.push(`(owner = ${p.add(by.project)} OR ${this.d.jsonIsTrue("doc", "public")})`);
     }
     const { sql } = this.select(table.name, "doc", { conditions, p, page, keys: table.sortKeys });
     return this.docs<T>(sql, p.values);
@@ -506,107 +513,39 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
    * One statement (one round trip, no BEGIN/COMMIT): the row lock of the UPDATE serialises writers, and the
    * mirrored columns are set from the same patch as the document. @throws NotFound, NodeNotFound, Duplicate
    */
-  private async update<T extends Doc>(table: Table<T>, ident: string, patch: Partial<T>): Promise<T> {
+  private async update<T extends Doc, F>(table: Table<T, F>, ident: string, patch: Partial<T>): Promise<T> {
     const columns = table.columns.filter((column) => column !== "created_at");
     const edit = topLevelEdit({ ...patch, updated_at: now() }, columns);
     const where = table.named ? byIdent(ident) : { uuid: ident };
     const [updated] = await this.edit<T>(table.name, edit, { where }).catch((error: unknown) => {
       throw this.refused(table, error, { uuid: ident, ...patch });
     });
-    if (!updated) throw new NotFound(`${table.noun} ${ident} could not be found.`);
+    if (!updated) throw new NotFound(`${noun(table)} ${ident} could not be found.`);
     return updated;
   }
 
-  private remove<T extends Doc>(table: Table<T>, uuid: string): Promise<void> {
-    return this.deleteBy(table.name, { uuid }, new NotFound(`${table.noun} ${uuid} could not be found.`));
+  /** In one statement, so a row that comes to hold it (heldBy) meanwhile is seen here or refused by its write. */
+  private async remove<T extends Doc, F>(table: Table<T, F>, uuid: string): Promise<void> {
+    const p = this.params();
+    const id = p.add(uuid);
+    const { heldBy: held } = table;
+    const free = held ? ` AND NOT EXISTS (SELECT 1 FROM ${held.table} WHERE ${held.column} = ${id})` : "";
+    if ((await this.d.run(`DELETE FROM ${table.name} WHERE uuid = ${id}${free}`, p.values)) > 0) return;
+    if (held && (await this.docBy(table.name, { uuid }))) throw held.error(uuid);
+    throw new NotFound(`${noun(table)} ${uuid} could not be found.`);
   }
 
   /** A write's constraint error in Ironic's words: the node is gone, or a unique column's value is taken. */
-  private refused<T extends Doc>(table: Table<T>, error: unknown, record: Partial<T>): unknown {
+  private refused<T extends Doc, F>(table: Table<T, F>, error: unknown, record: Partial<T>): unknown {
     if (table.ofNode && this.d.violation(error)?.kind === "foreign") {
       return new NodeNotFound("node_uuid" in record ? String(record.node_uuid) : "");
     }
-    const a = /^[AEIOU]/.test(table.noun) ? "An" : "A";
+    const what = noun(table);
+    const a = /^[AEIOU]/.test(what) ? "An" : "A";
     return this.conflict(error, (detail) => {
-      const what = table.unique?.find(([constraint]) => detail.includes(constraint))?.[1](record);
-      return `${a} ${table.noun.toLowerCase()} with ${what ?? `UUID ${record.uuid}`} already exists.`;
+      const taken = table.unique?.find(([constraint]) => detail.includes(constraint))?.[1](record);
+      return `${a} ${what.toLowerCase()} with ${taken ?? `UUID ${record.uuid}`} already exists.`;
     });
-  }
-
-  readonly createPort = (port: PortRecord) => this.create(PORTS, port);
-  readonly getPort = (uuid: string) => this.get(PORTS, uuid);
-  readonly listPorts = (filter: PortFilter, page: Page) => this.list(PORTS, filter, page);
-  readonly updatePort = (uuid: string, patch: Partial<PortRecord>) => this.update(PORTS, uuid, patch);
-  readonly deletePort = (uuid: string) => this.remove(PORTS, uuid);
-
-  readonly createPortgroup = (portgroup: PortgroupRecord) => this.create(PORTGROUPS, portgroup);
-  readonly getPortgroup = (ident: string) => this.get(PORTGROUPS, ident);
-  readonly listPortgroups = (filter: PortgroupFilter, page: Page) => this.list(PORTGROUPS, filter, page);
-  readonly updatePortgroup = (uuid: string, patch: Partial<PortgroupRecord>) =>
-    this.update(PORTGROUPS, uuid, patch);
-  readonly deletePortgroup = (uuid: string) => this.remove(PORTGROUPS, uuid);
-
-  readonly createAllocation = (allocation: AllocationRecord) => this.create(ALLOCATIONS, allocation);
-  readonly getAllocation = (ident: string) => this.get(ALLOCATIONS, ident);
-  readonly listAllocations = (filter: AllocationFilter, page: Page) => this.list(ALLOCATIONS, filter, page);
-  readonly updateAllocation = (ident: string, patch: Partial<AllocationRecord>) =>
-    this.update(ALLOCATIONS, ident, patch);
-  readonly deleteAllocation = (uuid: string) => this.remove(ALLOCATIONS, uuid);
-
-  readonly createChassis = (chassis: ChassisRecord) => this.create(CHASSIS, chassis);
-  readonly getChassis = (uuid: string) => this.get(CHASSIS, uuid);
-  readonly listChassis = (page: Page) => this.list(CHASSIS, {}, page);
-  readonly updateChassis = (uuid: string, patch: Partial<ChassisRecord>) => this.update(CHASSIS, uuid, patch);
-
-  readonly createVolumeConnector = (connector: VolumeConnectorRecord) =>
-    this.create(VOLUME_CONNECTORS, connector);
-  readonly getVolumeConnector = (uuid: string) => this.get(VOLUME_CONNECTORS, uuid);
-  readonly listVolumeConnectors = (filter: VolumeFilter, page: Page) =>
-    this.list(VOLUME_CONNECTORS, filter, page);
-  readonly updateVolumeConnector = (uuid: string, patch: Partial<VolumeConnectorRecord>) =>
-    this.update(VOLUME_CONNECTORS, uuid, patch);
-  readonly deleteVolumeConnector = (uuid: string) => this.remove(VOLUME_CONNECTORS, uuid);
-
-  readonly createVolumeTarget = (target: VolumeTargetRecord) => this.create(VOLUME_TARGETS, target);
-  readonly getVolumeTarget = (uuid: string) => this.get(VOLUME_TARGETS, uuid);
-  readonly listVolumeTargets = (filter: VolumeFilter, page: Page) => this.list(VOLUME_TARGETS, filter, page);
-  readonly updateVolumeTarget = (uuid: string, patch: Partial<VolumeTargetRecord>) =>
-    this.update(VOLUME_TARGETS, uuid, patch);
-  readonly deleteVolumeTarget = (uuid: string) => this.remove(VOLUME_TARGETS, uuid);
-
-  readonly createDeployTemplate = (template: DeployTemplateRecord) => this.create(DEPLOY_TEMPLATES, template);
-  readonly getDeployTemplate = (ident: string) => this.get(DEPLOY_TEMPLATES, ident);
-  readonly listDeployTemplates = (page: Page) => this.list(DEPLOY_TEMPLATES, {}, page);
-  readonly updateDeployTemplate = (uuid: string, patch: Partial<DeployTemplateRecord>) =>
-    this.update(DEPLOY_TEMPLATES, uuid, patch);
-  readonly deleteDeployTemplate = (uuid: string) => this.remove(DEPLOY_TEMPLATES, uuid);
-
-  readonly createRunbook = (runbook: RunbookRecord) => this.create(RUNBOOKS, runbook);
-  readonly getRunbook = (ident: string) => this.get(RUNBOOKS, ident);
-  readonly listRunbooks = (filter: { project?: string }, page: Page) => this.list(RUNBOOKS, filter, page);
-  readonly updateRunbook = (uuid: string, patch: Partial<RunbookRecord>) =>
-    this.update(RUNBOOKS, uuid, patch);
-  readonly deleteRunbook = (uuid: string) => this.remove(RUNBOOKS, uuid);
-
-  readonly createInspectionRule = (rule: InspectionRuleRecord) => this.create(INSPECTION_RULES, rule);
-  readonly getInspectionRule = (uuid: string) => this.get(INSPECTION_RULES, uuid);
-  readonly listInspectionRules = (filter: { phase?: string }, page: Page) =>
-    this.list(INSPECTION_RULES, filter, page);
-  readonly updateInspectionRule = (uuid: string, patch: Partial<InspectionRuleRecord>) =>
-    this.update(INSPECTION_RULES, uuid, patch);
-  readonly deleteInspectionRule = (uuid: string) => this.remove(INSPECTION_RULES, uuid);
-
-  async deleteChassis(uuid: string): Promise<void> {
-    const p = this.params();
-    const id = p.add(uuid);
-    // NOTE: one statement, so a node put into the chassis meanwhile is either seen here or refused by its write
-    const changed = await this.d.run(
-      `DELETE FROM chassis WHERE uuid = ${id} AND NOT EXISTS (SELECT 1 FROM nodes WHERE chassis_uuid = ${id})`,
-      p.values,
-    );
-    if (changed > 0) return;
-    if (await this.getChassis(uuid)) throw new ChassisNotEmpty(uuid);
-    throw new NotFound(`Chassis ${uuid} could not be found.`);
   }
 
   async listDeployTemplatesByNames(names: readonly string[]): Promise<DeployTemplateRecord[]> {
