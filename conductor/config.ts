@@ -3,6 +3,37 @@ import { LOG_FORMATS } from "../shared/log.ts";
 import { EraseConfigSchema } from "../shared/erase.ts";
 import { isLoopback, parseListenAddress } from "./listen-address.ts";
 
+/**
+ * Ironic's cpu_arch name for the ways nodes and operators spell an architecture: Debian's and Go's arm64 is
+ * the kernel's aarch64, amd64 (and Node's x64) is x86_64; anything else is kept, lower-cased.
+ */
+export function canonicalCpuArch(name: string): string {
+  const lower = name.trim().toLowerCase();
+  if (lower === "arm64") return "aarch64";
+  if (lower === "amd64" || lower === "x64") return "x86_64";
+  return lower;
+}
+
+/**
+ * An oslo.config dict option as Ironic's *_by_arch settings take it: "aarch64:http://h/k,x86_64:http://h/j"
+ * (each pair split at its first colon; keys made canonical). Null when a pair has no key or no value, or an
+ * architecture is given twice.
+ */
+export function parseArchMap(text: string): Record<string, string> | null {
+  const map: Record<string, string> = Object.create(null) as Record<string, string>;
+  for (const pair of text.split(",")) {
+    const colon = pair.indexOf(":");
+    if (colon < 0) return null;
+    const key = pair.slice(0, colon).trim();
+    const value = pair.slice(colon + 1).trim();
+    if (!/^[A-Za-z0-9_]+$/.test(key) || value === "") return null;
+    const arch = canonicalCpuArch(key);
+    if (arch in map) return null;
+    map[arch] = value;
+  }
+  return map;
+}
+
 /** The conductor's settings; only main.ts reads them from flags and the environment. */
 export const ConductorConfig = z.object({
   /** The name shown in reservations and the node's `conductor` field. */
@@ -86,6 +117,20 @@ export const ConductorConfig = z.object({
       kind: z.enum(["ipxe", "pxe"]).default("ipxe"),
       deployKernel: z.string().optional(),
       deployRamdisk: z.string().optional(),
+      /**
+       * Ironic's [conductor]deploy_kernel_by_arch: "aarch64:URL,x86_64:URL". A node without
+       * driver_info.deploy_kernel boots the kernel of its properties.cpu_arch (arm64 and aarch64, amd64 and
+       * x86_64 are one each), else deployKernel.
+       */
+      deployKernelByArch: z
+        .string()
+        .refine((s) => parseArchMap(s) !== null, 'expected "arch:location[,arch:location...]"')
+        .optional(),
+      /** Ironic's [conductor]deploy_ramdisk_by_arch, as deployKernelByArch. */
+      deployRamdiskByArch: z
+        .string()
+        .refine((s) => parseArchMap(s) !== null, 'expected "arch:location[,arch:location...]"')
+        .optional(),
       /**
        * "host:port" of a plain-HTTP listener serving only boot files (/boot/) and local images (/images/), for
        * firmware that cannot do TLS (iPXE trusts no lab CA) while the API and agents use HTTPS/WSS. Unset:

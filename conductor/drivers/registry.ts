@@ -9,6 +9,7 @@ import { agentRaidInterface, noRaid } from "./raid/agent.ts";
 import { fakeRaid } from "./raid/fake.ts";
 import { IpxeBoot } from "./boot/ipxe.ts";
 import { PxeBoot } from "./boot/pxe.ts";
+import { deployImageDefaultsOf } from "./boot/deploy-images.ts";
 import { driverRegistry, type DriverRegistry, type HardwareType } from "./hardware-type.ts";
 import { IpmitoolConsole } from "./ipmi/console.ts";
 import { Ipmitool, type IpmitoolOptions } from "./ipmi/ipmitool.ts";
@@ -82,11 +83,18 @@ export function fakeHardware(config: ConductorConfig): HardwareType {
 }
 
 function networkBoot(config: ConductorConfig) {
-  const defaults = { kernel: config.boot.deployKernel, ramdisk: config.boot.deployRamdisk };
+  const defaults = deployImageDefaultsOf(config.boot);
   const kernelArgs = ["console=tty0", "console=ttyS0,115200n8"];
+  // Arm servers' (and QEMU virt's) serial port is a PL011, ttyAMA0; the last console= is /dev/console.
+  const kernelArgsByArch = { aarch64: ["console=tty0", "console=ttyAMA0,115200"] };
   return config.boot.kind === "ipxe"
-    ? new IpxeBoot({ root: httpBootRoot(config), defaultDeployImages: defaults, kernelArgs })
-    : new PxeBoot({ root: tftpRoot(config), defaultDeployImages: defaults, kernelArgs });
+    ? new IpxeBoot({
+        root: httpBootRoot(config),
+        defaultDeployImages: defaults,
+        kernelArgs,
+        kernelArgsByArch,
+      })
+    : new PxeBoot({ root: tftpRoot(config), defaultDeployImages: defaults, kernelArgs, kernelArgsByArch });
 }
 
 /** Ironic's redfish: Redfish power, management and inspection; network boot and the agent as for ipmi. */
@@ -102,7 +110,7 @@ export function redfishHardwareOf(
             isos: new VmediaIsoBuilder({ dir: vmediaDirOf(config.dataDir) }),
             files: new DeployFiles({ dir: join(config.dataDir, "vmedia-sources") }),
             signedUrl: (path) => vmedia.signedUrl(path),
-            defaultDeployImages: { kernel: config.boot.deployKernel, ramdisk: config.boot.deployRamdisk },
+            defaultDeployImages: deployImageDefaultsOf(config.boot),
             kernelArgs: ["console=tty0", "console=ttyS0,115200n8"],
           },
         }
@@ -121,8 +129,10 @@ export function redfishHardwareOf(
 /** The real thing: ipmitool power and boot device, iPXE (or PXE) boot, the agent for deploy, inspect and RAID. */
 export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolOptions = {}): HardwareType {
   const ipmitool = new Ipmitool(ipmitoolOptions);
-  const defaults = { kernel: config.boot.deployKernel, ramdisk: config.boot.deployRamdisk };
+  const defaults = deployImageDefaultsOf(config.boot);
   const kernelArgs = ["console=tty0", "console=ttyS0,115200n8"];
+  // Arm servers' (and QEMU virt's) serial port is a PL011, ttyAMA0; the last console= is /dev/console.
+  const kernelArgsByArch = { aarch64: ["console=tty0", "console=ttyAMA0,115200"] };
   return {
     name: "ipmi",
     interfaces: {
@@ -144,8 +154,18 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
     management: new IpmitoolManagement({ ipmitool }),
     boot:
       config.boot.kind === "ipxe"
-        ? new IpxeBoot({ root: httpBootRoot(config), defaultDeployImages: defaults, kernelArgs })
-        : new PxeBoot({ root: tftpRoot(config), defaultDeployImages: defaults, kernelArgs }),
+        ? new IpxeBoot({
+            root: httpBootRoot(config),
+            defaultDeployImages: defaults,
+            kernelArgs,
+            kernelArgsByArch,
+          })
+        : new PxeBoot({
+            root: tftpRoot(config),
+            defaultDeployImages: defaults,
+            kernelArgs,
+            kernelArgsByArch,
+          }),
     deploy: [agentDeploy],
     inspect: [agentInspect],
     // NOTE: as in Ironic, no-raid is the default; `--raid-interface agent` builds software RAID in band

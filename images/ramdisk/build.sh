@@ -2,9 +2,12 @@
 # Builds the Anvil deploy ramdisk from Debian's packages: Debian's kernel, and an initramfs holding busybox,
 # the kernel modules the agent needs, the disk tools with their libraries, the agent executable and /init.
 #
-#   build.sh [--agent PATH] [--out DIR] [--compress zstd-N|gzip] [--no-cache]
+#   build.sh [--arch amd64|arm64] [--agent PATH] [--out DIR] [--compress zstd-N|gzip] [--no-cache]
 #
-# Writes OUT/anvil.kernel and OUT/anvil.initramfs (default OUT: build/ramdisk). The same inputs give the same
+# Writes OUT/anvil.kernel and OUT/anvil.initramfs (default OUT: build/ramdisk; build/arm64 for --arch arm64,
+# whose agent defaults to build/arm64/anvil-agent). The host's architecture (amd64) takes the kernel and the
+# tools from the host's Debian; another one (arm64) takes them from Debian's packages for it, fetched by
+# images/ramdisk/fetch-arch.sh, and its modules from drivers.md as drivers-arm64.md amends it. The same inputs give the same
 # bytes; the compressed result is cached under the cache dir by the hash of the uncompressed archive, so a
 # rebuild with unchanged inputs only re-stages (a few seconds). --no-cache neither reads nor fills that cache.
 set -euo pipefail
@@ -13,8 +16,9 @@ export LC_ALL=C
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here="$root/images/ramdisk"
-agent="$root/build/anvil-agent"
-out="$root/build/ramdisk"
+agent=""
+out=""
+arch=$(dpkg --print-architecture)
 # zstd -9: within 15% of -19's size at a tenth of its time (measured on this ramdisk; see docs/ramdisk.md).
 compress=zstd-9
 use_cache=1
@@ -24,6 +28,7 @@ epoch=${SOURCE_DATE_EPOCH:-0}
 
 while [ $# -gt 0 ]; do
   case "$1" in
+    --arch) arch=$2; shift 2 ;;
     --agent) agent=$(realpath "$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
     --compress) compress=$2; shift 2 ;;
@@ -37,13 +42,34 @@ case "$compress" in
   gzip) compressor=(gzip -n -9 -c) ;;
   *) echo "build.sh: --compress must be zstd-1..zstd-19 or gzip" >&2; exit 2 ;;
 esac
+# foreign: the ramdisk is for another architecture than the host's; its binaries come from sysroot.
+foreign=""
+sysroot=""
+case "$arch" in
+  "$(dpkg --print-architecture)") ;;
+  arm64) foreign=1 ;;
+  *) echo "build.sh: --arch must be $(dpkg --print-architecture) or arm64" >&2; exit 2 ;;
+esac
+if [ -n "$foreign" ]; then
+  agent=${agent:-"$root/build/$arch/anvil-agent"}
+  out=${out:-"$root/build/$arch"}
+else
+  agent=${agent:-"$root/build/anvil-agent"}
+  out=${out:-"$root/build/ramdisk"}
+fi
 if [ ! -x "$agent" ]; then
   echo "build.sh: no agent executable at $agent: run 'npm run build:agent' first, or pass --agent PATH" >&2
   exit 1
 fi
 
 started=$(date +%s.%N)
-kernel_dir=$(bash "$root/images/kernel/fetch.sh")
+if [ -n "$foreign" ]; then
+  debian_dir=$(bash "$here/fetch-arch.sh" "$arch")
+  sysroot="$debian_dir/root"
+  kernel_dir="$debian_dir/kernel"
+else
+  kernel_dir=$(bash "$root/images/kernel/fetch.sh")
+fi
 version=$(cat "$kernel_dir/version")
 mkdir -p "$cache/ramdisk" "$out"
 # Staging trees of builds that were killed (SIGKILL skips the trap): the process named in the tree's name is
@@ -70,9 +96,42 @@ ln -s /run "$stage/var/run"
 chmod 1777 "$stage/tmp"
 chmod 0700 "$stage/root"
 
+# A path inside the foreign sysroot with its symlinks resolved there (an absolute link stays inside it).
+in_sysroot() {
+  local path="$sysroot$1" target hops=0
+  while [ -L "$path" ] && [ "$hops" -lt 40 ]; do
+    target=$(readlink "$path")
+    case "$target" in /*) path="$sysroot$target" ;; *) path="$(dirname "$path")/$target" ;; esac
+    hops=$((hops + 1))
+  done
+  echo "$path"
+}
+# The libraries a foreign ELF file needs (ldd cannot run it): its interpreter and the closure of its
+# DT_NEEDED names, found in the sysroot's multiarch library dirs; absolute paths, one a line.
+foreign_libraries() {
+  local queue=("$1") seen=" " file name dir found
+  readelf -l "$1" 2>/dev/null | sed -n 's/.*Requesting program interpreter: \(.*\)]$/\1/p'
+  while [ ${#queue[@]} -gt 0 ]; do
+    file=${queue[0]}
+    queue=("${queue[@]:1}")
+    for name in $(readelf -d "$file" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p'); do
+      case "$seen" in *" $name "*) continue ;; esac
+      seen="$seen$name "
+      found=""
+      for dir in /lib/aarch64-linux-gnu /usr/lib/aarch64-linux-gnu /lib /usr/lib; do
+        if [ -e "$(in_sysroot "$dir/$name")" ]; then found="$dir/$name"; break; fi
+      done
+      [ -n "$found" ] || { echo "build.sh: $name (needed by ${file#"$sysroot"}) is in no fetched package" >&2; exit 1; }
+      echo "$found"
+      queue+=("$(in_sysroot "$found")")
+    done
+  done
+}
+
 # Copies an executable to the same path in the ramdisk, with every shared library ldd lists.
 copy_with_libraries() {
   local bin=$1 dest=${2:-$1} lib
+  if [ -n "$foreign" ]; then copy_foreign_with_libraries "$bin" "$dest"; return; fi
   install -D -m 0755 "$bin" "$stage$dest"
   # Scripts and static binaries have no libraries ("not a dynamic executable").
   { ldd "$bin" 2>/dev/null || true; } | awk '/=> \// {print $3} /^\t\// {print $1}' | while read -r lib; do
@@ -80,35 +139,79 @@ copy_with_libraries() {
   done
 }
 
+# The same for a foreign executable (BIN on the host, e.g. the agent, or in the sysroot), its libraries
+# taken from the sysroot.
+copy_foreign_with_libraries() {
+  local bin=$1 dest=$2 lib libs
+  install -D -m 0755 "$bin" "$stage$dest"
+  libs=$(foreign_libraries "$bin") || exit 1
+  for lib in $libs; do
+    [ -e "$stage$lib" ] || install -D -m 0755 "$(in_sysroot "$lib")" "$stage$lib"
+  done
+}
+
 # busybox first: its applets are the fallback for every tool a real package doesn't replace below.
-copy_with_libraries "$(command -v busybox)" /usr/bin/busybox
+if [ -n "$foreign" ]; then
+  # NOTE: the applet list comes from the host's busybox (a foreign one cannot run here): the same Debian
+  # package version is built with the same configuration on every architecture.
+  copy_with_libraries "$(in_sysroot /bin/busybox)" /usr/bin/busybox
+else
+  copy_with_libraries "$(command -v busybox)" /usr/bin/busybox
+fi
 busybox --list-full | while read -r applet; do
   [ -e "$stage/$applet" ] || [ -L "$stage/$applet" ] || ln -s /usr/bin/busybox "$stage/$applet"
 done
 # The tools the agent calls; real ones replace busybox's applets of the same name.
 # iproute2's ip: busybox's cannot create VLANs or bonds (netconfig needs both).
 tools=(ip lsblk blkid wipefs blkdiscard sfdisk partx mdadm sgdisk nvme hdparm smartctl dmidecode grub-install mkfs.fat)
+# The path a tool has in the sysroot (Debian's packages still ship some in /bin and /sbin).
+foreign_command() {
+  local dir
+  for dir in /usr/sbin /usr/bin /sbin /bin; do
+    if [ -f "$(in_sysroot "$dir/$1")" ]; then echo "$dir/$1"; return 0; fi
+  done
+  return 1
+}
 for tool in "${tools[@]}"; do
-  path=$(command -v "$tool") || { echo "build.sh: $tool is missing: run scripts/setup/system-deps.sh" >&2; exit 1; }
   # Whichever of bin/sbin busybox put its applet in, it must not shadow the real tool on PATH.
   rm -f "$stage/usr/bin/$tool" "$stage/usr/sbin/$tool"
+  if [ -n "$foreign" ]; then
+    path=$(foreign_command "$tool") || { echo "build.sh: $tool is in no fetched $arch package (fetch-arch.sh)" >&2; exit 1; }
+    copy_with_libraries "$(in_sysroot "$path")" "$path"
+    continue
+  fi
+  path=$(command -v "$tool") || { echo "build.sh: $tool is missing: run scripts/setup/system-deps.sh" >&2; exit 1; }
   copy_with_libraries "$path"
 done
-ln -sf mkfs.fat "$stage$(dirname "$(command -v mkfs.fat)")/mkfs.vfat"
+if [ -n "$foreign" ]; then
+  ln -sf mkfs.fat "$stage$(dirname "$(foreign_command mkfs.fat)")/mkfs.vfat"
+else
+  ln -sf mkfs.fat "$stage$(dirname "$(command -v mkfs.fat)")/mkfs.vfat"
+fi
 # GRUB's platform files for install_bootloader with the ramdisk's GRUB (images without their own): BIOS and
 # UEFI, without the prebuilt monolithic EFI images (16 MB) that grub-install never reads.
-for platform in i386-pc x86_64-efi; do
-  [ -d "/usr/lib/grub/$platform" ] || { echo "build.sh: /usr/lib/grub/$platform is missing: run scripts/setup/system-deps.sh" >&2; exit 1; }
+# arm64 has UEFI only (arm64-efi; no BIOS, so no i386-pc).
+platforms=(i386-pc x86_64-efi)
+if [ "$arch" = arm64 ]; then platforms=(arm64-efi); fi
+for platform in "${platforms[@]}"; do
+  [ -d "$sysroot/usr/lib/grub/$platform" ] || { echo "build.sh: $sysroot/usr/lib/grub/$platform is missing: run scripts/setup/system-deps.sh" >&2; exit 1; }
   mkdir -p "$stage/usr/lib/grub/$platform"
-  find "/usr/lib/grub/$platform" -maxdepth 1 -type f ! -name '*.module' -exec cp {} "$stage/usr/lib/grub/$platform/" \;
+  find "$sysroot/usr/lib/grub/$platform" -maxdepth 1 -type f ! -name '*.module' -exec cp {} "$stage/usr/lib/grub/$platform/" \;
 done
 copy_with_libraries "$agent" /usr/bin/anvil-agent
 
 # Kernel modules: the ones drivers.md's table lists (its rows whose module column is one backticked name, in
 # order) plus their dependencies from modules.dep, then a depmod of that subset so busybox modprobe works in
 # the guest (for the agent too).
-modules=$(awk -F'|' 'NF >= 5 { m = $3; gsub(/^[ \t]+|[ \t]+$/, "", m); if (m ~ /^`[a-z0-9_-]+`$/) print substr(m, 2, length(m) - 2) }' "$here/drivers.md")
+table_modules() { awk -F'|' 'NF >= 5 { m = $3; gsub(/^[ \t]+|[ \t]+$/, "", m); if (m ~ /^`[a-z0-9_-]+`$/) print substr(m, 2, length(m) - 2) }' "$1"; }
+modules=$(table_modules "$here/drivers.md")
 [ -n "$modules" ] || { echo "build.sh: no modules in $here/drivers.md's table" >&2; exit 1; }
+if [ "$arch" = arm64 ]; then
+  # drivers-arm64.md: its table's modules first (the virt machine's transports), then drivers.md's but
+  # those its "Not carried" list names (each line "- `name`: why").
+  skipped=$(sed -n 's/^- `\([a-z0-9_-]*\)`:.*/\1/p' "$here/drivers-arm64.md")
+  modules=$( (table_modules "$here/drivers-arm64.md"; echo "$modules" | grep -vxF -f <(echo "$skipped")) | awk '!seen[$0]++')
+fi
 modules_src="$kernel_dir/lib/modules/$version"
 modules_dst="$stage/lib/modules/$version"
 mkdir -p "$modules_dst"
@@ -149,7 +252,12 @@ printf 'HOMEHOST <none>\n' >"$stage/etc/mdadm/mdadm.conf"
   echo "kernel $version"
   echo "agent sha256 $(sha256sum "$agent" | cut -d' ' -f1)"
   cat "$firmware_dir/packages"
-  dpkg-query -W -f='${Package} ${Version}\n' busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode dosfstools grub2-common grub-pc-bin grub-efi-amd64-bin libc6
+  if [ -n "$foreign" ]; then
+    echo "arch $arch"
+    grep -E '^(busybox-static|iproute2|util-linux|fdisk|mdadm|gdisk|nvme-cli|hdparm|smartmontools|dmidecode|dosfstools|grub2-common|grub-efi-arm64-bin|libc6|libstdc\+\+6) ' "$debian_dir/packages"
+  else
+    dpkg-query -W -f='${Package} ${Version}\n' busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode dosfstools grub2-common grub-pc-bin grub-efi-amd64-bin libc6
+  fi
 } >"$stage/etc/anvil/build-info"
 
 # The build id names the content, so it is computed over everything but itself.

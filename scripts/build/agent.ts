@@ -1,13 +1,18 @@
 /**
  * Builds the agent as one Node single executable (SEA): esbuild bundle (CommonJS) → SEA blob → a copy
  * of this node binary, stripped, with the blob injected by postject. Prints the result's size.
- * Usage: npm run build:agent [-- --out build/anvil-agent]
+ * For another architecture (--arch arm64) the blob goes into the official Node binary of the same version
+ * for that architecture, from the npm registry (node-binary.ts), and is built without V8's code cache,
+ * which only the architecture that made it can use.
+ * Usage: npm run build:agent [-- --out build/anvil-agent] [--arch arm64]
  */
 import { copyFile, mkdir, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
 import { exec } from "../../shared/system/exec.ts";
+import { agentArchOf, foreignNodeBinary } from "./node-binary.ts";
+import type { AgentArch } from "./node-binary.ts";
 
 const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 const ROOT = resolve(dirname(new URL(import.meta.url).pathname), "../..");
@@ -20,8 +25,12 @@ export interface BuildAgentResult {
 }
 
 /** @throws Error when a step fails (esbuild, the SEA blob, postject), with the tool's stderr. */
-export async function buildAgent(options: { out?: string; strip?: boolean } = {}): Promise<BuildAgentResult> {
+export async function buildAgent(
+  options: { out?: string; strip?: boolean; arch?: AgentArch } = {},
+): Promise<BuildAgentResult> {
   const started = Date.now();
+  const arch = options.arch ?? agentArchOf(process.arch);
+  const native = arch === agentArchOf(process.arch);
   const executable = resolve(ROOT, options.out ?? "build/anvil-agent");
   const work = join(dirname(executable), "agent-sea");
   await rm(work, { recursive: true, force: true });
@@ -53,14 +62,30 @@ export async function buildAgent(options: { out?: string; strip?: boolean } = {}
   const seaConfig = join(work, "sea-config.json");
   await writeFile(
     seaConfig,
-    JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }),
+    // NOTE: V8's code cache is machine code for the host: a foreign binary gets the architecture-independent
+    // blob (no code cache, no snapshot), which it compiles at start.
+    JSON.stringify({
+      main: bundle,
+      output: blob,
+      disableExperimentalSEAWarning: true,
+      useCodeCache: native,
+      useSnapshot: false,
+    }),
   );
   await run(process.execPath, ["--experimental-sea-config", seaConfig]);
 
+  const base = native
+    ? process.execPath
+    : await foreignNodeBinary({
+        arch,
+        version: process.versions.node,
+        cacheDir: join(ROOT, ".tmp/cache/node"),
+      });
   const staged = `${executable}.tmp`;
-  await copyFile(process.execPath, staged);
-  // NOTE: strip before injecting: stripping afterwards would drop the injected blob's note.
-  if (options.strip ?? true) await run("strip", [staged]).catch(() => undefined);
+  await copyFile(base, staged);
+  // NOTE: strip before injecting: stripping afterwards would drop the injected blob's note. The host's
+  // strip knows only its own architecture; binutils' cross strip (or LLVM's) does the others.
+  if (options.strip ?? true) await stripAny(staged, native);
   await run(join(ROOT, "node_modules/.bin/postject"), [staged, "NODE_SEA_BLOB", blob, "--sentinel-fuse", SEA_FUSE]);
   await exec("chmod", ["0755", staged]);
   await rm(executable, { force: true });
@@ -74,9 +99,22 @@ export async function buildAgent(options: { out?: string; strip?: boolean } = {}
   };
 }
 
+async function stripAny(file: string, native: boolean): Promise<void> {
+  const strips = native ? ["strip"] : ["aarch64-linux-gnu-strip", "llvm-strip"];
+  for (const strip of strips) {
+    const stripped = await exec(strip, [file], { cwd: ROOT, timeoutMs: 300_000 }).catch(() => null);
+    if (stripped?.code === 0) return;
+  }
+}
+
 /** Sources that end up in the executable; the build is stale when any is newer than it. */
 const SOURCE_DIRS = ["agent", "shared"];
-const SOURCE_FILES = ["package-lock.json", "scripts/build/agent.ts"];
+const SOURCE_FILES = [
+  "package-lock.json",
+  "scripts/build/agent.ts",
+  "scripts/build/node-binary.ts",
+  "scripts/build/node-binaries.json",
+];
 
 /** True when the executable is missing or older than any source it is built from. */
 export async function agentIsStale(out = "build/anvil-agent"): Promise<boolean> {
@@ -117,15 +155,17 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === resolve(ROOT, 
       out: { type: "string" },
       "no-strip": { type: "boolean", default: false },
       "if-stale": { type: "boolean", default: false },
+      arch: { type: "string" },
     },
   });
+  const arch = values.arch === undefined ? undefined : agentArchOf(values.arch);
   const skip = values["if-stale"] ? agentIsStale(values.out).then((stale) => !stale) : Promise.resolve(false);
   skip.then(async (fresh) => {
     if (fresh) {
-      process.stdout.write("build/anvil-agent is up to date\n");
+      process.stdout.write(`${values.out ?? "build/anvil-agent"} is up to date\n`);
       return;
     }
-    const built = await buildAgent({ out: values.out, strip: !values["no-strip"] });
+    const built = await buildAgent({ out: values.out, strip: !values["no-strip"], arch });
     process.stdout.write(
       `${built.executable}: ${mib(built.executableBytes)} (bundle ${mib(built.bundleBytes)}), built in ${(built.durationMs / 1000).toFixed(1)} s\n`,
     );

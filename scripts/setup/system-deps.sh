@@ -33,6 +33,9 @@ packages=(
   glance-api
   # The secured lab's e2e captures loopback and dissects the TLS handshakes in the pcap.
   tshark
+  # The arm64 ramdisk's e2e boots it under QEMU's aarch64 emulation (virt machine, direct kernel boot); its
+  # agent build strips the official arm64 Node binary with binutils' cross strip.
+  qemu-system-arm binutils-aarch64-linux-gnu
 )
 # The lab cloud's OpenStack services (Debian's Zed), installed with their own daemons held off.
 bash "$(dirname "${BASH_SOURCE[0]}")/cloud.sh"

@@ -43,6 +43,12 @@ export interface QemuDisk {
 }
 
 export interface QemuVmOptions {
+  /**
+   * "pc" (default): qemu-system-x86_64's PC. "virt": qemu-system-aarch64's arm64 virt machine with the
+   * "max" CPU (pointer authentication by QEMU's cheaper own algorithm: TCG spends most of a boot in the
+   * architected one), booted by its kernel directly (it has no firmware of its own).
+   */
+  machine?: "pc" | "virt";
   memoryMb?: number;
   nics: (UserNetwork | TapNetwork)[];
   /** "network": the NIC's iPXE ROM; "disk": the first disk; or a direct kernel boot. */
@@ -57,9 +63,16 @@ export interface QemuVmOptions {
   extraArgs?: string[];
 }
 
-/** The qemu-system-x86_64 argv for these options (TCG only: KVM is unusable on these machines). */
+/** The QEMU program for these options' machine. */
+export function qemuProgram(options: Pick<QemuVmOptions, "machine">): string {
+  return options.machine === "virt" ? "qemu-system-aarch64" : "qemu-system-x86_64";
+}
+
+/** The qemu-system-x86_64 (or -aarch64) argv for these options (TCG only: KVM is unusable on these machines). */
 export function qemuArgs(options: QemuVmOptions & { serialLog: string }): string[] {
-  const args = ["-accel", "tcg", "-machine", "pc", "-m", String(options.memoryMb ?? 512)];
+  const machine =
+    options.machine === "virt" ? ["-machine", "virt", "-cpu", "max,pauth-impdef=on"] : ["-machine", "pc"];
+  const args = ["-accel", "tcg", ...machine, "-m", String(options.memoryMb ?? 512)];
   // -nographic also makes SeaBIOS and iPXE print to the serial port, so the log shows the whole boot.
   args.push("-nographic", "-monitor", "none", "-serial", `file:${options.serialLog}`, "-no-reboot");
   options.nics.forEach((nic, index) => {
@@ -158,8 +171,8 @@ export async function startQemu(options: QemuVmOptions): Promise<QemuVm> {
   // `ip netns exec` execs QEMU in place, so killing it kills QEMU.
   const [command, args] =
     options.netns === undefined
-      ? ["qemu-system-x86_64", argv]
-      : ["ip", ["netns", "exec", options.netns, "qemu-system-x86_64", ...argv]];
+      ? [qemuProgram(options), argv]
+      : ["ip", ["netns", "exec", options.netns, qemuProgram(options), ...argv]];
   const exited = exec(command, args, {
     signal: controller.signal,
     timeoutMs: options.timeoutMs ?? 600_000,

@@ -1,4 +1,5 @@
 import { hasUserinfo } from "../../../shared/secrets.ts";
+import { canonicalCpuArch, parseArchMap } from "../../config.ts";
 import { Invalid } from "../../errors.ts";
 import { InvalidDriverInfo } from "../errors.ts";
 import type { DriverNode } from "../interfaces.ts";
@@ -6,6 +7,35 @@ import type { DriverNode } from "../interfaces.ts";
 export interface DeployImages {
   kernel: string;
   ramdisk: string;
+}
+
+/** The conductor's deploy images: one default pair, and per architecture (keys canonical cpu_arch names). */
+export interface DeployImageDefaults extends Partial<DeployImages> {
+  kernelByArch?: Readonly<Record<string, string>>;
+  ramdiskByArch?: Readonly<Record<string, string>>;
+}
+
+/** The defaults from the conductor's boot settings (the *ByArch strings were checked when loaded). */
+export function deployImageDefaultsOf(boot: {
+  deployKernel?: string;
+  deployRamdisk?: string;
+  deployKernelByArch?: string;
+  deployRamdiskByArch?: string;
+}): DeployImageDefaults {
+  const byArch = (text: string | undefined): Record<string, string> =>
+    text === undefined ? {} : (parseArchMap(text) ?? {});
+  return {
+    kernel: boot.deployKernel,
+    ramdisk: boot.deployRamdisk,
+    kernelByArch: byArch(boot.deployKernelByArch),
+    ramdiskByArch: byArch(boot.deployRamdiskByArch),
+  };
+}
+
+/** The node's properties.cpu_arch in Ironic's spelling (aarch64, x86_64), or undefined when unset. */
+export function cpuArchOf(node: Pick<DriverNode, "properties">): string | undefined {
+  const arch = node.properties.cpu_arch;
+  return typeof arch === "string" && arch.trim() !== "" ? canonicalCpuArch(arch) : undefined;
 }
 
 // URLs (or TFTP paths) that go into boot scripts verbatim: no whitespace, quotes or "$" expansions.
@@ -45,16 +75,20 @@ export function refuseDeployImageCredentials(driverInfo: Record<string, unknown>
 }
 
 /**
- * The deploy kernel and ramdisk for a node: driver_info.deploy_kernel/deploy_ramdisk, else the defaults.
- * @throws InvalidDriverInfo when neither is set or a value could break a boot script.
+ * The deploy kernel and ramdisk for a node, as Ironic picks them: driver_info.deploy_kernel/deploy_ramdisk,
+ * else the conductor's for the node's properties.cpu_arch (deploy_kernel_by_arch), else its default.
+ * @throws InvalidDriverInfo when none is set or a value could break a boot script.
  */
 export function deployImagesFor(
-  node: Pick<DriverNode, "driver_info">,
-  defaults: Partial<DeployImages> = {},
+  node: Pick<DriverNode, "driver_info" | "properties">,
+  defaults: DeployImageDefaults = {},
 ): DeployImages {
+  const arch = cpuArchOf(node);
+  const forArch = (map: Readonly<Record<string, string>> | undefined): string | undefined =>
+    arch === undefined || map === undefined || !Object.hasOwn(map, arch) ? undefined : map[arch];
   return {
-    kernel: pick(node, "deploy_kernel", defaults.kernel),
-    ramdisk: pick(node, "deploy_ramdisk", defaults.ramdisk),
+    kernel: pick(node, "deploy_kernel", forArch(defaults.kernelByArch) ?? defaults.kernel),
+    ramdisk: pick(node, "deploy_ramdisk", forArch(defaults.ramdiskByArch) ?? defaults.ramdisk),
   };
 }
 

@@ -3,8 +3,8 @@ import { allMacs, pxeMacs } from "./boot-ports.ts";
 import { bootModeOf } from "./boot-mode.ts";
 import type { BootMode } from "./boot-mode.ts";
 import { pathInside, removeFile, writeFileAtomic } from "./boot-files.ts";
-import { deployImagesFor, requireHttpUrl } from "./deploy-images.ts";
-import type { DeployImages } from "./deploy-images.ts";
+import { cpuArchOf, deployImagesFor, requireHttpUrl } from "./deploy-images.ts";
+import type { DeployImageDefaults, DeployImages } from "./deploy-images.ts";
 import { checkKernelWords, formatKernelArgs } from "./kernel-args.ts";
 import { macHyphenated, macPxeName } from "./mac.ts";
 import type { Mac } from "./mac.ts";
@@ -14,9 +14,11 @@ export interface IpxeBootOptions {
   /** The directory served over HTTP (see the boot files plugin); boot.ipxe and nodes/ live here. */
   root: string;
   /** Used when driver_info has no deploy_kernel / deploy_ramdisk. */
-  defaultDeployImages?: Partial<DeployImages>;
+  defaultDeployImages?: DeployImageDefaults;
   /** Words on every deploy kernel command line. Default: consoles on tty0 and ttyS0. */
   kernelArgs?: string[];
+  /** Instead of kernelArgs for nodes of these cpu_arch (canonical names), e.g. aarch64's ttyAMA0 console. */
+  kernelArgsByArch?: Readonly<Record<string, string[]>>;
   /** How long iPXE waits before retrying a failed download. Default 10 s. */
   retryDelaySec?: number;
 }
@@ -106,14 +108,18 @@ export function ipxeLocalBootScript(request: { uuid: string; bootMode: BootMode 
  */
 export class IpxeBoot implements BootInterface {
   private readonly root: string;
-  private readonly defaults: Partial<DeployImages>;
+  private readonly defaults: DeployImageDefaults;
   private readonly kernelWords: string[];
+  private readonly kernelWordsByArch: ReadonlyMap<string, string[]>;
   private readonly retryDelaySec: number;
 
   constructor(options: IpxeBootOptions) {
     this.root = options.root;
     this.defaults = options.defaultDeployImages ?? {};
     this.kernelWords = checkKernelWords(options.kernelArgs ?? ["console=tty0", "console=ttyS0,115200n8"]);
+    this.kernelWordsByArch = new Map(
+      Object.entries(options.kernelArgsByArch ?? {}).map(([arch, words]) => [arch, checkKernelWords(words)]),
+    );
     this.retryDelaySec = options.retryDelaySec ?? 10;
   }
 
@@ -156,7 +162,7 @@ export class IpxeBoot implements BootInterface {
       const script = ipxeDeployScript({
         uuid,
         images,
-        kernelWords: [...this.kernelWords, ...agentWords, ...bootif],
+        kernelWords: [...this.kernelWordsFor(node), ...agentWords, ...bootif],
         bootMode: bootModeOf(node),
         retryDelaySec: this.retryDelaySec,
       });
@@ -171,7 +177,7 @@ export class IpxeBoot implements BootInterface {
   async prepareDiscovery(options: { agentParams: Record<string, string> } | null): Promise<void> {
     const path = pathInside(this.root, DISCOVERY_SCRIPT);
     if (options === null) return removeFile(path);
-    const images = deployImagesFor({ driver_info: {} }, this.defaults);
+    const images = deployImagesFor({ driver_info: {}, properties: {} }, this.defaults);
     requireHttpUrl(images.kernel, "boot.deploy_kernel");
     requireHttpUrl(images.ramdisk, "boot.deploy_ramdisk");
     const kernelWords = [...this.kernelWords, ...formatKernelArgs(options.agentParams)];
@@ -179,6 +185,12 @@ export class IpxeBoot implements BootInterface {
       path,
       ipxeDiscoveryScript({ images, kernelWords, retryDelaySec: this.retryDelaySec }),
     );
+  }
+
+  /** The configured words for the node's cpu_arch, else the common ones. */
+  private kernelWordsFor(node: DriverNode): string[] {
+    const arch = cpuArchOf(node);
+    return (arch === undefined ? undefined : this.kernelWordsByArch.get(arch)) ?? this.kernelWords;
   }
 
   async cleanUpRamdisk(node: DriverNode): Promise<void> {

@@ -3,8 +3,8 @@ import { allMacs, pxeMacs } from "./boot-ports.ts";
 import { bootModeOf } from "./boot-mode.ts";
 import type { BootMode } from "./boot-mode.ts";
 import { pathInside, removeFile, writeFileAtomic } from "./boot-files.ts";
-import { deployImagesFor } from "./deploy-images.ts";
-import type { DeployImages } from "./deploy-images.ts";
+import { cpuArchOf, deployImagesFor } from "./deploy-images.ts";
+import type { DeployImageDefaults, DeployImages } from "./deploy-images.ts";
 import { checkKernelWords, formatKernelArgs } from "./kernel-args.ts";
 import { macPxeName } from "./mac.ts";
 import type { Mac } from "./mac.ts";
@@ -14,9 +14,11 @@ export interface PxeBootOptions {
   /** The TFTP root: pxelinux.cfg/ and grub.cfg-* live here. */
   root: string;
   /** Used when driver_info has no deploy_kernel / deploy_ramdisk (TFTP paths or URLs). */
-  defaultDeployImages?: Partial<DeployImages>;
+  defaultDeployImages?: DeployImageDefaults;
   /** Words on every deploy kernel command line. Default: consoles on tty0 and ttyS0. */
   kernelArgs?: string[];
+  /** Instead of kernelArgs for nodes of these cpu_arch (canonical names), e.g. aarch64's ttyAMA0 console. */
+  kernelArgsByArch?: Readonly<Record<string, string[]>>;
 }
 
 /** pxelinux (BIOS) config: boot the deploy ramdisk, or the local disk. */
@@ -77,13 +79,17 @@ export function pxeConfigName(mac: Mac, mode: BootMode): string {
 /** Classic PXE over TFTP: per-MAC pxelinux or GRUB configs in the TFTP root. */
 export class PxeBoot implements BootInterface {
   private readonly root: string;
-  private readonly defaults: Partial<DeployImages>;
+  private readonly defaults: DeployImageDefaults;
   private readonly kernelWords: string[];
+  private readonly kernelWordsByArch: ReadonlyMap<string, string[]>;
 
   constructor(options: PxeBootOptions) {
     this.root = options.root;
     this.defaults = options.defaultDeployImages ?? {};
     this.kernelWords = checkKernelWords(options.kernelArgs ?? ["console=tty0", "console=ttyS0,115200n8"]);
+    this.kernelWordsByArch = new Map(
+      Object.entries(options.kernelArgsByArch ?? {}).map(([arch, words]) => [arch, checkKernelWords(words)]),
+    );
   }
 
   configPath(mac: Mac, mode: BootMode): string {
@@ -106,13 +112,19 @@ export class PxeBoot implements BootInterface {
     const agentWords = formatKernelArgs(options.agentParams);
     for (const mac of pxeMacs(node)) {
       const bootif = "BOOTIF" in options.agentParams ? [] : [`BOOTIF=${macPxeName(mac)}`];
-      const kernelWords = [...this.kernelWords, ...agentWords, ...bootif];
+      const kernelWords = [...this.kernelWordsFor(node), ...agentWords, ...bootif];
       const config =
         mode === "uefi"
           ? grubConfig({ uuid, images, kernelWords })
           : pxelinuxConfig({ uuid, images, kernelWords });
       await writeFileAtomic(this.configPath(mac, mode), config);
     }
+  }
+
+  /** The configured words for the node's cpu_arch, else the common ones. */
+  private kernelWordsFor(node: DriverNode): string[] {
+    const arch = cpuArchOf(node);
+    return (arch === undefined ? undefined : this.kernelWordsByArch.get(arch)) ?? this.kernelWords;
   }
 
   async cleanUpRamdisk(node: DriverNode): Promise<void> {

@@ -3,7 +3,7 @@ import type { BootDevice } from "../../../shared/states.ts";
 import type { VmediaIsoBuilder } from "../../images/iso.ts";
 import { IsoBuildError } from "../../images/iso.ts";
 import type { DeployFiles } from "../../images/iso-sources.ts";
-import { deployImagesFor, type DeployImages } from "../boot/deploy-images.ts";
+import { deployImagesFor, type DeployImageDefaults } from "../boot/deploy-images.ts";
 import { checkKernelWords, formatKernelArgs } from "../boot/kernel-args.ts";
 import { isMac, macPxeName, normalizeMac } from "../boot/mac.ts";
 import { checkedUuid } from "../boot/node-uuid.ts";
@@ -25,7 +25,7 @@ export interface VirtualMediaBootOptions {
   /** A signed, expiring absolute URL for a path this conductor serves (`/vmedia/<name>`). */
   signedUrl(path: string): string;
   /** Used when driver_info has no deploy_kernel / deploy_ramdisk. */
-  defaultDeployImages?: Partial<DeployImages>;
+  defaultDeployImages?: DeployImageDefaults;
   /** Words on every deploy kernel command line (consoles). */
   kernelArgs?: string[];
 }
@@ -44,7 +44,7 @@ function networkDataOf(node: DriverNode): JsonObject | null {
 export class RedfishVirtualMediaBoot implements BootInterface {
   readonly name = "redfish-virtual-media";
   private readonly kernelWords: string[];
-  private readonly defaults: Partial<DeployImages>;
+  private readonly defaults: DeployImageDefaults;
   // the ISO each node holds; a restart forgets it, so clean-up also reads it back from the slot's Image URL
   private readonly held = new Map<string, string>();
 

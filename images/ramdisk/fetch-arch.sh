@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Fetches what the deploy ramdisk needs from Debian for another architecture than the host's (arm64): the
+# kernel and the tools' packages with every library they depend on, into a cache dir, once; prints the dir.
+#
+#   fetch-arch.sh ARCH
+#
+# Layout: DIR/root/... (every package extracted, as a sysroot), DIR/kernel/{vmlinuz,version,lib/modules/...}
+# (as images/kernel/fetch.sh lays out the host's), DIR/packages (one "name version" a line).
+# apt-get runs with a private sources list, state dir and dpkg status (APT::Architecture=ARCH), so the host's
+# apt configuration is neither read for nor changed by it; `apt-get install --download-only` against an empty
+# status resolves the packages' dependencies, and `dpkg-deb -x` unpacks them without running any script.
+set -euo pipefail
+arch=${1:?usage: fetch-arch.sh ARCH}
+case "$arch" in
+  arm64) ;;
+  *) echo "fetch-arch.sh: unsupported architecture $arch (arm64 only)" >&2; exit 2 ;;
+esac
+# The tools images/ramdisk/build.sh copies (their names in the host's package list there), glibc, the C++
+# runtime Node's official binary links, and GRUB's arm64 EFI platform files. No grub-pc-bin: BIOS is x86 only.
+packages=(
+  busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode dosfstools
+  grub2-common grub-efi-arm64-bin libc6 libstdc++6 libgcc-s1
+)
+cache=${ANVIL_CACHE:-"$(cd "$(dirname "$0")/../.." && pwd)/.tmp/cache"}
+dir="$cache/debian-$arch"
+if [ -f "$dir/packages" ]; then echo "$dir"; exit 0; fi
+# Parallel test workers may all start on a cold cache: one fetches, the others wait for it.
+mkdir -p "$cache"
+exec 9>"$cache/debian-$arch.lock"
+flock 9
+if [ -f "$dir/packages" ]; then echo "$dir"; exit 0; fi
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+# The host's suite (bookworm), main only, signed by Debian's archive key.
+suite=$(. /etc/os-release && echo "${VERSION_CODENAME:?}")
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+{
+  echo "deb [arch=$arch signed-by=$keyring] http://deb.debian.org/debian $suite main"
+  echo "deb [arch=$arch signed-by=$keyring] http://deb.debian.org/debian $suite-updates main"
+  echo "deb [arch=$arch signed-by=$keyring] http://deb.debian.org/debian-security $suite-security main"
+} >"$work/sources.list"
+mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/dpkg/updates" "$work/kernel-deb" "$work/none"
+: >"$work/dpkg/status"
+apt_options=(
+  -q -o "Dir::Etc::SourceList=$work/sources.list" -o "Dir::Etc::SourceParts=$work/none"
+  -o "Dir::Etc::Preferences=$work/preferences" -o "Dir::Etc::PreferencesParts=$work/none"
+  -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache" -o "Dir::State::status=$work/dpkg/status"
+  -o "Dir::State::extended_states=$work/extended_states" -o "Dir::Log=$work"
+  -o "APT::Architecture=$arch" -o "APT::Architectures::=$arch" -o Debug::NoLocking=1
+  -o APT::Install-Recommends=0 -o APT::Install-Suggests=0
+  # no _apt sandbox: the private dirs belong to whoever runs this
+  -o APT::Sandbox::User="$(id -un)"
+)
+apt-get "${apt_options[@]}" update >&2
+apt-get "${apt_options[@]}" install -y --download-only "${packages[@]}" >&2
+# The kernel alone (its package's own dependencies, initramfs-tools and kmod, are the host's business).
+kernel=$(apt-cache "${apt_options[@]}" depends "linux-image-$arch" | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+[ -n "$kernel" ] || { echo "fetch-arch.sh: cannot find Debian's $arch kernel package" >&2; exit 1; }
+(cd "$work/kernel-deb" && apt-get "${apt_options[@]}" download "$kernel" >&2)
+
+rm -rf "$dir.new"; mkdir -p "$dir.new/root" "$dir.new/kernel/lib"
+for deb in "$work/cache/archives"/*.deb; do
+  dpkg-deb -x "$deb" "$dir.new/root"
+  dpkg-deb -f "$deb" Package Version | awk '{v[NR] = $2} END {print v[1], v[2]}' >>"$dir.new/packages"
+done
+sort -o "$dir.new/packages" "$dir.new/packages"
+mkdir -p "$work/kernel"
+dpkg-deb -x "$work/kernel-deb"/*.deb "$work/kernel"
+version=${kernel#linux-image-}
+depmod -b "$work/kernel" "$version"
+cp "$work/kernel/boot/vmlinuz-$version" "$dir.new/kernel/vmlinuz"
+mv "$work/kernel/lib/modules" "$dir.new/kernel/lib/modules"
+echo "$version" >"$dir.new/kernel/version"
+dpkg-deb -f "$work/kernel-deb"/*.deb Package Version | awk '{v[NR] = $2} END {print v[1], v[2]}' >>"$dir.new/packages"
+rm -rf "$dir"; mv "$dir.new" "$dir"
+echo "$dir"
