@@ -45,6 +45,7 @@ export function storePowerSyncPort(
           properties: n.properties,
           instance_info: n.instance_info,
           driver_internal_info: n.driver_internal_info,
+          power_state: n.power_state,
           ports: ports.get(n.uuid) ?? [],
         });
       }

@@ -18,8 +18,8 @@ export interface SyncNode {
 export interface PowerSyncPort {
   /** Nodes this conductor owns and may touch: not reserved, not in maintenance, not mid-transition. */
   listNodes(): Promise<SyncNode[]>;
-  /** The BMC's answer. @throws on any failure to get one */
-  getPower(node: SyncNode, options: { signal?: AbortSignal }): Promise<PowerState>;
+  /** The BMC's answer; null where the driver cannot tell (fake-hardware never powered). @throws on failure */
+  getPower(node: SyncNode, options: { signal?: AbortSignal }): Promise<PowerState | null>;
   /**
    * Switches the node under its lock and resolves once the BMC reports the state; resolves "skipped" when the
    * node could not be written this pass (reserved by someone, or changed since it was listed). @throws on failure
@@ -88,11 +88,16 @@ async function syncNode(
     return "maintenance";
   };
 
-  let actual: PowerState;
+  let actual: PowerState | null;
   try {
     actual = await port.getPower(node, { signal: options.signal });
   } catch (error) {
     return fail(`cannot read the power state: ${messageOf(error)}`);
+  }
+  // NOTE: a driver that cannot tell has nothing to correct (Ironic's sync: None and None match)
+  if (actual === null) {
+    if (node.syncFailures > 0) await port.recordFailure(node.uuid, 0);
+    return "in sync";
   }
   if (node.powerState === null) {
     await port.recordPowerState(node.uuid, actual);

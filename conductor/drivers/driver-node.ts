@@ -16,6 +16,7 @@ export async function driverNodeOf(store: Store, node: NodeRecord): Promise<Driv
     boot_interface: node.boot_interface,
     network_data: node.network_data,
     disable_power_off: node.disable_power_off === true,
+    power_state: node.power_state,
     ports: ports.map((p) => ({ address: p.address, pxe_enabled: p.pxe_enabled })),
   };
 }

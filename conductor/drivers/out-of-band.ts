@@ -18,6 +18,8 @@ export interface DriverNode {
   network_data?: JsonObject;
   /** API 1.95: the node must never be powered off, so a reboot is a reset (Ironic's power drivers) */
   disable_power_off?: boolean | null;
+  /** the power state recorded on the node (fake-hardware's power answers it, as Ironic's does) */
+  power_state?: PowerState | null;
 }
 
 export interface CallOptions {
@@ -57,7 +59,8 @@ export interface VirtualMediaInfo {
 export interface PowerInterface {
   /** @throws InvalidDriverInfo when driver_info lacks or mangles what this interface needs. */
   validate(node: DriverNode): void;
-  getPowerState(node: DriverNode, options?: CallOptions): Promise<PowerState>;
+  /** null: the driver cannot tell (fake-hardware's node never powered, Ironic's None). @throws DriverError */
+  getPowerState(node: DriverNode, options?: CallOptions): Promise<PowerState | null>;
   /** Resolves once the BMC reports the target state. @throws DriverError */
   setPowerState(
     node: DriverNode,

@@ -11,11 +11,12 @@ stop_conductor() {
   if [ -n "${KEEP_CLIENTS_TMP:-}" ]; then echo "kept $CLIENTS_TMP" >&2; else rm -rf "$CLIENTS_TMP"; fi
 }
 trap stop_conductor EXIT
+# Extra arguments go to the conductor (e.g. --auth-strategy http_basic --http-basic-auth-user-file FILE).
 start_conductor() {
   local repo
   repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
   (cd "$repo" && exec node --import tsx conductor/main.ts --port 0 \
-    --data-dir "$CLIENTS_TMP" --db "$CLIENTS_TMP/anvil.sqlite" --power-sync-interval-s 0 --fake-delay-ms 0) \
+    --data-dir "$CLIENTS_TMP" --db "$CLIENTS_TMP/anvil.sqlite" --power-sync-interval-s 0 --fake-delay-ms 0 "$@") \
     >"$CLIENTS_TMP/conductor.out" 2>"$CLIENTS_TMP/conductor.log" &
   conductor_pid=$!
   for _ in $(seq 1 300); do

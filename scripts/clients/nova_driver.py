@@ -216,6 +216,9 @@ class Harness:
                 conn.create_port(node_uuid=node.id, address=self.mac(0x11))
             conn.set_node_provision_state(node, "manage", wait=True, timeout=60)
             conn.set_node_provision_state(node, "provide", wait=True, timeout=60)
+            # NOTE: fake-hardware has no power state until a power action (Ironic's): Nova's resource tracker
+            # reports no resources for a node whose power_state is None, so devstack powers fake nodes off
+            conn.set_node_power_state(node, "power off", wait=True, timeout=60)
             self.nodes[key] = node.id
         return ",".join(self.nodes.values())
 

@@ -7,6 +7,8 @@ packages=(
   # Real OpenStack clients as a test harness: Nova's Ironic virt driver (Zed) and the clients' functional
   # suites (ironicclient's needs tempest.lib and ddt; both run under Debian's pytest).
   python3-nova python3-openstacksdk python3-tempest python3-ddt python3-pytest
+  # gophercloud's bare metal acceptance tests (Metal3's client), built offline from the packaged source.
+  golang-go golang-github-gophercloud-gophercloud-dev
   ipmitool openipmi
   # The lab's Redfish BMC is checked by the Redfish library Ironic itself uses.
   python3-sushy

@@ -139,3 +139,24 @@ export async function waitForState(
     throw error;
   }
 }
+
+/**
+ * Powers a node off and waits for the change to land. fake-hardware, as Ironic's, has no power state until
+ * a power action, and allocations skip a node without one: what devstack does to its fake nodes.
+ */
+export async function powerOff(target: NodeTarget, node: string): Promise<void> {
+  const { url, headers } = typeof target === "string" ? { url: target, headers: {} } : target;
+  const r = await api(`${url}/v1/nodes/${node}/states/power`, {
+    method: "PUT",
+    body: { target: "power off" },
+    headers,
+  });
+  if (r.status !== 202) throw new Error(`power off ${node}: ${r.status} ${JSON.stringify(r.body)}`);
+  await until(
+    async () => {
+      const body = (await api(`${url}/v1/nodes/${node}`, { headers })).body as Record<string, unknown>;
+      return body.power_state === "power off" && body.target_power_state === null ? true : undefined;
+    },
+    { what: `${node} to power off` },
+  );
+}

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createConductor } from "../../conductor/server.ts";
 import { silentLogger } from "../../shared/log.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, powerOff, startConductor, waitForState } from "../helpers/conductor.ts";
 import { until } from "../helpers/wait.ts";
 
 let first: Awaited<ReturnType<typeof startConductor>>;
@@ -18,6 +18,7 @@ async function availableNode(url: string, body: Record<string, unknown>): Promis
   await waitForState(url, uuid, "manageable");
   await api(`${url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target: "provide" } });
   await waitForState(url, uuid, "available");
+  await powerOff(url, uuid);
   return uuid;
 }
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, powerOff, startConductor, waitForState } from "../helpers/conductor.ts";
 
 /** Small answers Nova and openstacksdk depend on, checked on the wire against Ironic's status and text. */
 describe("Ironic's answers the real clients rely on", () => {
@@ -87,6 +87,8 @@ describe("Ironic's answers the real clients rely on", () => {
   it("stores candidate nodes named by name as UUIDs, in the order given", async () => {
     const first = await availableNode("candidate-a");
     const second = await availableNode("candidate-b");
+    // fake-hardware has no power state until a power action (Ironic's); allocations skip such nodes
+    await Promise.all([first, second].map((uuid) => powerOff(ctx.url, uuid)));
     const { status, body } = await api(`${ctx.url}/v1/allocations`, {
       method: "POST",
       body: { resource_class: "compat", candidate_nodes: ["candidate-b", first] },

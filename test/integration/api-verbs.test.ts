@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_VERSION_STRING } from "../../conductor/api/microversion.ts";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, powerOff, startConductor, waitForState } from "../helpers/conductor.ts";
 import { until } from "../helpers/wait.ts";
 
 /**
@@ -154,6 +154,7 @@ describe("reset_interfaces (1.45)", () => {
 describe("the node's allocation (1.52)", () => {
   it("GET shows it with the allocation's keys; DELETE removes it; 404s with Ironic's texts", async () => {
     const node = await availableNode({ name: "verbs-alloc", resource_class: "verbs-rc" });
+    await powerOff(ctx.url, node); // fake-hardware: no power state, no allocation, until a power action
     const created = await api(`${ctx.url}/v1/allocations`, {
       method: "POST",
       body: { resource_class: "verbs-rc", name: "verbs-allocation" },

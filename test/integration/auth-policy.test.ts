@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { basic, writeUserFiles, type TestUser } from "../helpers/auth.ts";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, powerOff, startConductor, waitForState } from "../helpers/conductor.ts";
 import { baremetal } from "../../scripts/lab/baremetal.ts";
 
 const run = promisify(execFile);
@@ -55,6 +55,7 @@ async function enroll(name: string, extra: Record<string, unknown>, available = 
       await as("sysadmin", `/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target } });
       await reach(uuid, state);
     }
+    await powerOff({ url: ctx.url, headers: basic("sysadmin", password("sysadmin")) }, uuid);
   }
   uuids[name] = uuid;
   return uuid;

@@ -15,12 +15,14 @@ const node = (uuid: string): DriverNode => ({
 });
 
 describe("fake-hardware interfaces", () => {
-  it("FakePower keeps each node's state, starting off", async () => {
+  it("FakePower keeps each node's state, else answers the node's record (Ironic's None)", async () => {
     const power = new FakePower();
-    expect(await power.getPowerState(node("a"))).toBe("power off");
+    expect(await power.getPowerState(node("a"))).toBeNull();
+    expect(await power.getPowerState({ ...node("a"), power_state: "power off" })).toBe("power off");
     await power.setPowerState(node("a"), "power on");
     expect(await power.getPowerState(node("a"))).toBe("power on");
-    expect(await power.getPowerState(node("b"))).toBe("power off");
+    expect(await power.getPowerState({ ...node("a"), power_state: "power off" })).toBe("power on");
+    expect(await power.getPowerState(node("b"))).toBeNull();
     await power.reboot(node("b"));
     expect(power.stateOf("b")).toBe("power on");
     power.force("a", "power off");

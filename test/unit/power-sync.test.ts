@@ -6,7 +6,7 @@ import type { PowerSyncPort, SyncNode } from "../../conductor/cluster/power-sync
 
 interface Row {
   recorded: PowerState | null;
-  actual: PowerState | Error;
+  actual: PowerState | null | Error;
   failures: number;
   maintenance: string | null;
 }
@@ -29,7 +29,7 @@ class MemoryPort implements PowerSyncPort {
       .filter(([, row]) => row.maintenance === null)
       .map(([uuid, row]) => ({ uuid, powerState: row.recorded, syncFailures: row.failures }));
   }
-  async getPower(node: SyncNode): Promise<PowerState> {
+  async getPower(node: SyncNode): Promise<PowerState | null> {
     this.inFlight++;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
     await sleep(2);
@@ -72,6 +72,15 @@ describe("power sync pass", () => {
     expect(port.setCalls).toEqual([]);
     expect(port.row("a")).toMatchObject({ recorded: "power off", failures: 0 });
     expect(report.outcomes.recorded).toBe(1);
+  });
+
+  it("leaves alone a node whose driver cannot tell (fake-hardware never powered: Ironic's None)", async () => {
+    const port = new MemoryPort();
+    port.add("a", { recorded: null, actual: null, failures: 1 });
+    const report = await runPowerSyncPass(port, force);
+    expect(port.setCalls).toEqual([]);
+    expect(port.row("a")).toMatchObject({ recorded: null, failures: 0, maintenance: null });
+    expect(report.outcomes["in sync"]).toBe(1);
   });
 
   it("initialises a node never synced, whatever force says", async () => {

@@ -12,7 +12,12 @@ import {
   type CreateConfiguration,
 } from "./raid-steps.ts";
 
-/** Software RAID (controller "software") is what the agent builds, with mdadm. */
+/**
+ * Software RAID (controller "software") is what the agent builds, with mdadm: checked when the agent is asked
+ * to build, as IPA's hardware manager refuses there. Not when the target is set: Ironic's AgentRAID validates
+ * a target_raid_config against the schema only (a hardware controller's config is for a vendor hardware
+ * manager in the ramdisk), and Metal3's gophercloud sets one.
+ */
 function checkSoftwareRaid(config: RaidConfig): void {
   for (const [index, disk] of config.logical_disks.entries()) {
     if (disk.controller !== "software") {
@@ -49,7 +54,8 @@ export function agentRaidInterface(priorities: RaidStepPriorities = {}): RaidInt
   return {
     name: "agent",
     supported: true,
-    validateRaidConfig: checkSoftwareRaid,
+    // NOTE: Ironic's base validate_raid_config: the schema, already checked by the API
+    validateRaidConfig: () => undefined,
     steps: raidSteps(priorities),
   };
 }
