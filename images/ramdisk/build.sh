@@ -95,6 +95,11 @@ for tool in "${tools[@]}"; do
   copy_with_libraries "$path"
 done
 ln -sf mkfs.fat "$stage$(dirname "$(command -v mkfs.fat)")/mkfs.vfat"
+# LLDP (the agent's lldp inspection collector): tcpdump captures one frame per NIC, as Node has no AF_PACKET
+# socket. 1.3 MB + libpcap 0.3 MB, about 0.6 MB compressed; lldpd would be larger and only gives parsed TLVs.
+path=$(command -v tcpdump) || { echo "build.sh: tcpdump is missing: run scripts/setup/system-deps.sh" >&2; exit 1; }
+rm -f "$stage/usr/bin/tcpdump" "$stage/usr/sbin/tcpdump"
+copy_with_libraries "$path"
 # GRUB's platform files for install_bootloader with the ramdisk's GRUB (images without their own): BIOS and
 # UEFI, without the prebuilt monolithic EFI images (16 MB) that grub-install never reads.
 for platform in i386-pc x86_64-efi; do
@@ -149,7 +154,7 @@ printf 'HOMEHOST <none>\n' >"$stage/etc/mdadm/mdadm.conf"
   echo "kernel $version"
   echo "agent sha256 $(sha256sum "$agent" | cut -d' ' -f1)"
   cat "$firmware_dir/packages"
-  dpkg-query -W -f='${Package} ${Version}\n' busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode dosfstools grub2-common grub-pc-bin grub-efi-amd64-bin libc6
+  dpkg-query -W -f='${Package} ${Version}\n' busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode tcpdump dosfstools grub2-common grub-pc-bin grub-efi-amd64-bin libc6
 } >"$stage/etc/anvil/build-info"
 
 # The build id names the content, so it is computed over everything but itself.
