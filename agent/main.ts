@@ -8,6 +8,7 @@ import { kernelParamValues, parseKernelCmdline, PIN_PARAM, pinFromValues } from 
 import { COMMANDS } from "./commands/registry.ts";
 import type { HardwareBackend } from "./hardware/backend.ts";
 import { LinuxBackend } from "./hardware/linux/linux-backend.ts";
+import { DEFAULT_LLDP_TIMEOUT_S, LLDP_TIMEOUT_PARAM, lldpTimeoutOf } from "./hardware/linux/lldp.ts";
 import { SimulatedBackend } from "./hardware/simulated/simulated-backend.ts";
 import { AgentLink } from "./link/client.ts";
 import { linuxRunner } from "./network/apply.ts";
@@ -78,6 +79,7 @@ async function main(): Promise<number> {
     inventory: values.inventory,
     events: values.events,
     bootif: cmdline.get("BOOTIF") ?? null,
+    lldpTimeout: cmdline.get(LLDP_TIMEOUT_PARAM),
   });
   switch (mode) {
     case "inspect": {
@@ -101,15 +103,29 @@ async function main(): Promise<number> {
   }
 }
 
+/** anvil.lldp_timeout's seconds; a malformed value is reported and the default kept (LLDP is optional). */
+function lldpTimeout(value: string | undefined): number | null {
+  try {
+    return lldpTimeoutOf(value);
+  } catch (error) {
+    process.stderr.write(`anvil-agent: ${(error as Error).message}; using ${DEFAULT_LLDP_TIMEOUT_S} s\n`);
+    return DEFAULT_LLDP_TIMEOUT_S;
+  }
+}
+
 async function createBackend(options: {
   kind: string;
   inventory: string | undefined;
   events: string | undefined;
   bootif: string | null;
+  lldpTimeout: string | undefined;
 }): Promise<HardwareBackend> {
   switch (options.kind) {
     case "linux":
-      return new LinuxBackend({ pxeInterface: options.bootif });
+      return new LinuxBackend({
+        pxeInterface: options.bootif,
+        lldpTimeoutS: lldpTimeout(options.lldpTimeout),
+      });
     case "simulated":
       if (options.inventory === undefined) throw new Error("--backend simulated needs --inventory FILE");
       return SimulatedBackend.fromFile(options.inventory, { eventsFile: options.events });

@@ -76,6 +76,8 @@ const EXAMPLE_DISK = { size_gb: 10, raid_level: "1", controller: "software" } as
 
 export const AGENT_COMMANDS = {
   get_inventory: { args: NoArgs, readOnly: true, example: {}, steps: [] },
+  // IPA's inspection collectors beside the inventory (lldp, pci-devices, numa-topology): Ironic's plugin_data
+  get_inspection_data: { args: NoArgs, readOnly: true, example: {}, steps: [] },
   get_clean_steps: { args: NoArgs, readOnly: true, example: {}, steps: [] },
   get_deploy_steps: { args: NoArgs, readOnly: true, example: {}, steps: [] },
   erase_devices: {

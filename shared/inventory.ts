@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { LldpRawSchema } from "./lldp.ts";
 
 /**
  * The hardware inventory in ironic-python-agent's shape: same field names, units and types, so Ironic
@@ -112,3 +113,44 @@ export function blankDisk(name: string, size: number): Disk {
     tran: null,
   };
 }
+
+/** IPA's pci-devices collector entry: ids as sysfs gives them, without "0x" (plugin_data `pci_devices`). */
+export const PciDeviceSchema = z.object({
+  vendor_id: z.string().max(8),
+  product_id: z.string().max(8),
+  /** The 24-bit class code, "030000" for a VGA controller. */
+  class: z.string().max(8),
+  revision: z.string().max(4).nullable(),
+  /** The PCI address, "0000:00:02.0". */
+  bus: z.string().max(32),
+  /** As sysfs writes it ("-1" when the platform has no NUMA); IPA keeps the string. */
+  numa_node_id: z.string().max(8).nullable(),
+  /** Anvil's addition: what the class code names, for GPUs and accelerators ("GPU", "accelerator"); else null. */
+  type: z.string().max(32).nullable().optional(),
+});
+export type PciDevice = z.infer<typeof PciDeviceSchema>;
+
+/** IPA's numa-topology collector (plugin_data `numa_topology`). */
+export const NumaTopologySchema = z.object({
+  ram: z.array(z.object({ numa_node: z.number().int(), size_kb: z.number().int().nonnegative() })),
+  cpus: z.array(
+    z.object({
+      cpu: z.number().int(),
+      numa_node: z.number().int(),
+      thread_siblings: z.array(z.number().int()),
+    }),
+  ),
+  nics: z.array(z.object({ name: z.string(), numa_node: z.number().int() })),
+});
+export type NumaTopology = z.infer<typeof NumaTopologySchema>;
+
+/**
+ * What IPA's inspection collectors add beside the inventory (Ironic stores it as plugin_data): each key is
+ * optional, as a collector may be off or may fail.
+ */
+export const CollectorDataSchema = z.object({
+  lldp_raw: LldpRawSchema.optional(),
+  pci_devices: z.array(PciDeviceSchema).max(4096).optional(),
+  numa_topology: NumaTopologySchema.nullable().optional(),
+});
+export type CollectorData = z.infer<typeof CollectorDataSchema>;

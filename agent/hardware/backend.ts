@@ -1,4 +1,4 @@
-import type { Disk, Inventory } from "../../shared/inventory.ts";
+import type { CollectorData, Disk, Inventory } from "../../shared/inventory.ts";
 import type { DiskTools } from "./disk-tools.ts";
 import type { MdSystem } from "../disk/raid/md-system.ts";
 
@@ -12,6 +12,11 @@ export interface HardwareBackend {
   readonly diskTools: DiskTools;
   /** The full inventory. @throws Error only when a required source (e.g. /proc/meminfo) is unreadable. */
   inventory(options?: { signal?: AbortSignal }): Promise<Inventory>;
+  /**
+   * What IPA's inspection collectors add beside the inventory (lldp_raw, pci_devices, numa_topology). Never
+   * throws: a collector that fails leaves its key out. May take the LLDP listening time. Absent: none.
+   */
+  collectorData?(options?: { signal?: AbortSignal }): Promise<CollectorData>;
   /** Just the disks (cheaper than a full inventory; used to resolve root device hints). */
   disks(): Promise<Disk[]>;
   /** MAC addresses the conductor can look the node up by. */

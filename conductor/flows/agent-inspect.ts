@@ -1,4 +1,4 @@
-import { type Inventory, InventorySchema } from "../../shared/inventory.ts";
+import { CollectorDataSchema, type Inventory, InventorySchema } from "../../shared/inventory.ts";
 import type { JsonObject } from "../../shared/resources.ts";
 import type { Task } from "../tasks/task.ts";
 import { DONE, WAIT, type Flow, type FlowOutcome } from "./flow.ts";
@@ -20,6 +20,27 @@ async function postedData(task: Task): Promise<{ inventory: Inventory; pluginDat
   return { inventory: InventorySchema.parse(saved?.inventory), pluginData: saved?.plugin_data ?? {} };
 }
 
+/**
+ * The agent's collector data (IPA's plugin_data: lldp_raw, pci_devices, numa_topology); {} with a warning
+ * when the agent cannot give it or gives it malformed, as IPA's failing collectors do not fail inspection.
+ */
+async function collectorData(task: Task): Promise<JsonObject> {
+  try {
+    const raw = await task.deps.agents.call(
+      task.node.uuid,
+      { name: "get_inspection_data", args: {} },
+      { signal: task.signal, timeoutMs: 120_000 },
+    );
+    const parsed = CollectorDataSchema.safeParse(raw);
+    if (parsed.success) return parsed.data as JsonObject;
+    task.log.warn({ error: parsed.error.message.slice(0, 300) }, "ignoring malformed inspection data");
+  } catch (error) {
+    if (task.signal.aborted) throw error;
+    task.log.warn({ err: error }, "the agent gave no inspection data beside the inventory");
+  }
+  return {};
+}
+
 async function collect(task: Task): Promise<FlowOutcome> {
   const { [POSTED_INSPECTION_DATA]: posted, ...internal } = task.node.driver_internal_info;
   if (posted === true) {
@@ -27,12 +48,16 @@ async function collect(task: Task): Promise<FlowOutcome> {
     await task.update({ driver_internal_info: internal });
     await recordInventory(task, inventory, pluginData);
   } else {
-    const raw = await task.deps.agents.call(
-      task.node.uuid,
-      { name: "get_inventory", args: {} },
-      { signal: task.signal, timeoutMs: 120_000 },
-    );
-    await recordInventory(task, InventorySchema.parse(raw));
+    // both read-only: the collectors (LLDP listens for seconds) run while the inventory is read
+    const [raw, collected] = await Promise.all([
+      task.deps.agents.call(
+        task.node.uuid,
+        { name: "get_inventory", args: {} },
+        { signal: task.signal, timeoutMs: 120_000 },
+      ),
+      collectorData(task),
+    ]);
+    await recordInventory(task, InventorySchema.parse(raw), collected);
   }
   await leaveRamdisk(task);
   return DONE;

@@ -18,7 +18,7 @@ esac
 # The tools images/ramdisk/build.sh copies (their names in the host's package list there), glibc, the C++
 # runtime Node's official binary links, and GRUB's arm64 EFI platform files. No grub-pc-bin: BIOS is x86 only.
 packages=(
-  busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode dosfstools
+  busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode tcpdump dosfstools
   grub2-common grub-efi-arm64-bin libc6 libstdc++6 libgcc-s1
 )
 cache=${ANVIL_CACHE:-"$(cd "$(dirname "$0")/../.." && pwd)/.tmp/cache"}

@@ -13,6 +13,7 @@ import { alive, spawnDetached, stopPid } from "./daemon.ts";
 import { readLabState, writeLabState, type LabNode, type LabState } from "./state.ts";
 import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
 import { labAccess, labFetch } from "./access.ts";
+import { startLldpSwitch, stopLldpSwitch } from "./lldp-switch.ts";
 import {
   GUEST_CONDUCTOR_HTTPS_URL,
   GUEST_CONDUCTOR_IP,
@@ -51,6 +52,8 @@ export interface LabUpOptions {
   nicModel?: NicModel;
   /** Where the root disk (both RAID members with shape "raid") sits: virtio (default), or behind an HBA. */
   rootBus?: DiskBus;
+  /** Root only: every node gets a second NIC on a tap where lldpd announces a switch chassis and port. */
+  lldp?: boolean;
 }
 
 export type NodeShape = "standard" | "raid";
@@ -101,6 +104,7 @@ async function createNode(options: {
   captureNic?: boolean;
   nicModel: NicModel;
   rootBus: DiskBus;
+  switchPort?: { tap: string; mac: string };
 }): Promise<LabNode> {
   const name = `lab-${String(options.index).padStart(2, "0")}`;
   const dir = join(options.dir, name);
@@ -130,6 +134,10 @@ async function createNode(options: {
     if (created.code !== 0) throw new Error(`qemu-img create ${disk.file}: ${created.stderr.trim()}`);
   }
   const mac = `52:54:00:a0:00:${hex2(options.index)}`;
+  const switchPort =
+    options.switchPort === undefined
+      ? undefined
+      : { tap: options.switchPort.tap, mac: `52:54:00:a1:00:${hex2(options.index)}` };
   const argv = labVmArgs({
     dir: join(dir, "vm"),
     name,
@@ -140,6 +148,7 @@ async function createNode(options: {
     conductorPort: options.conductorPort,
     nicModel: options.nicModel,
     ...(options.tlsPort === undefined ? {} : { tlsPort: options.tlsPort }),
+    ...(switchPort === undefined ? {} : { switchPort }),
   });
   await writeFile(join(dir, "vm", "qemu.args"), argv.join("\n") + "\n");
   if (options.captureNic) await writeFile(join(dir, "vm", "capture-nic"), "");
@@ -163,6 +172,7 @@ async function createNode(options: {
     memoryMb: options.memoryMb,
     disks,
     nicModel: options.nicModel,
+    switchNicMac: switchPort?.mac ?? null,
   };
 }
 
@@ -289,9 +299,14 @@ export async function labUp(options: LabUpOptions): Promise<LabState> {
     deployRamdisk: `${GUEST_CONDUCTOR_URL}/images/ramdisk/anvil.initramfs`,
     conductorPort: port,
     nodes: [],
+    lldp: null,
   };
   await writeLabState(state);
   try {
+    if (options.lldp === true) {
+      state = { ...state, lldp: await startLldpSwitch(dir, options.nodes) };
+      await writeLabState(state);
+    }
     for (let index = 1; index <= options.nodes; index++) {
       const node = await createNode({
         dir,
@@ -303,6 +318,7 @@ export async function labUp(options: LabUpOptions): Promise<LabState> {
         captureNic: options.captureNic === true,
         nicModel: options.nicModel ?? "virtio",
         rootBus: options.rootBus ?? "virtio",
+        ...(state.lldp === null ? {} : { switchPort: state.lldp.ports[index - 1]! }),
         // with TLS the guest's port 80 reaches the boot files' plain listener and 443 the API
         ...(bootPort === null ? {} : { conductorPort: bootPort, tlsPort: port }),
       });
@@ -334,5 +350,6 @@ export async function labDown(dirOption: string): Promise<LabState | null> {
     }
     for (const disk of node.disks) await rm(disk.file, { force: true });
   }
+  if (state.lldp) await stopLldpSwitch(state.lldp);
   return state;
 }

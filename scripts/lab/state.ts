@@ -24,6 +24,8 @@ export const LabNode = z.object({
   ),
   /** The NIC QEMU emulates; states written before NIC models were virtio. */
   nicModel: z.enum(Object.keys(NIC_MODELS) as [NicModel, ...NicModel[]]).default("virtio"),
+  /** The node's second NIC, cabled to the lab's LLDP switch (its MAC), or null. */
+  switchNicMac: z.string().nullable().default(null),
 });
 export type LabNode = z.infer<typeof LabNode>;
 
@@ -65,6 +67,19 @@ export const LabState = z.object({
     .default(null),
   /** With TLS, boot files go over plain HTTP on this port (iPXE cannot check the lab CA). */
   bootPort: z.number().int().nullable().default(null),
+  /** The lab's LLDP switch (lldpd on one tap per node), or null. */
+  lldp: z
+    .object({
+      pid: z.number().int(),
+      socket: z.string(),
+      log: z.string(),
+      systemName: z.string(),
+      ports: z.array(
+        z.object({ tap: z.string(), mac: z.string(), portId: z.string(), description: z.string() }),
+      ),
+    })
+    .nullable()
+    .default(null),
 });
 export type LabState = z.infer<typeof LabState>;
 

@@ -65,6 +65,8 @@ export interface LabVmOptions {
   tlsPort?: number;
   /** The NIC QEMU emulates (default virtio). */
   nicModel?: NicModel;
+  /** A second NIC (virtio, no boot ROM) on a host tap: the lab's LLDP switch port. */
+  switchPort?: { tap: string; mac: string };
 }
 
 /**
@@ -103,6 +105,13 @@ export function labVmArgs(options: LabVmOptions): string[] {
       "-device",
       `${NIC_MODELS[options.nicModel ?? "virtio"].device},netdev=n0,mac=${options.mac}`,
     ],
+    // romfile= (none): the firmware must not try to network-boot from the switch port, only the slirp NIC
+    ...(options.switchPort === undefined
+      ? []
+      : [
+          ...["-netdev", `tap,id=n1,ifname=${options.switchPort.tap},script=no,downscript=no`],
+          ...["-device", `virtio-net-pci,netdev=n1,mac=${options.switchPort.mac},romfile=`],
+        ]),
   ];
   options.disks.forEach((disk, index) => {
     // discard=unmap: a guest's discard (blkdiscard, NVMe deallocate) punches holes in the qcow2, so an erase

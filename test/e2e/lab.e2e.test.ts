@@ -24,7 +24,7 @@ const labs: string[] = [];
 async function up(
   name: string,
   conductorArgs: string[] = [],
-  hardware: Pick<LabUpOptions, "nicModel" | "rootBus"> = {},
+  hardware: Pick<LabUpOptions, "nicModel" | "rootBus" | "lldp"> = {},
 ): Promise<LabState> {
   const dir = join(REPO_ROOT, ".tmp", "e2e", name);
   labs.push(dir);
@@ -103,7 +103,8 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
     // A NIC beyond virtio: the ramdisk's vmxnet3 driver carries the whole walk (PXE through the NIC's iPXE
     // ROM, the agent's link, the image download). NOTE: a root disk behind megasas is inspected and written
     // (test/integration/ramdisk.test.ts) but SeaBIOS did not boot the written disk from it here: not yet.
-    const state = await up("lifecycle", [], { nicModel: "vmxnet3" });
+    // A second NIC is cabled to the lab's LLDP switch (lldpd on a tap): inspection learns the cabling.
+    const state = await up("lifecycle", [], { nicModel: "vmxnet3", lldp: true });
     const walk = await startWalk(state);
     try {
       const { bm, node, probe } = walk;
@@ -135,7 +136,7 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
           cpu: { count: number };
           memory: { physical_mb: number };
           disks: { name: string; serial: string | null; size: number; hctl: string | null }[];
-          interfaces: { mac_address: string; driver: string | null }[];
+          interfaces: { name: string; mac_address: string; driver: string | null }[];
         };
       };
       expect(inventory.inventory.cpu.count).toBe(node.vcpus);
@@ -148,6 +149,33 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
       expect(inventory.inventory.interfaces.find((i) => i.mac_address === node.mac)?.driver).toBe(
         NIC_MODELS.vmxnet3.driver,
       );
+      // LLDP: what lldpd announced on the switch port fills that NIC's port (Ironic's local-link-connection
+      // hook) and plugin_data's parsed_lldp; the PCI and NUMA collectors report the VM's devices and node
+      const lldp = state.lldp;
+      const switchNic = inventory.inventory.interfaces.find((i) => i.mac_address === node.switchNicMac);
+      expect(lldp).not.toBeNull();
+      expect(switchNic).toBeDefined();
+      const ports = await bm.json(["port", "list", "--node", node.name, "--long"]);
+      const switchPort = (ports as unknown as Record<string, unknown>[]).find(
+        (p) => p.Address === node.switchNicMac,
+      );
+      expect(switchPort?.["Local Link Connection"]).toEqual({
+        switch_id: lldp?.ports[0]?.mac,
+        port_id: lldp?.ports[0]?.portId,
+        switch_info: lldp?.systemName,
+      });
+      const pluginData = (inventory as unknown as { plugin_data: Record<string, unknown> }).plugin_data;
+      expect(pluginData.parsed_lldp).toMatchObject({
+        [switchNic?.name ?? "?"]: {
+          switch_chassis_id: lldp?.ports[0]?.mac,
+          switch_port_id: lldp?.ports[0]?.portId,
+          switch_port_description: lldp?.ports[0]?.description,
+          switch_system_name: lldp?.systemName,
+        },
+      });
+      const pci = pluginData.pci_devices as { vendor_id: string; product_id: string }[];
+      expect(pci).toContainEqual(expect.objectContaining({ vendor_id: "15ad", product_id: "07b0" })); // vmxnet3
+      expect(pluginData.numa_topology).toMatchObject({ ram: [{ numa_node: 0 }] });
 
       // provide: automated cleaning erases the disks' metadata
       await scribble(disk);

@@ -1,6 +1,6 @@
 import { writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
-import type { Disk, Inventory } from "../../../shared/inventory.ts";
+import type { CollectorData, Disk, Inventory } from "../../../shared/inventory.ts";
 import { exec } from "../../../shared/system/exec.ts";
 import type { HardwareBackend } from "../backend.ts";
 import { LinuxMd } from "../../disk/raid/linux-md.ts";
@@ -10,13 +10,20 @@ import { readCpu } from "./cpu.ts";
 import { LinuxDiskTools } from "./disk-tools.ts";
 import { readDisks } from "./disks.ts";
 import { readInterfaces } from "./interfaces.ts";
+import { collectLldp, DEFAULT_LLDP_TIMEOUT_S, type FrameCapture } from "./lldp.ts";
 import { readMemory } from "./memory.ts";
+import { readNumaTopology } from "./numa.ts";
+import { readPciDevices } from "./pci.ts";
 import { readBootInfo, readSystemVendor } from "./system.ts";
 import { readAttr } from "./sysfs.ts";
 
 export interface LinuxBackendOptions {
   /** The BOOTIF kernel parameter, read by main from /proc/cmdline. */
   pxeInterface?: string | null;
+  /** Seconds to listen for LLDP on each NIC (anvil.lldp_timeout); null turns the collector off. */
+  lldpTimeoutS?: number | null;
+  /** Where LLDP frames come from (tests); tcpdump by default. */
+  lldpCapture?: FrameCapture;
   /** Roots of the pseudo filesystems (tests point them at fixtures). */
   roots?: { proc: string; sys: string; dev: string };
 }
@@ -57,6 +64,21 @@ export class LinuxBackend implements HardwareBackend {
       boot,
       hostname: hostname(),
     };
+  }
+
+  async collectorData(options: { signal?: AbortSignal } = {}): Promise<CollectorData> {
+    const { sys } = this.roots;
+    const nics = (await readInterfaces(sys)).map((nic) => nic.name);
+    const timeoutS =
+      this.options.lldpTimeoutS === undefined ? DEFAULT_LLDP_TIMEOUT_S : this.options.lldpTimeoutS;
+    const [lldp_raw, pci_devices, numa_topology] = await Promise.all([
+      timeoutS === null
+        ? undefined
+        : collectLldp(nics, { timeoutS, capture: this.options.lldpCapture, signal: options.signal }),
+      readPciDevices(sys),
+      readNumaTopology(sys, nics),
+    ]);
+    return { ...(lldp_raw === undefined ? {} : { lldp_raw }), pci_devices, numa_topology };
   }
 
   disks(): Promise<Disk[]> {

@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import { appendFile, readFile } from "node:fs/promises";
 import { z } from "zod";
 import { InventorySchema } from "../../../shared/inventory.ts";
-import type { Disk, Inventory } from "../../../shared/inventory.ts";
+import { CollectorDataSchema } from "../../../shared/inventory.ts";
+import type { CollectorData, Disk, Inventory } from "../../../shared/inventory.ts";
 import type { HardwareBackend } from "../backend.ts";
 import { SimulatedDiskTools } from "./disk-tools.ts";
 
@@ -13,6 +14,8 @@ export const SimulatedMachineSchema = z.union([
     boot_id: z.string().optional(),
     /** Disks (names from the inventory) whose SMART health check reports failing. */
     smart_failing: z.array(z.string()).optional(),
+    /** What the inspection collectors report (lldp_raw, pci_devices, numa_topology); none when absent. */
+    collector_data: CollectorDataSchema.optional(),
   }),
   InventorySchema.transform((inventory) => ({ inventory, boot_id: undefined, smart_failing: undefined })),
 ]);
@@ -25,6 +28,8 @@ export interface SimulatedBackendOptions {
   bootId?: string;
   /** Disks whose SMART health check reports failing. */
   smartFailing?: readonly string[] | undefined;
+  /** What the inspection collectors report; {} when absent. */
+  collectorData?: CollectorData | undefined;
   /** Power events are appended here as JSON lines, so a test in another process can see them. */
   eventsFile?: string;
 }
@@ -54,12 +59,17 @@ export class SimulatedBackend implements HardwareBackend {
       inventory: parsed.data.inventory,
       bootId: parsed.data.boot_id,
       smartFailing: parsed.data.smart_failing,
+      collectorData: "collector_data" in parsed.data ? parsed.data.collector_data : undefined,
       eventsFile: options.eventsFile,
     });
   }
 
   async inventory(): Promise<Inventory> {
     return structuredClone(this.options.inventory);
+  }
+
+  async collectorData(): Promise<CollectorData> {
+    return structuredClone(this.options.collectorData ?? {});
   }
 
   async disks(): Promise<Disk[]> {
