@@ -19,6 +19,9 @@ packages=(
   gdisk dosfstools genisoimage mtools util-linux fdisk time e2fsprogs
   # Tools the deploy ramdisk carries for the agent; the test images' bootloaders and UEFI firmware to boot them.
   mdadm nvme-cli hdparm smartmontools dmidecode syslinux syslinux-common syslinux-efi ovmf
+  # The burn-in steps' tools (burnin_cpu/burnin_memory: stress-ng; burnin_disk/burnin_network: fio); the
+  # loop-device tests run them for real.
+  stress-ng fio
   # GRUB for install_bootloader (the ramdisk carries grub-install and its BIOS and UEFI platform files).
   grub2-common grub-pc-bin grub-efi-amd64-bin
   # Image tests (a self-signed HTTPS image server, bmaptool's block maps) and the image bench's curl | dd baseline.

@@ -17,15 +17,24 @@ export async function enrollSimulatedNode(options: {
   body?: Record<string, unknown>;
   /** The disk's SMART health check reports failing. */
   smartFailing?: boolean;
+  /** Burn-in steps whose simulated tools report errors. */
+  burninFailing?: ("cpu" | "memory" | "disk" | "network")[];
 }): Promise<{ uuid: string; disk: string; boot(): AgentProcess }> {
   const { url, dir, name, mac } = options;
   const disk = join(dir, `${name}.disk`);
   await writeFile(disk, "");
   await truncate(disk, 20 * 1024 ** 3);
   const machine = await writeSimulatedMachine(dir, sampleInventory({ macs: [mac], diskFile: disk }));
-  if (options.smartFailing) {
+  if (options.smartFailing || options.burninFailing) {
     const content = JSON.parse(await readFile(machine, "utf8")) as Record<string, unknown>;
-    await writeFile(machine, JSON.stringify({ ...content, smart_failing: [disk] }));
+    await writeFile(
+      machine,
+      JSON.stringify({
+        ...content,
+        ...(options.smartFailing ? { smart_failing: [disk] } : {}),
+        ...(options.burninFailing ? { burnin_failing: options.burninFailing } : {}),
+      }),
+    );
   }
   const created = await api(`${url}/v1/nodes`, {
     method: "POST",

@@ -1,4 +1,5 @@
 import { writeFile } from "node:fs/promises";
+import { LinuxBurninTools } from "../burnin-tools.ts";
 import { hostname } from "node:os";
 import type { Disk, Inventory } from "../../../shared/inventory.ts";
 import { exec } from "../../../shared/system/exec.ts";
@@ -25,6 +26,7 @@ export interface LinuxBackendOptions {
 export class LinuxBackend implements HardwareBackend {
   readonly name = "linux";
   readonly diskTools: LinuxDiskTools;
+  readonly burnin = new LinuxBurninTools();
   private readonly roots: { proc: string; sys: string; dev: string };
   readonly md: MdSystem;
   private bmc: Promise<string | null> | undefined;

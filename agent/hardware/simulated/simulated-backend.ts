@@ -4,7 +4,10 @@ import { z } from "zod";
 import { InventorySchema } from "../../../shared/inventory.ts";
 import type { Disk, Inventory } from "../../../shared/inventory.ts";
 import type { HardwareBackend } from "../backend.ts";
+import { SimulatedBurninTools, type SimulatedBurnin } from "./burnin-tools.ts";
 import { SimulatedDiskTools } from "./disk-tools.ts";
+
+const BurninPart = z.enum(["cpu", "memory", "disk", "network"]);
 
 /** A simulated machine file: a bare inventory, or an inventory with a fixed boot id. */
 export const SimulatedMachineSchema = z.union([
@@ -13,8 +16,15 @@ export const SimulatedMachineSchema = z.union([
     boot_id: z.string().optional(),
     /** Disks (names from the inventory) whose SMART health check reports failing. */
     smart_failing: z.array(z.string()).optional(),
+    /** Burn-in steps (cpu, memory, disk, network) whose tools report errors. */
+    burnin_failing: z.array(BurninPart).optional(),
   }),
-  InventorySchema.transform((inventory) => ({ inventory, boot_id: undefined, smart_failing: undefined })),
+  InventorySchema.transform((inventory) => ({
+    inventory,
+    boot_id: undefined,
+    smart_failing: undefined,
+    burnin_failing: undefined,
+  })),
 ]);
 
 export type PowerEvent = "sync" | "reboot" | "power_off";
@@ -25,6 +35,8 @@ export interface SimulatedBackendOptions {
   bootId?: string;
   /** Disks whose SMART health check reports failing. */
   smartFailing?: readonly string[] | undefined;
+  /** Burn-in steps whose tools report errors. */
+  burninFailing?: readonly SimulatedBurnin[] | undefined;
   /** Power events are appended here as JSON lines, so a test in another process can see them. */
   eventsFile?: string;
 }
@@ -36,12 +48,14 @@ export interface SimulatedBackendOptions {
 export class SimulatedBackend implements HardwareBackend {
   readonly name = "simulated";
   readonly diskTools: SimulatedDiskTools;
+  readonly burnin: SimulatedBurninTools;
   readonly events: PowerEvent[] = [];
   private readonly id: string;
 
   constructor(private readonly options: SimulatedBackendOptions) {
     this.id = options.bootId ?? randomUUID();
     this.diskTools = new SimulatedDiskTools(new Set(options.smartFailing ?? []));
+    this.burnin = new SimulatedBurninTools(new Set(options.burninFailing ?? []));
   }
 
   /** @throws Error when the file is unreadable or does not hold a valid inventory. */
@@ -54,6 +68,7 @@ export class SimulatedBackend implements HardwareBackend {
       inventory: parsed.data.inventory,
       bootId: parsed.data.boot_id,
       smartFailing: parsed.data.smart_failing,
+      burninFailing: parsed.data.burnin_failing,
       eventsFile: options.eventsFile,
     });
   }
