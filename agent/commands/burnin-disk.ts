@@ -33,6 +33,8 @@ export const burninDisk: CommandHandler<"burnin_disk"> = async (args, context) =
     "--verify=crc32c",
     "--verify_dump=1",
     "--continue_on_error=verify",
+    // no verify state file left in the working directory
+    "--verify_state_save=0",
     `--loops=${loops}`,
     `--runtime=${runtime}`,
     "--time_based",
