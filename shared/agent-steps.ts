@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { BurninCpuArgs, BurninDiskArgs, BurninMemoryArgs, BurninNetworkArgs } from "./burnin.ts";
 import { EraseMetadataOptionsSchema, EraseOptionsSchema } from "./erase.ts";
 import { WriteImageRequestSchema } from "./image.ts";
 import { LogicalDiskSchema, RaidConfigSchema } from "./raid.ts";
@@ -69,6 +70,25 @@ export const InstallBootloaderStepArgs = z
   .object({
     boot_mode: BootModeArg.optional().describe("uefi or bios; default: the node's boot mode"),
     force: z.boolean().optional().describe("install even onto a whole-disk image without software RAID"),
+  })
+  .strict();
+
+/** smart_check's arguments: which disks, and the sector counts over which a disk fails. */
+export const SmartCheckArgs = z
+  .object({
+    devices: DiskList.optional().describe("Only these disks (paths); default: every disk"),
+    max_reallocated_sectors: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe("Fail a disk with more reallocated sectors (ATA attribute 5) than this; default 100"),
+    max_pending_sectors: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe("Fail a disk with more pending sectors (ATA attribute 197) than this; default 0"),
   })
   .strict();
 
@@ -229,18 +249,17 @@ export const AGENT_COMMANDS = {
   reboot: { args: NoArgs, readOnly: false, example: {}, steps: [] },
   power_off: { args: NoArgs, readOnly: false, example: {}, steps: [] },
   collect_logs: { args: NoArgs, readOnly: true, example: {}, steps: [] },
-  check_smart_health: {
-    args: z
-      .object({ devices: DiskList.optional().describe("Only these disks (paths); default: every disk") })
-      .strict(),
+  smart_check: {
+    args: SmartCheckArgs,
     readOnly: true,
-    example: { devices: ["/dev/sda"] },
-    // A burn-in style check (as MAAS's smartctl-validate): only when asked for, so priority 0.
+    example: { devices: ["/dev/sda"], max_reallocated_sectors: 100, max_pending_sectors: 0 },
+    // The name; a burn-in style check (as MAAS's smartctl-validate): only when asked for, so priority 0.
+    // It was check_smart_health before: one name, so GET …/steps lists it once.
     steps: [
       {
         kind: "clean",
         interface: "deploy",
-        step: "check_smart_health",
+        step: "smart_check",
         priority: 0,
         abortable: true,
         example: { devices: ["/dev/sda", "/dev/nvme0n1"] },
@@ -249,10 +268,93 @@ export const AGENT_COMMANDS = {
       {
         kind: "service",
         interface: "deploy",
-        step: "check_smart_health",
+        step: "smart_check",
         priority: 0,
         abortable: true,
         example: { devices: ["/dev/sda"] },
+      },
+    ],
+  },
+  // IPA's burn-in steps (hardware.py: priority 0, abortable, interface deploy). The conductor fills the
+  // command's arguments from the node's driver_info (agent_burnin_*); the step's own args override them.
+  burnin_cpu: {
+    args: BurninCpuArgs,
+    readOnly: false,
+    example: { timeout: 60, cpu: 0 },
+    steps: [
+      {
+        kind: "clean",
+        interface: "deploy",
+        step: "burnin_cpu",
+        priority: 0,
+        abortable: true,
+        example: { timeout: 60 },
+      },
+      { kind: "service", interface: "deploy", step: "burnin_cpu", priority: 0, abortable: true, example: {} },
+    ],
+  },
+  burnin_memory: {
+    args: BurninMemoryArgs,
+    readOnly: false,
+    example: { timeout: 60, vm: 1, vm_bytes: "50%" },
+    steps: [
+      {
+        kind: "clean",
+        interface: "deploy",
+        step: "burnin_memory",
+        priority: 0,
+        abortable: true,
+        example: { timeout: 60 },
+      },
+      {
+        kind: "service",
+        interface: "deploy",
+        step: "burnin_memory",
+        priority: 0,
+        abortable: true,
+        example: {},
+      },
+    ],
+  },
+  // not a service step: it overwrites the disks (IPA leaves it out of servicing for that reason)
+  burnin_disk: {
+    args: BurninDiskArgs,
+    readOnly: false,
+    example: { loops: 1, runtime: 60, devices: ["/dev/sdb"] },
+    steps: [
+      {
+        kind: "clean",
+        interface: "deploy",
+        step: "burnin_disk",
+        priority: 0,
+        abortable: true,
+        example: { loops: 1 },
+      },
+    ],
+  },
+  burnin_network: {
+    args: BurninNetworkArgs,
+    readOnly: false,
+    example: { role: "writer", partner: "192.0.2.12", runtime: 60 },
+    steps: [
+      {
+        kind: "clean",
+        interface: "deploy",
+        step: "burnin_network",
+        priority: 0,
+        abortable: true,
+        // role and partner usually come from driver_info's agent_burnin_fio_network_config
+        args: BurninNetworkArgs.partial(),
+        example: { runtime: 60 },
+      },
+      {
+        kind: "service",
+        interface: "deploy",
+        step: "burnin_network",
+        priority: 0,
+        abortable: true,
+        args: BurninNetworkArgs.partial(),
+        example: {},
       },
     ],
   },

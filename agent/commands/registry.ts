@@ -5,8 +5,8 @@ import type { StepDescriptor, StepKind } from "../../shared/steps.ts";
 import type { CommandHandler, CommandTable } from "./command.ts";
 
 /**
- * Where a command's handler lives, by convention: `check_smart_health` is the export `checkSmartHealth` of
- * `./check-smart-health.ts`. A new command or step is then one catalogue entry (shared/agent-steps.ts) and
+ * Where a command's handler lives, by convention: `smart_check` is the export `smartCheck` of
+ * `./smart-check.ts`. A new command or step is then one catalogue entry (shared/agent-steps.ts) and
  * one handler file, with no list here to edit.
  */
 export function handlerLocation(name: CommandName): { module: string; exportName: string } {

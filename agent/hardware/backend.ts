@@ -1,4 +1,5 @@
 import type { CollectorData, Disk, Inventory } from "../../shared/inventory.ts";
+import type { BurninTools } from "./burnin-tools.ts";
 import type { DiskTools } from "./disk-tools.ts";
 import type { MdSystem } from "../disk/raid/md-system.ts";
 
@@ -10,6 +11,8 @@ export interface HardwareBackend {
   readonly name: "linux" | "simulated";
   /** Probing and firmware/discard commands for erasing disks. */
   readonly diskTools: DiskTools;
+  /** stress-ng and fio for the burn-in steps. */
+  readonly burnin: BurninTools;
   /** The full inventory. @throws Error only when a required source (e.g. /proc/meminfo) is unreadable. */
   inventory(options?: { signal?: AbortSignal }): Promise<Inventory>;
   /**

@@ -23,6 +23,9 @@ packages=(
   mdadm nvme-cli hdparm smartmontools dmidecode syslinux syslinux-common syslinux-efi ovmf
   # LLDP: the ramdisk's agent captures frames with tcpdump; the lab's switch port is announced by lldpd.
   tcpdump lldpd
+  # The burn-in steps' tools (burnin_cpu/burnin_memory: stress-ng; burnin_disk/burnin_network: fio); the
+  # loop-device tests run them for real.
+  stress-ng fio
   # GRUB for install_bootloader (the ramdisk carries grub-install and its BIOS and UEFI platform files).
   grub2-common grub-pc-bin grub-efi-amd64-bin
   # Image tests (a self-signed HTTPS image server, bmaptool's block maps) and the image bench's curl | dd baseline.

@@ -20,6 +20,8 @@ export async function enrollSimulatedNode(options: {
   smartFailing?: boolean;
   /** Changes the machine's inventory before its file is written. */
   inventory?: (inventory: Inventory) => Inventory;
+  /** Burn-in steps whose simulated tools report errors. */
+  burninFailing?: ("cpu" | "memory" | "disk" | "network")[];
 }): Promise<{ uuid: string; disk: string; boot(): AgentProcess }> {
   const { url, dir, name, mac } = options;
   const disk = join(dir, `${name}.disk`);
@@ -27,9 +29,16 @@ export async function enrollSimulatedNode(options: {
   await truncate(disk, 20 * 1024 ** 3);
   const inventory = sampleInventory({ macs: [mac], diskFile: disk });
   const machine = await writeSimulatedMachine(dir, options.inventory?.(inventory) ?? inventory);
-  if (options.smartFailing) {
+  if (options.smartFailing || options.burninFailing) {
     const content = JSON.parse(await readFile(machine, "utf8")) as Record<string, unknown>;
-    await writeFile(machine, JSON.stringify({ ...content, smart_failing: [disk] }));
+    await writeFile(
+      machine,
+      JSON.stringify({
+        ...content,
+        ...(options.smartFailing ? { smart_failing: [disk] } : {}),
+        ...(options.burninFailing ? { burnin_failing: options.burninFailing } : {}),
+      }),
+    );
   }
   const created = await api(`${url}/v1/nodes`, {
     method: "POST",

@@ -26,7 +26,11 @@ describe("agent steps from the one catalogue", () => {
   async function enroll(
     ctx: Awaited<ReturnType<typeof startConductor>>,
     name: string,
-    options: { smartFailing?: boolean; body?: Record<string, unknown> } = {},
+    options: {
+      smartFailing?: boolean;
+      burninFailing?: ("cpu" | "memory" | "disk" | "network")[];
+      body?: Record<string, unknown>;
+    } = {},
   ) {
     const mac = `52:54:00:00:07:${(macCounter++).toString(16).padStart(2, "0")}`;
     const node = await enrollSimulatedNode({ url: ctx.url, dir, name, mac, executable, ...options });
@@ -78,7 +82,7 @@ describe("agent steps from the one catalogue", () => {
     }
   });
 
-  it("check_smart_health passes a healthy disk and keeps what the agent read", async () => {
+  it("smart_check passes a healthy disk and keeps what the agent read", async () => {
     const ctx = await startConductor();
     try {
       const node = await enroll(ctx, "healthy");
@@ -86,14 +90,14 @@ describe("agent steps from the one catalogue", () => {
       await waitForState(ctx.url, "healthy", "manageable");
       await provision(ctx.url, "healthy", {
         target: "clean",
-        clean_steps: [{ interface: "deploy", step: "check_smart_health" }],
+        clean_steps: [{ interface: "deploy", step: "smart_check" }],
       });
       await waitForState(ctx.url, "healthy", "clean wait");
       node.boot();
       const done = await waitForState(ctx.url, "healthy", "manageable");
       expect(done.last_error).toBeNull();
       const internal = (await ctx.conductor.store.getNode(node.uuid))!.driver_internal_info;
-      expect(internal.check_smart_health_result).toEqual({
+      expect(internal.smart_check_result).toEqual({
         devices: [{ device: node.disk, health: "passed" }],
       });
     } finally {
@@ -101,7 +105,7 @@ describe("agent steps from the one catalogue", () => {
     }
   });
 
-  it("check_smart_health fails manual cleaning, naming the disk SMART reports failing", async () => {
+  it("smart_check fails manual cleaning, naming the disk SMART reports failing", async () => {
     const ctx = await startConductor();
     try {
       const node = await enroll(ctx, "failing", { smartFailing: true });
@@ -109,18 +113,97 @@ describe("agent steps from the one catalogue", () => {
       await waitForState(ctx.url, "failing", "manageable");
       const bad = await provision(ctx.url, "failing", {
         target: "clean",
-        clean_steps: [{ interface: "deploy", step: "check_smart_health", args: { devices: "all" } }],
+        clean_steps: [{ interface: "deploy", step: "smart_check", args: { devices: "all" } }],
       });
       expect(bad.status).toBe(400);
       await provision(ctx.url, "failing", {
         target: "clean",
-        clean_steps: [{ interface: "deploy", step: "check_smart_health" }],
+        clean_steps: [{ interface: "deploy", step: "smart_check" }],
       });
       await waitForState(ctx.url, "failing", "clean wait");
       node.boot();
       const failed = await waitForState(ctx.url, "failing", "clean failed");
-      expect(String(failed.last_error)).toContain("check_smart_health");
+      expect(String(failed.last_error)).toContain("smart_check");
       expect(String(failed.last_error)).toContain(`${node.disk} failing`);
+    } finally {
+      await ctx.stop();
+    }
+  });
+
+  it("burn-in steps take driver_info's agent_burnin_* knobs, keep their figures and write them to history", async () => {
+    const ctx = await startConductor();
+    try {
+      const node = await enroll(ctx, "burnin", {
+        body: {
+          driver_info: {
+            agent_burnin_cpu_timeout: 7,
+            "agent_burnin_vm_vm-bytes": "5%",
+            agent_burnin_fio_disk_loops: 1,
+            agent_burnin_fio_disk_runtime: 3,
+          },
+        },
+      });
+      await provision(ctx.url, "burnin", { target: "manage" });
+      await waitForState(ctx.url, "burnin", "manageable");
+      await provision(ctx.url, "burnin", {
+        target: "clean",
+        clean_steps: [
+          { interface: "deploy", step: "burnin_cpu" },
+          { interface: "deploy", step: "burnin_memory", args: { timeout: 2 } },
+          { interface: "deploy", step: "burnin_disk" },
+        ],
+      });
+      await waitForState(ctx.url, "burnin", "clean wait");
+      node.boot();
+      const done = await waitForState(ctx.url, "burnin", "manageable");
+      expect(done.last_error).toBeNull();
+      const internal = (await ctx.conductor.store.getNode(node.uuid))!.driver_internal_info;
+      // the simulated stress-ng counts 400 bogo ops a second (cpu) and 9000 (vm) of the seconds it is given
+      expect(internal.burnin_cpu_result).toMatchObject({
+        timeout_s: 7,
+        metrics: [{ stressor: "cpu", bogo_ops: 2800 }],
+      });
+      expect(internal.burnin_memory_result).toMatchObject({
+        timeout_s: 2,
+        metrics: [{ stressor: "vm", bogo_ops: 18000 }],
+      });
+      expect(internal.burnin_disk_result).toMatchObject({
+        loops: 1,
+        runtime_s: 3,
+        devices: [{ name: node.disk, total_errors: 0 }],
+      });
+      const history = (
+        await api(`${ctx.url}/v1/nodes/burnin/history`, {
+          headers: { "X-OpenStack-Ironic-API-Version": "1.78" },
+        })
+      ).body as { history: { event: string }[] };
+      const events = history.history.map((h) => h.event).filter((e) => e.startsWith("burnin_"));
+      expect(events).toEqual([
+        "burnin_cpu passed: cpu 2800 bogo ops in 7 s (400/s)",
+        "burnin_memory passed: vm 18000 bogo ops in 2 s (9000/s)",
+        `burnin_disk passed: ${node.disk} read 67.11 MB/s, write 67.11 MB/s, 0 errors`,
+      ]);
+    } finally {
+      await ctx.stop();
+    }
+  });
+
+  it("a burn-in that finds errors fails cleaning with a clear last_error", async () => {
+    const ctx = await startConductor();
+    try {
+      const dying = await enroll(ctx, "dying", { burninFailing: ["disk"] });
+      await provision(ctx.url, "dying", { target: "manage" });
+      await waitForState(ctx.url, "dying", "manageable");
+      await provision(ctx.url, "dying", {
+        target: "clean",
+        clean_steps: [{ interface: "deploy", step: "burnin_disk", args: { loops: 1, runtime: 1 } }],
+      });
+      await waitForState(ctx.url, "dying", "clean wait");
+      dying.boot();
+      const failed = await waitForState(ctx.url, "dying", "clean failed");
+      expect(String(failed.last_error)).toContain(
+        `burnin_disk: fio found errors on ${dying.disk} (error 5, 12 I/O or verify errors)`,
+      );
     } finally {
       await ctx.stop();
     }

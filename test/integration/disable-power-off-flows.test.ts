@@ -102,7 +102,7 @@ describe("disable_power_off: flows reboot where they would power off", () => {
       // servicing (1.87) with an in-band step: into the ramdisk, then back to the instance
       const serviced = await provision({
         target: "service",
-        service_steps: [{ interface: "deploy", step: "check_smart_health" }],
+        service_steps: [{ interface: "deploy", step: "smart_check" }],
       });
       expect(serviced.status).toBe(202);
       await waitForState(ctx.url, name, "service wait");

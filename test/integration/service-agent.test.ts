@@ -13,7 +13,7 @@ import { enrollSimulatedNode } from "../helpers/simulated-node.ts";
 describe("servicing an active node through the agent", () => {
   const dir = mkdtempSync(join(tmpdir(), "anvil-service-agent-"));
   const at = { "X-OpenStack-Ironic-API-Version": "1.87" };
-  const SMART = { interface: "deploy", step: "check_smart_health" };
+  const SMART = { interface: "deploy", step: "smart_check" };
   let executable = "";
   const agents: AgentProcess[] = [];
   let ctx: Awaited<ReturnType<typeof startConductor>>;
@@ -59,7 +59,7 @@ describe("servicing an active node through the agent", () => {
     expect(done.last_error).toBeNull();
     expect(await show("svc-ok")).toMatchObject({ service_step: {}, power_state: "power on" });
     const stored = (await ctx.conductor.store.getNode(node.uuid))!;
-    expect(stored.driver_internal_info.check_smart_health_result).toEqual({
+    expect(stored.driver_internal_info.smart_check_result).toEqual({
       devices: [{ device: node.disk, health: "passed" }],
     });
     expect(stored.driver_internal_info).not.toHaveProperty("service_steps");
@@ -73,7 +73,7 @@ describe("servicing an active node through the agent", () => {
     await waitForState(ctx.url, "svc-bad", "service wait");
     node.boot();
     const failed = await waitForState(ctx.url, "svc-bad", "service failed");
-    expect(String(failed.last_error)).toContain("failed service step deploy.check_smart_health");
+    expect(String(failed.last_error)).toContain("failed service step deploy.smart_check");
     expect(String(failed.last_error)).toContain(`${node.disk} failing`);
     // the failure took the node out of the ramdisk and back to its instance, as Ironic's tear_down_service
     expect(await show("svc-bad")).toMatchObject({ service_step: {}, power_state: "power on" });

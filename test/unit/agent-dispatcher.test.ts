@@ -208,7 +208,7 @@ describe("CommandDispatcher argument checking", () => {
     const sent: Sent[] = [];
     const dispatcher = new CommandDispatcher({
       backend: new SimulatedBackend({ inventory: IPA_INVENTORY }),
-      commands: { check_smart_health: async (args) => (seen.push(args), { devices: [] }) },
+      commands: { smart_check: async (args) => (seen.push(args), { devices: [] }) },
       logger: silentLogger,
       send: (frame) => (sent.push(frame as Sent), true),
     });
@@ -222,9 +222,9 @@ describe("CommandDispatcher argument checking", () => {
       42,
     ];
     for (const [index, args] of hostile.entries()) {
-      dispatcher.handleCommand(command(`h${index}`, "check_smart_health", args));
+      dispatcher.handleCommand(command(`h${index}`, "smart_check", args));
     }
-    dispatcher.handleCommand(command("ok", "check_smart_health", { devices: ["/dev/sda"] }));
+    dispatcher.handleCommand(command("ok", "smart_check", { devices: ["/dev/sda"] }));
     await tick();
     const answers = results(sent);
     expect(answers.slice(0, hostile.length)).toEqual(
@@ -233,7 +233,7 @@ describe("CommandDispatcher argument checking", () => {
           ok: false,
           error: expect.objectContaining({
             code: "BAD_ARGS",
-            message: expect.stringMatching(/^check_smart_health: /) as unknown,
+            message: expect.stringMatching(/^smart_check: /) as unknown,
           }),
         }),
       ),

@@ -70,6 +70,7 @@ function machine(md: FakeMd): HardwareBackend {
     name: "linux",
     md,
     diskTools: simulated.diskTools,
+    burnin: simulated.burnin,
     inventory: () => simulated.inventory(),
     disks: async (): Promise<Disk[]> => [
       ...(await simulated.disks()),

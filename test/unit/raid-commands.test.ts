@@ -161,12 +161,16 @@ describe("the agent's step lists", () => {
     const priorities = (steps: StepDescriptor[]) =>
       Object.fromEntries(steps.map((s) => [`${s.interface}.${s.step}`, s.priority]));
     expect(priorities(CLEAN_STEPS)).toEqual({
+      "deploy.burnin_cpu": 0,
+      "deploy.burnin_disk": 0,
+      "deploy.burnin_memory": 0,
+      "deploy.burnin_network": 0,
       "deploy.erase_devices": 0,
       "deploy.erase_devices_metadata": 99,
       "deploy.erase_devices_express": 0,
       "raid.create_configuration": 0,
       "raid.delete_configuration": 0,
-      "deploy.check_smart_health": 0,
+      "deploy.smart_check": 0,
     });
     // install_bootloader at 60: the slot of Ironic's deploy.prepare_instance_boot, which installs it
     expect(priorities(DEPLOY_STEPS)).toEqual({

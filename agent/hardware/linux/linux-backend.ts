@@ -1,4 +1,5 @@
 import { writeFile } from "node:fs/promises";
+import { LinuxBurninTools } from "../burnin-tools.ts";
 import { hostname } from "node:os";
 import type { CollectorData, Disk, Inventory } from "../../../shared/inventory.ts";
 import { exec } from "../../../shared/system/exec.ts";
@@ -32,6 +33,7 @@ export interface LinuxBackendOptions {
 export class LinuxBackend implements HardwareBackend {
   readonly name = "linux";
   readonly diskTools: LinuxDiskTools;
+  readonly burnin = new LinuxBurninTools();
   private readonly roots: { proc: string; sys: string; dev: string };
   readonly md: MdSystem;
   private bmc: Promise<string | null> | undefined;

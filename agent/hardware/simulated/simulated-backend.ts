@@ -5,7 +5,10 @@ import { InventorySchema } from "../../../shared/inventory.ts";
 import { CollectorDataSchema } from "../../../shared/inventory.ts";
 import type { CollectorData, Disk, Inventory } from "../../../shared/inventory.ts";
 import type { HardwareBackend } from "../backend.ts";
+import { SimulatedBurninTools, type SimulatedBurnin } from "./burnin-tools.ts";
 import { SimulatedDiskTools } from "./disk-tools.ts";
+
+const BurninPart = z.enum(["cpu", "memory", "disk", "network"]);
 
 /** A simulated machine file: a bare inventory, or an inventory with a fixed boot id. */
 export const SimulatedMachineSchema = z.union([
@@ -16,8 +19,15 @@ export const SimulatedMachineSchema = z.union([
     smart_failing: z.array(z.string()).optional(),
     /** What the inspection collectors report (lldp_raw, pci_devices, numa_topology); none when absent. */
     collector_data: CollectorDataSchema.optional(),
+    /** Burn-in steps (cpu, memory, disk, network) whose tools report errors. */
+    burnin_failing: z.array(BurninPart).optional(),
   }),
-  InventorySchema.transform((inventory) => ({ inventory, boot_id: undefined, smart_failing: undefined })),
+  InventorySchema.transform((inventory) => ({
+    inventory,
+    boot_id: undefined,
+    smart_failing: undefined,
+    burnin_failing: undefined,
+  })),
 ]);
 
 export type PowerEvent = "sync" | "reboot" | "power_off";
@@ -30,6 +40,8 @@ export interface SimulatedBackendOptions {
   smartFailing?: readonly string[] | undefined;
   /** What the inspection collectors report; {} when absent. */
   collectorData?: CollectorData | undefined;
+  /** Burn-in steps whose tools report errors. */
+  burninFailing?: readonly SimulatedBurnin[] | undefined;
   /** Power events are appended here as JSON lines, so a test in another process can see them. */
   eventsFile?: string;
 }
@@ -41,12 +53,14 @@ export interface SimulatedBackendOptions {
 export class SimulatedBackend implements HardwareBackend {
   readonly name = "simulated";
   readonly diskTools: SimulatedDiskTools;
+  readonly burnin: SimulatedBurninTools;
   readonly events: PowerEvent[] = [];
   private readonly id: string;
 
   constructor(private readonly options: SimulatedBackendOptions) {
     this.id = options.bootId ?? randomUUID();
     this.diskTools = new SimulatedDiskTools(new Set(options.smartFailing ?? []));
+    this.burnin = new SimulatedBurninTools(new Set(options.burninFailing ?? []));
   }
 
   /** @throws Error when the file is unreadable or does not hold a valid inventory. */
@@ -60,6 +74,7 @@ export class SimulatedBackend implements HardwareBackend {
       bootId: parsed.data.boot_id,
       smartFailing: parsed.data.smart_failing,
       collectorData: "collector_data" in parsed.data ? parsed.data.collector_data : undefined,
+      burninFailing: parsed.data.burnin_failing,
       eventsFile: options.eventsFile,
     });
   }

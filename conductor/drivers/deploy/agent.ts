@@ -9,6 +9,7 @@ import { noGlance } from "../../images/glance-source.ts";
 import { prepareInstanceBoot } from "../boot/instance-boot.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 import { agentCommand } from "../agent-command.ts";
+import { burninRun } from "./burnin.ts";
 import type { DeployInterface } from "../interfaces.ts";
 import { NoArgs, agentStep, defineStep, type AgentStepRun, type StepArgs } from "../step.ts";
 
@@ -51,13 +52,19 @@ async function writeImage(task: Task): Promise<void> {
       },
     };
     let lastWrite = 0;
-    const result = await agentCommand(task, { name: "write_image", args: request }, (progress) => {
-      const now = Date.now();
-      if (now - lastWrite < PROGRESS_WRITE_MS) return;
-      lastWrite = now;
-      // one key written in place: once a second during a write, rewriting the whole node would be the cost
-      task.mergeInternalInfo({ deploy_progress: progress }).catch(() => undefined);
-    });
+    const result = await agentCommand(
+      task,
+      { name: "write_image", args: request },
+      {
+        onProgress: (progress) => {
+          const now = Date.now();
+          if (now - lastWrite < PROGRESS_WRITE_MS) return;
+          lastWrite = now;
+          // one key written in place: once a second during a write, rewriting the whole node would be the cost
+          task.mergeInternalInfo({ deploy_progress: progress }).catch(() => undefined);
+        },
+      },
+    );
     await task.mergeInternalInfo({ deploy_result: result, deploy_progress: undefined });
   } finally {
     source.release();
@@ -116,6 +123,10 @@ const RUNS: Readonly<Record<string, AgentStepRun>> = {
     eraseAndRecord(task, eraseDevicesArgs(task.deps.config.erase, task.node, { express: true })),
   write_image: writeImage,
   install_bootloader: installBootloader,
+  burnin_cpu: burninRun("burnin_cpu"),
+  burnin_memory: burninRun("burnin_memory"),
+  burnin_disk: burninRun("burnin_disk"),
+  burnin_network: burninRun("burnin_network"),
 };
 
 /** Whether a deploy needs GRUB installed: a partition image, or a root on software RAID. */

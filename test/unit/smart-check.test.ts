@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { checkSmartHealth, parseSmartHealth } from "../../agent/commands/check-smart-health.ts";
+import { smartCheck, parseSmartHealth, smartVerdict } from "../../agent/commands/smart-check.ts";
 import type { CommandContext } from "../../agent/commands/command.ts";
 import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backend.ts";
 import { CodedError } from "../../shared/errors.ts";
@@ -28,31 +28,31 @@ function context(smartFailing: string[]): CommandContext & { messages: string[] 
   };
 }
 
-describe("check_smart_health", () => {
+describe("smart_check", () => {
   it("passes when every disk's SMART health passes, reporting each disk", async () => {
     const ctx = context([]);
-    expect(await checkSmartHealth({}, ctx)).toEqual({
+    expect(await smartCheck({}, ctx)).toEqual({
       devices: DISKS.map((device) => ({ device, health: "passed" })),
     });
     expect(ctx.messages).toEqual(DISKS.map((d) => `reading SMART health of ${d}`));
   });
 
   it("fails naming the disk the simulated machine marks failing", async () => {
-    const failure = await checkSmartHealth({}, context([DISKS[1]!])).catch((e: unknown) => e);
+    const failure = await smartCheck({}, context([DISKS[1]!])).catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(CodedError);
     expect((failure as CodedError).code).toBe("COMMAND_FAILED");
     expect((failure as CodedError).message).toBe(
-      `check_smart_health: SMART reports disk ${DISKS[1]} failing`,
+      `smart_check: SMART reports disk ${DISKS[1]} failing: SMART overall-health self-assessment: FAILED`,
     );
   });
 
   it("checks only the named disks, and refuses a disk the machine does not have", async () => {
-    expect(await checkSmartHealth({ devices: [DISKS[0]!] }, context([DISKS[1]!]))).toEqual({
+    expect(await smartCheck({ devices: [DISKS[0]!] }, context([DISKS[1]!]))).toEqual({
       devices: [{ device: DISKS[0], health: "passed" }],
     });
-    await expect(checkSmartHealth({ devices: ["/dev/nope"] }, context([]))).rejects.toMatchObject({
+    await expect(smartCheck({ devices: ["/dev/nope"] }, context([]))).rejects.toMatchObject({
       code: "BAD_ARGS",
-      message: "check_smart_health: no such disk: /dev/nope",
+      message: "smart_check: no such disk: /dev/nope",
     });
   });
 });
@@ -79,6 +79,57 @@ describe("parseSmartHealth", () => {
     expect(parseSmartHealth("/dev/sda", "", 8).health).toBe("failing");
   });
 
+  it("fails a drive over the reallocated or pending sector thresholds, and names an NVMe critical warning", () => {
+    const ata = (reallocated: number, pending: number) =>
+      JSON.stringify({
+        smart_status: { passed: true },
+        ata_smart_attributes: {
+          table: [
+            {
+              id: 5,
+              name: "Reallocated_Sector_Ct",
+              raw: { value: reallocated, string: String(reallocated) },
+            },
+            { id: 197, name: "Current_Pending_Sector", raw: { value: pending, string: String(pending) } },
+          ],
+        },
+      });
+    const limits = { maxReallocated: 10, maxPending: 0 };
+    expect(smartVerdict("/dev/sda", { stdout: ata(10, 0), code: 0 }, limits)).toEqual({
+      device: "/dev/sda",
+      health: "passed",
+      reallocated_sectors: 10,
+      pending_sectors: 0,
+    });
+    expect(smartVerdict("/dev/sda", { stdout: ata(11, 0), code: 0 }, limits)).toMatchObject({
+      health: "failing",
+      message: "11 reallocated sectors (more than 10)",
+    });
+    expect(smartVerdict("/dev/sda", { stdout: ata(0, 2), code: 0 }, limits)).toMatchObject({
+      health: "failing",
+      message: "2 pending sectors (more than 0)",
+    });
+    // what smartctl 7.3 says of QEMU's NVMe drive given smart_critical_warning=4 (reliability degraded)
+    const nvme = JSON.stringify({
+      smartctl: { exit_status: 8 },
+      smart_status: { passed: false, nvme: { value: 4, reliability_degraded: true } },
+      nvme_smart_health_information_log: { critical_warning: 4, media_errors: 0 },
+    });
+    expect(parseSmartHealth("/dev/nvme0n1", nvme, 8)).toEqual({
+      device: "/dev/nvme0n1",
+      health: "failing",
+      message: "SMART overall-health self-assessment: FAILED (NVMe critical warning 0x4)",
+      critical_warning: 4,
+      media_errors: 0,
+    });
+  });
+
+  it("checks the thresholds the step is given", async () => {
+    await expect(
+      smartCheck({ max_reallocated_sectors: 5, max_pending_sectors: 1 }, context([])),
+    ).resolves.toMatchObject({ devices: DISKS.map((device) => ({ device, health: "passed" })) });
+  });
+
   it("never throws on whatever smartctl prints, and fails only on smartctl's own failing signs", () => {
     fc.assert(
       fc.property(
@@ -101,7 +152,12 @@ describe("parseSmartHealth", () => {
             }
             const said = JSON.stringify(parsed ?? null);
             const exitBit = ((code ?? 0) & 8) !== 0;
-            expect(exitBit || said.includes('"passed":false') || said.includes('"exit_status"')).toBe(true);
+            expect(
+              exitBit ||
+                said.includes('"passed":false') ||
+                said.includes('"exit_status"') ||
+                said.includes('"ata_smart_attributes"'),
+            ).toBe(true);
           }
         },
       ),

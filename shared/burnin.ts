@@ -1,0 +1,178 @@
+import { z } from "zod";
+
+/**
+ * IPA's burn-in steps (ironic_python_agent/burnin.py): their command arguments, with IPA's defaults, and the
+ * node's driver_info knobs (`agent_burnin_*`) the conductor reads them from. The agent runs Debian's
+ * stress-ng (cpu, memory) and fio (disk, network) and reports figures parsed from their output.
+ */
+
+/** One day, IPA's default for the cpu and memory stressors. */
+export const BURNIN_DEFAULT_TIMEOUT_S = 86_400;
+/** Seconds a burn-in may be asked to run: up to 30 days. */
+const Seconds = z
+  .number()
+  .int()
+  .min(1)
+  .max(30 * 86_400);
+const Workers = z.number().int().min(0).max(4096);
+const DiskList = z.array(z.string().min(1).max(4096)).max(256);
+/** stress-ng's --vm-bytes: N bytes, N with a k/m/g suffix, or N% of the memory. */
+export const VmBytesSchema = z
+  .string()
+  .max(32)
+  .regex(/^(?:\d{1,15}[bkmgt]?|(?:100|\d{1,2}(?:\.\d{1,3})?)%)$/i, "bytes (k/m/g suffix) or a percentage");
+/** A partner's host name or address (an argv element for fio: no leading dash). */
+const HostSchema = z
+  .string()
+  .min(1)
+  .max(253)
+  .regex(/^[A-Za-z0-9_.:[\]-]+$/)
+  .refine((host) => !host.startsWith("-"), "a host name does not start with '-'");
+
+export const BurninCpuArgs = z
+  .object({
+    timeout: Seconds.optional().describe("Seconds to run (agent_burnin_cpu_timeout; default 86400)"),
+    cpu: Workers.optional().describe(
+      "stress-ng cpu workers, 0 = one per CPU (agent_burnin_cpu_cpu; default 0)",
+    ),
+  })
+  .strict();
+
+export const BurninMemoryArgs = z
+  .object({
+    timeout: Seconds.optional().describe("Seconds to run (agent_burnin_vm_timeout; default 86400)"),
+    vm: Workers.optional().describe("stress-ng vm workers, 0 = one per CPU (agent_burnin_vm_vm; default 0)"),
+    vm_bytes: VmBytesSchema.optional().describe(
+      "Memory per worker set (agent_burnin_vm_vm-bytes; default 98%)",
+    ),
+  })
+  .strict();
+
+export const BurninDiskArgs = z
+  .object({
+    loops: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .optional()
+      .describe("fio loops (agent_burnin_fio_disk_loops; default 4)"),
+    runtime: z
+      .number()
+      .int()
+      .min(0)
+      .max(30 * 86_400)
+      .optional()
+      .describe("fio runtime in seconds, 0 = no limit (agent_burnin_fio_disk_runtime; default 0)"),
+    devices: DiskList.optional().describe("Only these disks (paths); default: every disk"),
+  })
+  .strict();
+
+export const NETWORK_BURNIN_ROLES = ["writer", "reader"] as const;
+
+export const BurninNetworkArgs = z
+  .object({
+    role: z
+      .enum(NETWORK_BURNIN_ROLES)
+      .describe("This node's first role (agent_burnin_fio_network_config.role)"),
+    partner: HostSchema.describe("The partner node's address (agent_burnin_fio_network_config.partner)"),
+    runtime: Seconds.optional().describe(
+      "Seconds per direction (agent_burnin_fio_network_runtime; default 21600)",
+    ),
+    port: z.number().int().min(1).max(65_535).optional().describe("TCP port (default 9000, IPA's)"),
+    retry_interval: z
+      .number()
+      .int()
+      .min(1)
+      .max(300)
+      .optional()
+      .describe("Seconds a reader waits for its writer between attempts (default 30, IPA's)"),
+  })
+  .strict();
+
+/** One stress-ng stressor's metrics line (`--metrics-brief`). */
+export const StressMetricsSchema = z.object({
+  stressor: z.string(),
+  bogo_ops: z.number().nonnegative(),
+  real_time_s: z.number().nonnegative(),
+  bogo_ops_per_s: z.number().nonnegative(),
+});
+export type StressMetrics = z.infer<typeof StressMetricsSchema>;
+
+/** What burnin_cpu and burnin_memory report. */
+export interface StressResult {
+  tool: "stress-ng";
+  stressor: "cpu" | "vm";
+  timeout_s: number;
+  metrics: StressMetrics[];
+}
+
+/** One fio job's figures (a disk, or a network direction). */
+export interface FioJobResult {
+  name: string;
+  read_bytes: number;
+  write_bytes: number;
+  /** MB/s (10^6 bytes) over the job's run time. */
+  read_mb_s: number;
+  write_mb_s: number;
+  read_iops: number;
+  write_iops: number;
+  runtime_ms: number;
+  /** fio's job error (errno) and its count of I/O and verify errors. */
+  error: number;
+  total_errors: number;
+}
+
+/** The driver_info knobs of each burn-in step, as IPA reads them (`info.get(key, default)`). */
+export const BURNIN_DRIVER_INFO = {
+  burnin_cpu: { timeout: "agent_burnin_cpu_timeout", cpu: "agent_burnin_cpu_cpu" },
+  burnin_memory: {
+    timeout: "agent_burnin_vm_timeout",
+    vm: "agent_burnin_vm_vm",
+    vm_bytes: "agent_burnin_vm_vm-bytes",
+  },
+  burnin_disk: { loops: "agent_burnin_fio_disk_loops", runtime: "agent_burnin_fio_disk_runtime" },
+  burnin_network: { runtime: "agent_burnin_fio_network_runtime" },
+} as const;
+
+export type BurninStep = keyof typeof BURNIN_DRIVER_INFO;
+
+/** Integers given as strings in driver_info (the CLI's `--driver-info k=v` sends strings) become numbers. */
+function knobValue(value: unknown): unknown {
+  if (typeof value === "string" && /^\d{1,12}$/.test(value)) return Number(value);
+  return value;
+}
+
+/**
+ * A burn-in step's command arguments: the node's driver_info knobs, overridden by the step's own args.
+ * burnin_network's role and partner come from `agent_burnin_fio_network_config` (IPA's static pairing);
+ * dynamic pairing through a tooz backend is not supported. The caller parses the result with the command's
+ * schema, which names any bad knob.
+ */
+export function burninArgs(
+  step: BurninStep,
+  driverInfo: Readonly<Record<string, unknown>>,
+  stepArgs: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
+  const args: Record<string, unknown> = {};
+  for (const [arg, key] of Object.entries(BURNIN_DRIVER_INFO[step])) {
+    if (Object.hasOwn(driverInfo, key) && driverInfo[key] !== null) args[arg] = knobValue(driverInfo[key]);
+  }
+  if (step === "burnin_network") {
+    const config = driverInfo.agent_burnin_fio_network_config;
+    let parsed: unknown = config;
+    if (typeof config === "string") {
+      try {
+        parsed = JSON.parse(config);
+      } catch {
+        parsed = undefined;
+      }
+    }
+    if (typeof parsed === "object" && parsed !== null) {
+      const { role, partner } = parsed as { role?: unknown; partner?: unknown };
+      if (role !== undefined) args.role = role;
+      if (partner !== undefined) args.partner = partner;
+    }
+  }
+  return { ...args, ...stepArgs };
+}

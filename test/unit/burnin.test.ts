@@ -1,0 +1,297 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { burninCpu } from "../../agent/commands/burnin-cpu.ts";
+import { burninDisk } from "../../agent/commands/burnin-disk.ts";
+import { burninMemory } from "../../agent/commands/burnin-memory.ts";
+import { burninNetwork } from "../../agent/commands/burnin-network.ts";
+import type { CommandContext } from "../../agent/commands/command.ts";
+import type { BurninTools } from "../../agent/hardware/burnin-tools.ts";
+import { parseFioJson, parseStressNg } from "../../agent/hardware/burnin-output.ts";
+import type { SimulatedBurnin } from "../../agent/hardware/simulated/burnin-tools.ts";
+import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backend.ts";
+import { simulatedInventory } from "../../agent/hardware/simulated/sample-inventory.ts";
+import { AGENT_STEPS } from "../../shared/agent-steps.ts";
+import { BurninNetworkArgs, VmBytesSchema, burninArgs } from "../../shared/burnin.ts";
+import { silentLogger } from "../../shared/log.ts";
+import { burninRun } from "../../conductor/drivers/deploy/burnin.ts";
+import type { DriverTask } from "../../conductor/drivers/task-context.ts";
+
+const DISKS = ["/tmp/anvil-burnin-a.disk", "/tmp/anvil-burnin-b.disk"];
+
+function context(failing: SimulatedBurnin[] = []): CommandContext & { argv: string[][] } {
+  const backend = new SimulatedBackend({
+    inventory: simulatedInventory({
+      macs: ["52:54:00:aa:bb:02"],
+      disks: DISKS.map((name, i) => ({ name, size: 1024 ** 3, serial: `B${i}` })),
+    }),
+    burninFailing: failing,
+  });
+  const argv: string[][] = [];
+  const tools = backend.burnin;
+  const recording: BurninTools = {
+    stressNg: (args) => (argv.push(["stress-ng", ...args]), tools.stressNg(args)),
+    fio: (args) => (argv.push(["fio", ...args]), tools.fio(args)),
+  };
+  Object.defineProperty(backend, "burnin", { value: recording });
+  return {
+    backend,
+    signal: new AbortController().signal,
+    logger: silentLogger,
+    progress: () => undefined,
+    afterResult: () => undefined,
+    argv,
+  };
+}
+
+// stress-ng 0.15.06's own output (Debian bookworm), from `stress-ng --cpu 1 --timeout 2 --metrics-brief`
+const REAL_CPU = `stress-ng: info:  [27187] setting to a 2 second run per stressor
+stress-ng: info:  [27187] dispatching hogs: 1 cpu
+stress-ng: metrc: [27187] stressor       bogo ops real time  usr time  sys time   bogo ops/s     bogo ops/s
+stress-ng: metrc: [27187]                           (secs)    (secs)    (secs)   (real time) (usr+sys time)
+stress-ng: metrc: [27187] cpu                 744      2.01      0.66      0.00       369.90        1128.32
+stress-ng: info:  [27187] successful run completed in 2.03s
+`;
+
+describe("the burn-in steps in the catalogue", () => {
+  it("are IPA's: deploy interface, priority 0, abortable; burnin_disk is no service step", () => {
+    const burnin = AGENT_STEPS.filter((s) => s.step.startsWith("burnin_")).map(
+      (s) => `${s.kind}:${s.interface}.${s.step}:${s.priority}:${s.abortable}`,
+    );
+    expect(burnin.sort()).toEqual(
+      [
+        "clean:deploy.burnin_cpu:0:true",
+        "clean:deploy.burnin_disk:0:true",
+        "clean:deploy.burnin_memory:0:true",
+        "clean:deploy.burnin_network:0:true",
+        "service:deploy.burnin_cpu:0:true",
+        "service:deploy.burnin_memory:0:true",
+        "service:deploy.burnin_network:0:true",
+      ].sort(),
+    );
+    // one SMART step, under the issue's name
+    expect(AGENT_STEPS.filter((s) => /smart/.test(s.step)).map((s) => `${s.kind}:${s.step}`)).toEqual([
+      "clean:smart_check",
+      "service:smart_check",
+    ]);
+  });
+});
+
+describe("burninArgs: driver_info knobs, then the step's args", () => {
+  it("reads IPA's agent_burnin_* keys (numbers given as strings too) and lets step args win", () => {
+    const info = {
+      agent_burnin_cpu_timeout: "120",
+      agent_burnin_vm_timeout: 30,
+      "agent_burnin_vm_vm-bytes": "10%",
+      agent_burnin_fio_disk_loops: 2,
+      agent_burnin_fio_network_config: JSON.stringify({ role: "reader", partner: "192.0.2.9" }),
+      agent_burnin_fio_network_runtime: 60,
+    };
+    expect(burninArgs("burnin_cpu", info, {})).toEqual({ timeout: 120 });
+    expect(burninArgs("burnin_cpu", info, { timeout: 5 })).toEqual({ timeout: 5 });
+    expect(burninArgs("burnin_memory", info, {})).toEqual({ timeout: 30, vm_bytes: "10%" });
+    expect(burninArgs("burnin_disk", info, { runtime: 3 })).toEqual({ loops: 2, runtime: 3 });
+    expect(BurninNetworkArgs.parse(burninArgs("burnin_network", info, {}))).toEqual({
+      role: "reader",
+      partner: "192.0.2.9",
+      runtime: 60,
+    });
+  });
+
+  it("vm-bytes and partners that could be read as options are refused", () => {
+    expect(VmBytesSchema.safeParse("98%").success).toBe(true);
+    expect(VmBytesSchema.safeParse("512m").success).toBe(true);
+    expect(VmBytesSchema.safeParse("--help").success).toBe(false);
+    expect(VmBytesSchema.safeParse("101%").success).toBe(false);
+    expect(BurninNetworkArgs.safeParse({ role: "writer", partner: "-listen" }).success).toBe(false);
+    expect(BurninNetworkArgs.safeParse({ role: "writer", partner: "a b" }).success).toBe(false);
+  });
+});
+
+describe("parseStressNg", () => {
+  it("reads stress-ng's metrics rows (0.15's metrc: tag and older info:) and its fail: lines", () => {
+    expect(parseStressNg(REAL_CPU)).toEqual({
+      metrics: [{ stressor: "cpu", bogo_ops: 744, real_time_s: 2.01, bogo_ops_per_s: 369.9 }],
+      failures: [],
+    });
+    const older = REAL_CPU.replaceAll("metrc:", "info: ").concat(
+      "stress-ng: fail:  [27190] vm: detected 3 bit errors while verifying\n",
+    );
+    expect(parseStressNg(older)).toEqual({
+      metrics: [{ stressor: "cpu", bogo_ops: 744, real_time_s: 2.01, bogo_ops_per_s: 369.9 }],
+      failures: ["vm: detected 3 bit errors while verifying"],
+    });
+  });
+
+  it("never throws, and reports only well-formed non-negative figures, on any output", () => {
+    const line = fc.oneof(
+      fc.string(),
+      fc
+        .tuple(
+          fc.stringMatching(/^[a-z]{1,8}$/),
+          fc.array(fc.float({ min: 0, max: 1e6, noNaN: true }), { minLength: 6, maxLength: 6 }),
+        )
+        .map(([name, n]) => `stress-ng: metrc: [1] ${name} ${n.map((x) => x.toFixed(2)).join(" ")}`),
+      fc.constantFrom(...REAL_CPU.split("\n")),
+    );
+    fc.assert(
+      fc.property(fc.array(line, { maxLength: 30 }), (lines) => {
+        const out = parseStressNg(lines.join("\n"));
+        for (const m of out.metrics) {
+          expect(m.stressor).toMatch(/^[a-z][a-z0-9-]*$/);
+          for (const x of [m.bogo_ops, m.real_time_s, m.bogo_ops_per_s])
+            expect(Number.isFinite(x) && x >= 0).toBe(true);
+        }
+        expect(out.failures.length).toBeLessThanOrEqual(20);
+      }),
+    );
+  });
+});
+
+describe("parseFioJson", () => {
+  const report = (jobs: object[]) => JSON.stringify({ "fio version": "fio-3.33", jobs }, null, 2);
+  const job = {
+    jobname: "/dev/loop0",
+    error: 0,
+    total_err: 0,
+    job_runtime: 3000,
+    read: { io_bytes: 544_083_968, bw: 177_110, iops: 44_277.67, runtime: 3000 },
+    write: { io_bytes: 277_008_384, bw: 116_601, iops: 22_000.2, runtime: 2500 },
+  };
+
+  it("reads each job's bytes, MB/s, IOPS and errors, after the lines fio's net engine prints first", () => {
+    const expected = {
+      name: "/dev/loop0",
+      read_bytes: 544_083_968,
+      write_bytes: 277_008_384,
+      read_mb_s: 181.36,
+      write_mb_s: 110.8,
+      read_iops: 44_278,
+      write_iops: 22_000,
+      runtime_ms: 3000,
+      error: 0,
+      total_errors: 0,
+    };
+    expect(parseFioJson(report([job]))).toEqual([expected]);
+    expect(
+      parseFioJson(`fio: waiting for connection\nfio: waiting for connection\n${report([job])}`),
+    ).toEqual([expected]);
+    expect(parseFioJson("fio: pid=0, err=22/file:filesetup.c:1155")).toBeNull();
+    expect(parseFioJson("")).toBeNull();
+  });
+
+  it("never throws on any output, and its figures are finite and non-negative", () => {
+    const direction = fc.record({
+      io_bytes: fc.oneof(fc.nat(), fc.double(), fc.string()),
+      bw: fc.oneof(fc.nat(), fc.constant(-1)),
+      iops: fc.double({ min: 0, max: 1e9, noNaN: true }),
+      runtime: fc.oneof(fc.nat(), fc.constant(null)),
+    });
+    const fioJob = fc.record({
+      jobname: fc.string(),
+      error: fc.integer(),
+      read: direction,
+      write: direction,
+    });
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.string(),
+          fc.jsonValue().map((v) => JSON.stringify(v)),
+          fc.array(fioJob, { maxLength: 4 }).map((jobs) => `fio: waiting\n${report(jobs)}`),
+        ),
+        (stdout) => {
+          const jobs = parseFioJson(stdout);
+          for (const j of jobs ?? []) {
+            for (const x of [
+              j.read_bytes,
+              j.write_bytes,
+              j.read_mb_s,
+              j.write_mb_s,
+              j.read_iops,
+              j.write_iops,
+            ]) {
+              expect(Number.isFinite(x) && x >= 0).toBe(true);
+            }
+          }
+        },
+      ),
+    );
+  });
+});
+
+describe("the burn-in commands on the simulated machine", () => {
+  it("burnin_cpu runs IPA's stress-ng command and returns its bogo ops", async () => {
+    const ctx = context();
+    expect(await burninCpu({ timeout: 3 }, ctx)).toEqual({
+      tool: "stress-ng",
+      stressor: "cpu",
+      timeout_s: 3,
+      metrics: [{ stressor: "cpu", bogo_ops: 1200, real_time_s: 3, bogo_ops_per_s: 400 }],
+    });
+    expect(ctx.argv).toEqual([["stress-ng", "--cpu", "0", "--timeout", "3", "--metrics-brief"]]);
+  });
+
+  it("burnin_memory defaults to IPA's 98 % and a day, and fails on a verification error", async () => {
+    const ctx = context();
+    await burninMemory({}, ctx);
+    expect(ctx.argv[0]).toEqual([
+      "stress-ng",
+      "--vm",
+      "0",
+      "--timeout",
+      "86400",
+      "--vm-bytes",
+      "98%",
+      "--metrics-brief",
+    ]);
+    await expect(burninMemory({ timeout: 1 }, context(["memory"]))).rejects.toMatchObject({
+      code: "COMMAND_FAILED",
+      message: "burnin_memory: stress-ng (vm) failed: vm: detected 3 bit errors while verifying",
+    });
+  });
+
+  it("burnin_disk runs one fio job per disk and fails naming the disks with errors", async () => {
+    const ctx = context();
+    const result = (await burninDisk({ loops: 1, runtime: 2 }, ctx)) as { devices: { name: string }[] };
+    expect(result.devices.map((d) => d.name)).toEqual(DISKS);
+    expect(ctx.argv[0]).toEqual(
+      expect.arrayContaining(["--verify=crc32c", "--loops=1", "--runtime=2", `--name=${DISKS[0]}`]),
+    );
+    await expect(burninDisk({ devices: [DISKS[1]!] }, context(["disk"]))).rejects.toMatchObject({
+      code: "COMMAND_FAILED",
+      message: `burnin_disk: fio found errors on ${DISKS[1]} (error 5, 12 I/O or verify errors)`,
+    });
+    await expect(burninDisk({ devices: ["/dev/nope"] }, context())).rejects.toMatchObject({
+      code: "BAD_ARGS",
+    });
+  });
+
+  it("burnin_network runs both directions, its role first", async () => {
+    const ctx = context();
+    const result = (await burninNetwork({ role: "reader", partner: "192.0.2.9", runtime: 5 }, ctx)) as {
+      directions: { role: string; read_mb_s: number; write_mb_s: number }[];
+    };
+    expect(result.directions.map((d) => d.role)).toEqual(["reader", "writer"]);
+    expect(ctx.argv[0]).toEqual(expect.arrayContaining(["--hostname=192.0.2.9", "--rw=read"]));
+    expect(ctx.argv[1]).toEqual(expect.arrayContaining(["--listen", "--rw=write", "--runtime=5"]));
+    await expect(
+      burninNetwork({ role: "writer", partner: "192.0.2.9", runtime: 5 }, context(["network"])),
+    ).rejects.toMatchObject({
+      code: "COMMAND_FAILED",
+      message: expect.stringMatching(/^burnin_network: fio \(network\) as writer/),
+    });
+  });
+});
+
+describe("the conductor's side of a burn-in step", () => {
+  it("refuses bad knobs before the agent is asked, and says how burnin_network pairs", async () => {
+    const task = (driverInfo: Record<string, unknown>) =>
+      ({ node: { driver_info: driverInfo } }) as unknown as DriverTask;
+    await expect(burninRun("burnin_network")(task({}), { runtime: 5 })).rejects.toThrow(
+      /burnin_network: invalid burn-in settings: .*agent_burnin_fio_network_config.*dynamic pairing is not supported/,
+    );
+    await expect(burninRun("burnin_cpu")(task({ agent_burnin_cpu_timeout: "soon" }), {})).rejects.toThrow(
+      /^burnin_cpu: invalid burn-in settings: timeout: /,
+    );
+  });
+});
