@@ -1,9 +1,11 @@
 // API benchmark: 10,000 nodes created through the API (concurrency 8), then list/detail/show latencies and the
 // conductor's RSS, printed beside real Ironic 21.4 measured on this machine kind (shared/reference/ironic-bench.md).
 // BENCH_AUTH=token: the conductor runs http_basic and every call carries a bearer token.
-// BENCH_BASELINE_REV=<revision>: that revision's conductor (extracted with git archive) is measured too, in
-// the same run, in BENCH_ROUNDS interleaved rounds (default 4: baseline first, then this checkout first, …), each
-// round on a fresh database; every figure is printed per round with the median per-round ratio.
+// BENCH_BASELINE_REV=<revision>[,<revision>…]: each revision's conductor (extracted with git archive) is measured
+// too, in the same run, in BENCH_ROUNDS interleaved rounds (default 4: baselines first, then this checkout first,
+// …), each round on a fresh database; every figure is printed per round with the median per-round ratio against
+// each baseline. Node creation is also given for the first 1,000 creates and for the rest apart (a rate that
+// falls as the table grows shows there).
 import bcrypt from "bcryptjs";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -27,8 +29,10 @@ const CONCURRENCY = 8;
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 30);
 
 const AUTH = process.env.BENCH_AUTH === "token" ? "token" : "noauth";
-const BASELINE_REV = process.env.BENCH_BASELINE_REV;
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (BASELINE_REV ? 4 : 1));
+const BASELINE_REVS = (process.env.BENCH_BASELINE_REV ?? "").split(",").filter((rev) => rev !== "");
+/** The creates timed apart as "first" (the rest are "next"). */
+const FIRST = Math.min(1000, NODES);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (BASELINE_REVS.length > 0 ? 4 : 1));
 
 const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 /** Sent with every call (the bearer token once issued). */
@@ -94,6 +98,9 @@ type Timed = { p50: number; p99: number; rps: number };
 /** One checkout's figures in one round. */
 interface Measured {
   createRate: number;
+  /** Creates per second over the first FIRST creates, and over the rest. */
+  firstRate: number;
+  nextRate: number;
   list: Timed;
   detail: Timed;
   one: Timed;
@@ -102,6 +109,8 @@ interface Measured {
 
 const FIGURES: Figure<Measured>[] = [
   { name: "POST /v1/nodes (concurrency 8)", unit: "/s", digits: 0, of: (m) => m.createRate },
+  { name: `POST /v1/nodes, first ${FIRST}`, unit: "/s", digits: 0, of: (m) => m.firstRate },
+  { name: `POST /v1/nodes, next ${NODES - FIRST}`, unit: "/s", digits: 0, of: (m) => m.nextRate },
   { name: "GET /v1/nodes?limit=1000 p50", unit: "ms", digits: 1, of: (m) => m.list.p50 },
   { name: "GET /v1/nodes?limit=1000 p99", unit: "ms", digits: 1, of: (m) => m.list.p99 },
   { name: "GET /v1/nodes/detail p50", unit: "ms", digits: 1, of: (m) => m.detail.p50 },
@@ -115,15 +124,17 @@ const FIGURES: Figure<Measured>[] = [
 async function main(): Promise<void> {
   printLoad("at start");
   const root = mkdtempSync(join(tmpdir(), "anvil-bench-"));
-  const checkouts: [string, string | undefined][] = [["this checkout", undefined]];
-  if (BASELINE_REV) {
-    const base = join(root, "baseline");
+  const checkouts: [string, string | undefined][] = [];
+  for (const rev of BASELINE_REVS) {
+    const base = join(root, `baseline-${rev.replace(/\W+/g, "-")}`);
     mkdirSync(base);
-    execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "bash", BASELINE_REV, base]);
+    execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "bash", rev, base]);
     symlinkSync(resolve("node_modules"), join(base, "node_modules"));
-    checkouts.unshift([`baseline ${BASELINE_REV}`, base]);
+    checkouts.push([`baseline ${rev}`, base]);
   }
-  const rounds: PairedRound<Measured>[] = [];
+  checkouts.push(["this checkout", undefined]);
+  /** Per baseline, its rounds paired with this checkout's. */
+  const rounds = new Map<string, PairedRound<Measured>[]>(BASELINE_REVS.map((rev) => [rev, []]));
   try {
     for (let round = 0; round < ROUNDS; round++) {
       const load0 = loadNow();
@@ -134,19 +145,16 @@ async function main(): Promise<void> {
         console.log(`\n== round ${round + 1}/${ROUNDS}: ${name} (${AUTH}), load ${loadNow().toFixed(2)} ==`);
         results.set(name, await measure(dir, cwd));
       }
-      if (checkouts.length === 2)
-        rounds.push({
-          base: results.get(checkouts[0]![0])!,
-          here: results.get(checkouts[1]![0])!,
-          load: [load0, loadNow()],
-        });
+      const load: [number, number] = [load0, loadNow()];
+      for (const [rev, paired] of rounds)
+        paired.push({ base: results.get(`baseline ${rev}`)!, here: results.get("this checkout")!, load });
     }
   } finally {
     rmSync(root, { recursive: true, force: true });
     agent.destroy();
   }
-  if (BASELINE_REV)
-    compareRounds(FIGURES, rounds, { title: `API, SQLite, ${NODES} nodes, ${AUTH}`, baseline: BASELINE_REV });
+  for (const [rev, paired] of rounds)
+    compareRounds(FIGURES, paired, { title: `API, SQLite, ${NODES} nodes, ${AUTH}`, baseline: rev });
   printLoad("at end");
 }
 
@@ -156,6 +164,8 @@ async function measure(dir: string, cwd: string | undefined): Promise<Measured> 
     await issueToken(url);
     let next = 0;
     let failed = 0;
+    let done = 0;
+    let firstDone = 0;
     const createStart = performance.now();
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
@@ -169,10 +179,14 @@ async function measure(dir: string, cwd: string | undefined): Promise<Measured> 
             driver_info: { ipmi_address: `10.0.${i >> 8}.${i & 255}`, ipmi_password: "secret" },
           });
           if (res.status !== 201) failed++;
+          if (++done === FIRST) firstDone = performance.now();
         }
       }),
     );
-    const createRate = NODES / ((performance.now() - createStart) / 1000);
+    const createEnd = performance.now();
+    const createRate = NODES / ((createEnd - createStart) / 1000);
+    const firstRate = FIRST / ((firstDone - createStart) / 1000);
+    const nextRate = NODES > FIRST ? (NODES - FIRST) / ((createEnd - firstDone) / 1000) : NaN;
     const list = await timed(SAMPLES, async () => {
       const res = await call(`${url}/v1/nodes?limit=1000`, "GET");
       if (res.status !== 200 || (JSON.parse(res.text) as { nodes: unknown[] }).nodes.length !== 1000)
@@ -194,6 +208,12 @@ async function measure(dir: string, cwd: string | undefined): Promise<Measured> 
     );
     row("measurement", "Anvil", "Ironic 21.4", "ratio");
     row("POST /v1/nodes", `${createRate.toFixed(0)}/s`, "38-57/s", `${(createRate / 57).toFixed(1)}x`);
+    row(
+      `POST /v1/nodes first ${FIRST} / next`,
+      `${firstRate.toFixed(0)} / ${nextRate.toFixed(0)}/s`,
+      "63 / 58/s",
+      `${(firstRate / 63).toFixed(1)}x / ${(nextRate / 58).toFixed(1)}x`,
+    );
     row(
       "GET /v1/nodes?limit=1000 p50 / p99",
       `${list.p50.toFixed(1)} / ${list.p99.toFixed(1)} ms`,
@@ -218,7 +238,7 @@ async function measure(dir: string, cwd: string | undefined): Promise<Measured> 
       ["RSS < 200 MB", rss < 200],
     ] as const;
     for (const [goal, met] of goals) console.log(`goal ${goal}: ${met ? "met" : "NOT met"}`);
-    return { createRate, list, detail, one, rss };
+    return { createRate, firstRate, nextRate, list, detail, one, rss };
   } finally {
     child.kill("SIGTERM");
   }

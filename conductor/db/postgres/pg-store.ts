@@ -77,6 +77,12 @@ class PgDialect implements Dialect {
     }
   }
 
+  // NOTE: each write keeps its own statement on the pool: grouping would hold one connection per group and
+  // order the writes behind each other, where the pool now runs them side by side
+  grouped<T>(work: (db: Executor) => Promise<T>): Promise<T> {
+    return work(this);
+  }
+
   async all<R>(sql: string, params: readonly SqlValue[], options?: { raw?: boolean }): Promise<R[]> {
     await this.ready;
     return this.pooled.all<R>(sql, params, options);

@@ -53,6 +53,12 @@ export interface Dialect extends Executor {
   violation(error: unknown): { kind: "unique" | "foreign"; detail: string } | null;
   /** Runs `work` in one transaction that takes the write lock first; rolls back when it throws. */
   transaction<T>(work: (db: Executor) => Promise<T>): Promise<T>;
+  /**
+   * Runs a write that needs no answer before it commits (a node's insert, a history row), possibly in one
+   * transaction with the other writes queued in the same tick (group commit). Atomic on its own: a write that
+   * throws is rolled back alone. Settles only after its commit.
+   */
+  grouped<T>(work: (db: Executor) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 

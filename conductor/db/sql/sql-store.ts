@@ -280,7 +280,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   }
 
   async createNode(node: NodeRecord): Promise<NodeRecord> {
-    await this.writeNode(this.d, node, true);
+    await this.d.grouped((db) => this.writeNode(db, node, true));
     return node;
   }
 
@@ -651,7 +651,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
 
   async addNodeHistory(entry: NodeHistoryRecord): Promise<void> {
     const { uuid, node_uuid, created_at } = entry;
-    await this.insert("node_history", { uuid, node_uuid, created_at, doc: JSON.stringify(entry) });
+    const row = { uuid, node_uuid, created_at, doc: JSON.stringify(entry) };
+    await this.d.grouped((db) => this.insert("node_history", row, { db }));
   }
 
   listNodeHistory(nodeUuid: string, page: { limit?: number; marker?: string }): Promise<NodeHistoryRecord[]> {

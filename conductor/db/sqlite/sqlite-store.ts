@@ -18,6 +18,13 @@ function named(params: readonly SqlValue[]): Record<string, SqlValue> {
   return values;
 }
 
+/** A write waiting for the next group commit, and how to tell its caller. */
+interface Queued {
+  work: (db: Executor) => Promise<unknown>;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
 /** SQLite through better-sqlite3: synchronous calls behind the async Executor, one connection. */
 class SqliteDialect implements Dialect {
   readonly db: Database.Database;
@@ -25,6 +32,8 @@ class SqliteDialect implements Dialect {
   readonly statements = new Map<string, Database.Statement>();
   /** Settles when the open transaction ends; statements of other callers wait for it (one connection). */
   private busy: Promise<void> | null = null;
+  /** Writes queued for the group commit that runs once this tick's I/O is handled (null: none queued). */
+  private queued: Queued[] | null = null;
   /** Whether migrations ran on a database that had nodes already (derived columns must be filled). */
   readonly migrated: boolean;
   readonly true = "1";
@@ -109,6 +118,54 @@ class SqliteDialect implements Dialect {
     }
   }
 
+  /**
+   * Group commit: the writes queued in one tick share one transaction, so the index pages they touch are
+   * written to the WAL (and checkpointed) once per group instead of once per write. Each runs in its own
+   * savepoint (one that throws is undone alone); every caller is answered after the COMMIT.
+   */
+  grouped<T>(work: (db: Executor) => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (this.queued === null) {
+        this.queued = [];
+        setImmediate(() => void this.commitQueued());
+      }
+      this.queued.push({ work, resolve: resolve as (value: unknown) => void, reject });
+    });
+  }
+
+  private async commitQueued(): Promise<void> {
+    const queued = this.queued ?? [];
+    this.queued = null;
+    const outcomes: { ok: boolean; value: unknown }[] = [];
+    if (queued.length === 1) {
+      // alone: the transaction is its savepoint
+      const [{ work, resolve, reject }] = queued as [Queued];
+      return this.transaction(work).then(resolve, reject);
+    }
+    try {
+      await this.transaction(async (db) => {
+        for (const { work } of queued) {
+          this.db.exec("SAVEPOINT grouped");
+          try {
+            outcomes.push({ ok: true, value: await work(db) });
+          } catch (error) {
+            this.db.exec("ROLLBACK TO grouped");
+            outcomes.push({ ok: false, value: error });
+          }
+          this.db.exec("RELEASE grouped");
+        }
+      });
+    } catch (error) {
+      for (const { reject } of queued) reject(error);
+      return;
+    }
+    queued.forEach(({ resolve, reject }, i) => {
+      const outcome = outcomes[i];
+      if (outcome?.ok) resolve(outcome.value);
+      else reject(outcome?.value);
+    });
+  }
+
   readonly placeholder = (index: number): string => `@p${index}`;
   readonly bool = (value: boolean): SqlValue => (value ? 1 : 0);
   readonly doc = <T>(value: unknown): T => JSON.parse(value as string) as T;
@@ -144,7 +201,7 @@ class SqliteDialect implements Dialect {
     return code === "SQLITE_CONSTRAINT_FOREIGNKEY" ? { kind: "foreign", detail: error.message } : null;
   }
   async close(): Promise<void> {
-    while (this.busy) await this.busy;
+    while (this.busy || this.queued) await (this.busy ?? new Promise((resolve) => setImmediate(resolve)));
     this.db.close();
   }
 }
