@@ -40,6 +40,8 @@ export interface QemuDisk {
   bus?: DiskBus;
   /** "unmap": the guest's discards reach the image file (holes punched), as on the lab's drives. */
   discard?: "unmap";
+  /** NVMe only: the SMART critical warning bits the drive reports (QEMU's smart_critical_warning), e.g. 0x4. */
+  smartCriticalWarning?: number;
 }
 
 export interface QemuVmOptions {
@@ -101,7 +103,9 @@ export function qemuArgs(options: QemuVmOptions & { serialLog: string }): string
     args.push("-drive", `if=none,id=d${index},file=${disk.path},format=${disk.format}${discard}`);
     const serial = disk.serial === undefined ? "" : `,serial=${disk.serial}`;
     const bootindex = options.boot === "disk" && index === 0 ? ",bootindex=1" : "";
-    args.push(...diskDeviceArgs(disk.bus ?? "virtio", index, `${serial}${bootindex}`));
+    const warning =
+      disk.smartCriticalWarning === undefined ? "" : `,smart_critical_warning=${disk.smartCriticalWarning}`;
+    args.push(...diskDeviceArgs(disk.bus ?? "virtio", index, `${serial}${bootindex}${warning}`));
   });
   if (typeof options.boot === "object") {
     args.push("-kernel", options.boot.kernel, "-initrd", options.boot.initrd, "-append", options.boot.append);

@@ -93,7 +93,14 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
       ],
       disks: [
         { path: join(dir, "virtio.raw"), format: "raw", serial: "ANVIL-VIRTIO-1", bus: "virtio" },
-        { path: join(dir, "nvme.raw"), format: "raw", serial: "ANVIL-NVME-1", bus: "nvme" },
+        // QEMU's NVMe drive reports a critical warning (0x4: reliability degraded), as a dying drive does
+        {
+          path: join(dir, "nvme.raw"),
+          format: "raw",
+          serial: "ANVIL-NVME-1",
+          bus: "nvme",
+          smartCriticalWarning: 0x4,
+        },
         { path: join(dir, "megasas.raw"), format: "raw", serial: "ANVIL-MEGASAS-1", bus: "megasas" },
       ],
       boot: {
@@ -218,6 +225,22 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
           { mac: SECOND_MAC, driver: "8139cp" },
         ]),
       );
+    },
+    BOOT_TIMEOUT_MS,
+  );
+
+  it.runIf(!USE_STAND_IN)(
+    "smart_check fails naming the NVMe drive whose SMART reports a critical warning, and passes a sound disk",
+    async () => {
+      const failed = await conductor.call("smart_check", {}, BOOT_TIMEOUT_MS);
+      expect(failed.ok, JSON.stringify(failed)).toBe(false);
+      const message = failed.ok ? "" : failed.error.message;
+      expect(message).toMatch(/\/dev\/nvme0n1 failing: SMART overall-health self-assessment: FAILED/);
+      expect(message).toContain("NVMe critical warning 0x4");
+      // only the dying drive is named
+      expect(message).not.toMatch(/\/dev\/(vda|sd[a-z])/);
+      const sound = await conductor.call("smart_check", { devices: ["/dev/vda"] }, BOOT_TIMEOUT_MS);
+      expect(sound, JSON.stringify(sound)).toMatchObject({ ok: true });
     },
     BOOT_TIMEOUT_MS,
   );
