@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
+import { mkdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { exec } from "../../shared/system/exec.ts";
@@ -38,12 +40,15 @@ export async function startLldpSwitch(dir: string, nodes: number): Promise<LldpS
   }));
   const sw: LldpSwitch = {
     pid: 0,
-    socket: join(dir, "lldpd.sock"),
+    // Not under the lab's dir: lldpd's privilege-separated half (user _lldpd) must reach its control socket,
+    // and a lab under a 0700 directory (mktemp -d, /root) refused it ("Permission denied").
+    socket: join(tmpdir(), `anvil-lldpd-${tag}`, "lldpd.sock"),
     log: join(dir, "lldpd.log"),
     systemName: `lab-switch-${tag}`,
     ports,
   };
   try {
+    await mkdir(join(sw.socket, ".."), { mode: 0o755 });
     for (const port of ports) {
       await run("ip", ["tuntap", "add", "dev", port.tap, "mode", "tap"]);
       await run("ip", ["link", "set", port.tap, "address", port.mac]);
@@ -74,7 +79,8 @@ export async function startLldpSwitch(dir: string, nodes: number): Promise<LldpS
 }
 
 /** Stops lldpd (by pid) and deletes the taps. */
-export async function stopLldpSwitch(sw: Pick<LldpSwitch, "pid" | "ports">): Promise<void> {
+export async function stopLldpSwitch(sw: Pick<LldpSwitch, "pid" | "ports" | "socket">): Promise<void> {
   if (sw.pid > 0) await stopPid(sw.pid, 3000);
   for (const port of sw.ports) await exec("ip", ["link", "del", port.tap], { timeoutMs: 30_000 });
+  await rm(join(sw.socket, ".."), { recursive: true, force: true });
 }
