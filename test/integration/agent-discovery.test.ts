@@ -39,6 +39,24 @@ async function nodesWithMac(ctx: Ctx, mac: string): Promise<string[]> {
   return (r.body as { ports: { node_uuid: string }[] }).ports.map((p) => p.node_uuid);
 }
 
+/** A simulated machine that boots the ramdisk: its agent dials in, recording its power actions in `events`. */
+function bootMachine(
+  ctx: Ctx,
+  machine: { executable: string; inventory: string; events: string },
+): ReturnType<typeof startAgentProcess> {
+  return startAgentProcess({
+    executable: machine.executable,
+    args: [
+      ...["service", "--conductor", wsOf(ctx), "--backend", "simulated"],
+      ...["--inventory", machine.inventory, "--events", machine.events],
+    ],
+  });
+}
+
+/** The node discovery made for the machine with this MAC, once there is one. */
+const discoveredNode = (ctx: Ctx, mac: string): Promise<string> =>
+  until(async () => (await nodesWithMac(ctx, mac))[0], { what: "the discovered node", timeoutMs: 30_000 });
+
 async function allNodes(ctx: Ctx): Promise<string[]> {
   const r = await api(`${ctx.url}/v1/nodes`, { headers: V96 });
   return (r.body as { nodes: { uuid: string }[] }).nodes.map((n) => n.uuid);
@@ -85,18 +103,9 @@ describe("auto-discovery from the agent's hello", () => {
     const machine = await writeSimulatedMachine(dir, inventory);
     const events = join(dir, "events-1.jsonl");
     // the machine boots the ramdisk: its agent dials in, recording its power actions
-    const booted = startAgentProcess({
-      executable,
-      args: [
-        ...["service", "--conductor", wsOf(ctx), "--backend", "simulated"],
-        ...["--inventory", machine, "--events", events],
-      ],
-    });
+    const booted = bootMachine(ctx, { executable, inventory: machine, events });
     try {
-      const uuid = await until(async () => (await nodesWithMac(ctx, macs[0]!))[0], {
-        what: "the discovered node",
-        timeoutMs: 30_000,
-      });
+      const uuid = await discoveredNode(ctx, macs[0]!);
       const powered = await until(
         async () =>
           (await readFile(events, "utf8").catch(() => "")).includes("power_off") ? true : undefined,
@@ -211,18 +220,9 @@ describe("auto-discovery with fast track", () => {
     const macs = ["52:54:00:27:ff:01"];
     const machine = await writeSimulatedMachine(dir, sampleInventory({ macs }));
     const events = join(dir, "events-fast.jsonl");
-    const booted = startAgentProcess({
-      executable,
-      args: [
-        ...["service", "--conductor", wsOf(ctx), "--backend", "simulated"],
-        ...["--inventory", machine, "--events", events],
-      ],
-    });
+    const booted = bootMachine(ctx, { executable, inventory: machine, events });
     try {
-      const uuid = await until(async () => (await nodesWithMac(ctx, macs[0]!))[0], {
-        what: "the discovered node",
-        timeoutMs: 30_000,
-      });
+      const uuid = await discoveredNode(ctx, macs[0]!);
       // discovery done: the flag is cleared and the lock released (a power_off would have been answered)
       await until(
         async () => {
