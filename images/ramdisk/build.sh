@@ -165,7 +165,9 @@ done
 # iproute2's ip: busybox's cannot create VLANs or bonds (netconfig needs both).
 # tcpdump: the agent's LLDP collector captures one frame per NIC with it, as Node has no AF_PACKET socket
 # (1.3 MB + libpcap 0.3 MB, about 0.6 MB compressed; lldpd would be larger and gives only parsed TLVs).
-tools=(ip lsblk blkid wipefs blkdiscard sfdisk partx mdadm sgdisk nvme hdparm smartctl dmidecode tcpdump grub-install mkfs.fat)
+# stress-ng: burnin_cpu and burnin_memory (fio, for burnin_disk/burnin_network, is not carried: Debian's links
+# ~84 MB of ceph, gluster, rdma and ICU libraries, past the 60 MiB budget).
+tools=(ip lsblk blkid wipefs blkdiscard sfdisk partx mdadm sgdisk nvme hdparm smartctl dmidecode tcpdump stress-ng grub-install mkfs.fat)
 # The path a tool has in the sysroot (Debian's packages still ship some in /bin and /sbin).
 foreign_command() {
   local dir
@@ -256,9 +258,9 @@ printf 'HOMEHOST <none>\n' >"$stage/etc/mdadm/mdadm.conf"
   cat "$firmware_dir/packages"
   if [ -n "$foreign" ]; then
     echo "arch $arch"
-    grep -E '^(busybox-static|iproute2|util-linux|fdisk|mdadm|gdisk|nvme-cli|hdparm|smartmontools|dmidecode|tcpdump|dosfstools|grub2-common|grub-efi-arm64-bin|libc6|libstdc\+\+6) ' "$debian_dir/packages"
+    grep -E '^(busybox-static|iproute2|util-linux|fdisk|mdadm|gdisk|nvme-cli|hdparm|smartmontools|dmidecode|tcpdump|stress-ng|dosfstools|grub2-common|grub-efi-arm64-bin|libc6|libstdc\+\+6) ' "$debian_dir/packages"
   else
-    dpkg-query -W -f='${Package} ${Version}\n' busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode tcpdump dosfstools grub2-common grub-pc-bin grub-efi-amd64-bin libc6
+    dpkg-query -W -f='${Package} ${Version}\n' busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode tcpdump stress-ng dosfstools grub2-common grub-pc-bin grub-efi-amd64-bin libc6
   fi
 } >"$stage/etc/anvil/build-info"
 

@@ -18,11 +18,12 @@ esac
 # The tools images/ramdisk/build.sh copies (their names in the host's package list there), glibc, the C++
 # runtime Node's official binary links, and GRUB's arm64 EFI platform files. No grub-pc-bin: BIOS is x86 only.
 packages=(
-  busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode tcpdump dosfstools
+  busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode tcpdump stress-ng dosfstools
   grub2-common grub-efi-arm64-bin libc6 libstdc++6 libgcc-s1
 )
 cache=${ANVIL_CACHE:-"$(cd "$(dirname "$0")/../.." && pwd)/.tmp/cache"}
-dir="$cache/debian-$arch"
+# named by the package list too: adding a package fetches anew instead of reusing a set without it
+dir="$cache/debian-$arch-$(printf '%s\n' "${packages[@]}" | sha256sum | cut -c1-12)"
 if [ -f "$dir/packages" ]; then echo "$dir"; exit 0; fi
 # Parallel test workers may all start on a cold cache: one fetches, the others wait for it.
 mkdir -p "$cache"

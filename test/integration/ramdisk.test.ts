@@ -246,6 +246,27 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
   );
 
   it.runIf(!USE_STAND_IN)(
+    "burnin_cpu and burnin_memory run the ramdisk's stress-ng and report its figures",
+    async () => {
+      for (const [name, args, stressor] of [
+        ["burnin_cpu", { timeout: 2, cpu: 1 }, "cpu"],
+        ["burnin_memory", { timeout: 2, vm: 1, vm_bytes: "32m" }, "vm"],
+      ] as const) {
+        const result = await conductor.call(name, args, BOOT_TIMEOUT_MS);
+        expect(result, JSON.stringify(result)).toMatchObject({
+          ok: true,
+          value: { tool: "stress-ng", stressor },
+        });
+        const metrics = result.ok ? (result.value as { metrics: { bogo_ops: number }[] }).metrics : [];
+        expect(metrics.length).toBeGreaterThan(0);
+        expect(metrics[0]?.bogo_ops).toBeGreaterThan(0);
+        console.log(`${name} under TCG in the ramdisk: ${JSON.stringify(metrics)}`);
+      }
+    },
+    BOOT_TIMEOUT_MS,
+  );
+
+  it.runIf(!USE_STAND_IN)(
     "the agent writes the compressed qcow2 test image and a config drive to the MegaRAID disk the hints pick, which then boots",
     async () => {
       const images = join(dir, "images");
