@@ -15,9 +15,8 @@ import { exec } from "../../shared/system/exec.ts";
 import { FakeConductor } from "../../test/helpers/fake-conductor.ts";
 import { startQemu } from "../../test/helpers/qemu.ts";
 import { waitFor } from "../../test/helpers/wait.ts";
-import { percentile } from "./percentile.ts";
+import { median, roundOrder } from "./interleave.ts";
 
-const sorted = (values: number[]): number[] => [...values].sort((x, y) => x - y);
 const MAC = "52:54:00:4a:4e:b1";
 const HELLO_TIMEOUT_MS = 600_000;
 
@@ -61,7 +60,7 @@ async function main(): Promise<void> {
   const times: Record<"a" | "b", number[]> = { a: [], b: [] };
   try {
     for (let round = 0; round < rounds; round++) {
-      const order: ("a" | "b")[] = round % 2 === 0 ? ["a", "b"] : ["b", "a"];
+      const order = roundOrder(["a", "b"] as const, round);
       for (const side of order) {
         const ms = await bootToHello(sides[side], scratch);
         times[side].push(ms);
@@ -73,12 +72,12 @@ async function main(): Promise<void> {
   }
   for (const side of ["a", "b"] as const) {
     const size = statSync(join(sides[side], "anvil.initramfs")).size;
-    const median = percentile(sorted(times[side]), 50);
+    const middle = median(times[side]);
     console.log(
-      `${side} ${sides[side]}: initramfs ${(size / 1e6).toFixed(1)} MB, boot-to-hello median ${(median / 1000).toFixed(1)} s`,
+      `${side} ${sides[side]}: initramfs ${(size / 1e6).toFixed(1)} MB, boot-to-hello median ${(middle / 1000).toFixed(1)} s`,
     );
   }
-  const ratio = percentile(sorted(times.b), 50) / percentile(sorted(times.a), 50);
+  const ratio = median(times.b) / median(times.a);
   console.log(
     `b/a boot-to-hello: ×${ratio.toFixed(2)} (per round: ${times.b.map((b, i) => (b / (times.a[i] ?? b)).toFixed(2)).join(", ")})`,
   );
