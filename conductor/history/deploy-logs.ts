@@ -1,8 +1,13 @@
 import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { gunzipSync, gzipSync } from "node:zlib";
+import { promisify } from "node:util";
+import { gunzip as gunzipCallback, gzip as gzipCallback } from "node:zlib";
 import { maskSecretsInText } from "../../shared/secrets.ts";
 import { readTar, writeTar, type TarEntry } from "./tar.ts";
+
+// zlib's thread pool, not the event loop: an archive may unpack to tens of MiB
+const gunzip = promisify(gunzipCallback);
+const gzip = promisify(gzipCallback);
 
 /** One stored archive, as the API lists it. */
 export interface DeployLogInfo {
@@ -79,10 +84,10 @@ export class DeployLogStore {
     options: { reason: string; at?: Date },
   ): Promise<DeployLogInfo> {
     const at = options.at ?? new Date();
-    const tar = gunzipSync(archive, { maxOutputLength: this.limits.maxUnpackedBytes });
+    const tar = await gunzip(archive, { maxOutputLength: this.limits.maxUnpackedBytes });
     const entries = await readTar(tar, { maxEntries: MAX_ENTRIES, maxBytes: this.limits.maxUnpackedBytes });
     const reasonFile = { name: "reason.txt", data: Buffer.from(`${options.reason}\n`) };
-    const stored = gzipSync(await writeTar([reasonFile, ...entries.map(masked)], at));
+    const stored = await gzip(await writeTar([reasonFile, ...entries.map(masked)], at));
     const dir = this.nodeDir(node.uuid);
     await mkdir(dir, { recursive: true, mode: 0o750 });
     const fields = [node.uuid, ...(node.instance_uuid ? [node.instance_uuid] : []), labelOf(options.reason)];
@@ -133,7 +138,7 @@ export class DeployLogStore {
 
   /** The files of a stored archive (this store wrote it: masked already). */
   async unpack(archive: Buffer): Promise<TarEntry[]> {
-    const tar = gunzipSync(archive, { maxOutputLength: this.limits.maxUnpackedBytes + 1024 * 1024 });
+    const tar = await gunzip(archive, { maxOutputLength: this.limits.maxUnpackedBytes + 1024 * 1024 });
     return readTar(tar, { maxEntries: MAX_ENTRIES + 1, maxBytes: this.limits.maxUnpackedBytes + 1024 });
   }
 
