@@ -30,13 +30,24 @@ export class ExecTimeoutError extends Error {
 }
 
 /**
- * The child's whole environment, from an allowlist: PATH, LANG=C and the caller's own keys. A null-prototype
- * object read with Object.keys, so nothing inherited (a polluted Object.prototype) can ever reach a child.
+ * Where the machine's trusted CAs are (public paths, no secret): a child that downloads (Node's fetch, curl,
+ * apt) must trust what this process trusts, or a network that inspects TLS with its own CA breaks it.
+ */
+const CA_VARIABLES = ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR"] as const;
+
+/**
+ * The child's whole environment, from an allowlist: PATH, LANG=C, the CA locations (CA_VARIABLES) and the
+ * caller's own keys. A null-prototype object read with Object.keys, so nothing inherited (a polluted
+ * Object.prototype) can ever reach a child.
  */
 export function childEnvironment(extra: Readonly<Record<string, string>> = {}): Record<string, string> {
   const env = Object.create(null) as Record<string, string>;
   env.PATH = process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin";
   env.LANG = "C";
+  for (const key of CA_VARIABLES) {
+    const value = process.env[key];
+    if (typeof value === "string") env[key] = value;
+  }
   for (const key of Object.keys(extra)) {
     const value = extra[key];
     if (typeof value === "string") env[key] = value;

@@ -89,4 +89,17 @@ describe("child environments", () => {
       delete proto.POLLUTED_FOR_TEST;
     }
   });
+
+  it("carry where the machine's CAs are, so a child that downloads trusts what this process trusts", async () => {
+    const saved = process.env.NODE_EXTRA_CA_CERTS;
+    process.env.NODE_EXTRA_CA_CERTS = "/etc/ssl/certs/test-bundle.crt";
+    try {
+      const result = await exec("env", []);
+      expect(result.stdout).toContain("NODE_EXTRA_CA_CERTS=/etc/ssl/certs/test-bundle.crt");
+      expect(result.stdout).not.toMatch(/^HOME=/m);
+    } finally {
+      if (saved === undefined) delete process.env.NODE_EXTRA_CA_CERTS;
+      else process.env.NODE_EXTRA_CA_CERTS = saved;
+    }
+  });
 });
