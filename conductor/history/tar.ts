@@ -82,7 +82,10 @@ export async function readTar(archive: Buffer, limits: TarLimits): Promise<TarEn
   return entries;
 }
 
-/** A ustar archive of regular files (mode 0644, owner root) dated `mtime`. @throws TarError for a long name */
+/**
+ * A tar of regular files (mode 0644, owner root) dated `mtime`; a name past ustar's 100 bytes (readTar keeps
+ * up to 255) gets a pax header from tar-stream, so every file read can be written back.
+ */
 export async function writeTar(entries: readonly TarEntry[], mtime: Date): Promise<Buffer> {
   const archive = pack();
   const chunks: Buffer[] = [];
@@ -92,7 +95,6 @@ export async function writeTar(entries: readonly TarEntry[], mtime: Date): Promi
     archive.on("error", reject);
   });
   for (const entry of entries) {
-    if (Buffer.byteLength(entry.name) > 100) throw new TarError(`name longer than 100 bytes: ${entry.name}`);
     archive.entry(
       { name: entry.name, mode: 0o644, uid: 0, gid: 0, uname: "root", gname: "root", mtime },
       entry.data,

@@ -90,6 +90,14 @@ describe("tar", () => {
     }
   });
 
+  it("writes back a name longer than ustar's 100 bytes that it read", async () => {
+    const name = `journal/${"n".repeat(200)}.log`;
+    const entries = [{ name, data: Buffer.from("long\n") }];
+    expect(await readTar(await writeTar(entries, new Date(0)), { maxEntries: 2, maxBytes: 100 })).toEqual(
+      entries,
+    );
+  });
+
   it("round-trips any files and refuses archives past its limits", async () => {
     const name = fc.stringMatching(/^[a-z0-9._-]{1,40}$/).filter((n) => safeEntryName(n) === n);
     const files = fc.uniqueArray(fc.record({ name, data: fc.uint8Array({ maxLength: 2000 }) }), {
