@@ -92,6 +92,10 @@ export const PortCreateBody = z
     is_smartnic: Booleanish.optional(),
     /** 1.88; Ironic's PORT_SCHEMA: any string (the database holds 255) */
     name: z.string().max(255).nullable().optional(),
+    /** 1.97, 1.100, 1.101: Ironic's PORT_SCHEMA lengths */
+    description: z.string().max(255).nullable().optional(),
+    vendor: z.string().max(32).nullable().optional(),
+    category: z.string().max(80).nullable().optional(),
   })
   .strict();
 export type PortCreateBody = z.infer<typeof PortCreateBody>;
@@ -106,7 +110,7 @@ export const VifAttachBody = z
   .loose();
 export type VifAttachBody = z.infer<typeof VifAttachBody>;
 
-/** Ironic's PORTGROUP_SCHEMA (before 1.102: no physical_network, no category). */
+/** Ironic's PORTGROUP_SCHEMA (physical_network 1.102, category 1.103: accepted at any version, as Ironic). */
 export const PortgroupCreateBody = z
   .object({
     uuid: UUID.nullable().optional(),
@@ -117,6 +121,8 @@ export const PortgroupCreateBody = z
     extra: JsonObject.nullable().optional(),
     mode: z.string().max(255).nullable().optional(),
     properties: JsonObject.nullable().optional(),
+    physical_network: z.string().max(64).nullable().optional(),
+    category: z.string().max(80).nullable().optional(),
   })
   .strict();
 export type PortgroupCreateBody = z.infer<typeof PortgroupCreateBody>;

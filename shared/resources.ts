@@ -93,10 +93,25 @@ export const PortRecord = z.object({
   extra: JsonObject,
   is_smartnic: z.boolean(),
   name: nullableString,
+  /** 1.97, 1.100, 1.101; absent from a port stored before them (read as null: see PORT_LATER_FIELDS) */
+  description: nullableString.default(null),
+  vendor: nullableString.default(null),
+  category: nullableString.default(null),
   created_at: z.string(),
   updated_at: nullableString,
 });
 export type PortRecord = z.infer<typeof PortRecord>;
+
+/** Port fields added after ports were first stored: a document written before them holds none of them. */
+export const PORT_LATER_FIELDS = { description: null, vendor: null, category: null } as const;
+
+/** Port group fields added after port groups were first stored (1.102, 1.103). */
+export const PORTGROUP_LATER_FIELDS = { physical_network: null, category: null } as const;
+
+/** A stored record with the fields added after it was written set to their defaults. */
+export function withLaterFields<T extends object, D extends object>(record: T, later: D): T {
+  return { ...later, ...record };
+}
 
 /**
  * A new port with Ironic's defaults (PXE-enabled, in no group, no physical network, not a SmartNIC); the
@@ -117,6 +132,7 @@ export function newPortRecord(
     extra: {},
     is_smartnic: false,
     name: null,
+    ...PORT_LATER_FIELDS,
     created_at: new Date().toISOString(),
     updated_at: null,
     ...(given as Partial<PortRecord>),
@@ -136,6 +152,8 @@ export const PortgroupRecord = z.object({
   extra: JsonObject,
   mode: nullableString,
   properties: JsonObject,
+  physical_network: nullableString.default(null),
+  category: nullableString.default(null),
   created_at: z.string(),
   updated_at: nullableString,
 });

@@ -56,6 +56,7 @@ async function listPage(
     exclude_children: query.include_children !== true && query.parent_node === undefined,
     shard: query.shard,
     sharded: query.sharded,
+    description_contains: query.description_contains,
   };
   const page = { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir };
   const ctx = viewContext(request, deps);

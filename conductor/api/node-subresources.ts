@@ -94,10 +94,13 @@ export async function getInventory(deps: ApiDeps, request: Request): Promise<unk
 /** GET /v1/nodes/{id}/ports (`detail` false) and /v1/nodes/{id}/ports/detail */
 export function nodePorts(deps: ApiDeps, detail: boolean) {
   return async (request: Request): Promise<unknown> => {
-    const { fields } = parseQuery(z.object({ fields: FieldsQuery.shape.fields }).loose(), request.query);
+    const { fields, description_contains } = parseQuery(
+      z.object({ fields: FieldsQuery.shape.fields, description_contains: z.string().optional() }).loose(),
+      request.query,
+    );
     checkPortFields(fields, request.apiMinor);
     const node = await nodeFor(deps, request, "baremetal:port:get");
-    const ports = await deps.store.listPorts({ node_uuid: node.uuid }, {});
+    const ports = await deps.store.listPorts({ node_uuid: node.uuid, description_contains }, {});
     const ctx = viewContext(request, deps);
     return { ports: ports.map((p) => portView(p, ctx, { fields, detail })) };
   };

@@ -1,7 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { JsonPatch, PortgroupCreateBody } from "../../shared/api.ts";
-import { type NodeRecord, PortgroupRecord } from "../../shared/resources.ts";
+import {
+  type NodeRecord,
+  PORTGROUP_LATER_FIELDS,
+  PortgroupRecord,
+  withLaterFields,
+} from "../../shared/resources.ts";
 import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { isUuid } from "../../shared/uuid.ts";
 import type { Identity } from "../auth/identity.ts";
@@ -36,6 +41,8 @@ import { PORTGROUP_VIEW_FIELDS, portView, portgroupView } from "./views.ts";
 export const PORTGROUPS_MINOR = 23;
 const SUBCOLLECTIONS_MINOR = 24;
 const MODE_MINOR = 26;
+/** Ironic's MINOR_106_PORTGROUP_SHARD: the port group list filtered by its nodes' shards. */
+const PORTGROUP_SHARD_MINOR = 106;
 /** Ironic's [DEFAULT]default_portgroup_mode. */
 const DEFAULT_MODE = "active-backup";
 
@@ -48,6 +55,8 @@ const PATCH_RULES: PatchRules = {
     "node_uuid",
     "properties",
     "standalone_ports_supported",
+    "physical_network",
+    "category",
   ]),
   objectFields: new Set(["extra", "properties"]),
 };
@@ -95,6 +104,18 @@ function checkNodeFree(node: NodeRecord | null): void {
 const mac = (address: string | null | undefined): string | null =>
   address === null || address === undefined ? null : normalizeMac(address);
 
+/** Sets the group's physical network on each of its ports that differs. */
+async function carryPhysicalNetwork(deps: ApiDeps, portgroup: PortgroupRecord): Promise<void> {
+  for (let marker: string | undefined; ;) {
+    const ports = await deps.store.listPorts({ portgroup_uuid: portgroup.uuid }, { limit: 500, marker });
+    for (const port of ports)
+      if (port.physical_network !== portgroup.physical_network)
+        await deps.store.updatePort(port.uuid, { physical_network: portgroup.physical_network });
+    if (ports.length < 500) return;
+    marker = ports[ports.length - 1]?.uuid;
+  }
+}
+
 /** Port groups: bonds of a node's ports (Ironic's /v1/portgroups, /v1/nodes/{id}/portgroups). */
 export function portgroupsPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
@@ -110,11 +131,22 @@ export function portgroupsPlugin(deps: ApiDeps) {
       const scope = listScope("portgroup", request.identity);
       let nodeUuid = options.node?.uuid;
       if (query.node !== undefined) nodeUuid = (await visibleNode(deps, request.identity, query.node)).uuid;
-      if ([nodeUuid, query.address].filter((value) => value !== undefined).length > 1)
+      if (query.shard !== undefined && request.apiMinor < PORTGROUP_SHARD_MINOR)
+        throw new NotAcceptable(
+          `Request not acceptable. The minimal required API version should be 1.${PORTGROUP_SHARD_MINOR}`,
+        );
+      const exclusive = [nodeUuid, query.address, query.shard, query.conductor_groups];
+      if (exclusive.filter((value) => value?.length).length > 1)
         throw badRequest("Filtering by node, address, or shard simultaneously is not supported.");
       const limit = effectiveLimit(query.limit);
       const portgroups = await deps.store.listPortgroups(
-        { ...scope, node_uuid: nodeUuid, address: mac(query.address) ?? undefined },
+        {
+          ...scope,
+          node_uuid: nodeUuid,
+          address: mac(query.address) ?? undefined,
+          shard: query.shard,
+          conductor_groups: query.conductor_groups,
+        },
         { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir },
       );
       const ctx = viewContext(request, deps);
@@ -200,6 +232,8 @@ export function portgroupsPlugin(deps: ApiDeps) {
         extra: body.extra ?? {},
         mode: body.mode || DEFAULT_MODE,
         properties: body.properties ?? {},
+        physical_network: body.physical_network ?? null,
+        category: body.category ?? null,
         created_at: new Date().toISOString(),
         updated_at: null,
       });
@@ -222,7 +256,7 @@ export function portgroupsPlugin(deps: ApiDeps) {
       )
         throw new NotAcceptable("Request not acceptable.");
       const { doc, touched } = applyJsonPatch(
-        portgroup as unknown as Record<string, unknown>,
+        withLaterFields(portgroup, PORTGROUP_LATER_FIELDS),
         patch,
         PATCH_RULES,
       );
@@ -262,6 +296,8 @@ export function portgroupsPlugin(deps: ApiDeps) {
       }
       const { uuid: _uuid, ...changes } = checked;
       const updated = await deps.store.updatePortgroup(portgroup.uuid, changes);
+      // Ironic's update_portgroup_physical_network: the group's ports follow its physical network
+      if (touched.has("physical_network")) await carryPhysicalNetwork(deps, updated);
       return portgroupView(updated, viewContext(request, deps), { detail: true });
     });
 

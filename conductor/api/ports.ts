@@ -1,6 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { z } from "zod";
 import { JsonPatch, PortCreateBody } from "../../shared/api.ts";
-import { type NodeRecord, PortRecord, newPortRecord } from "../../shared/resources.ts";
+import {
+  type NodeRecord,
+  PORT_LATER_FIELDS,
+  PortRecord,
+  newPortRecord,
+  withLaterFields,
+} from "../../shared/resources.ts";
 import { pyRepr } from "../../shared/py-format.ts";
 import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { normalizeMac } from "../drivers/boot/mac.ts";
@@ -11,7 +18,8 @@ import { PORT_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { FieldsQuery, PortListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
 import { portFieldVisible, portView } from "./views.ts";
-import { NotAcceptable } from "../errors.ts";
+import { Forbidden, NotAcceptable } from "../errors.ts";
+import { SHARD_MINOR } from "./shards.ts";
 import type { Identity } from "../auth/identity.ts";
 import { authorizeNodeLink, canSeeNode, checkNodeRule, listScope, visibleNode } from "../auth/node-access.ts";
 import { authorize, type PolicyName } from "../auth/policy.ts";
@@ -26,6 +34,9 @@ const WRITABLE = new Set([
   "is_smartnic",
   "name",
   "portgroup_uuid",
+  "description",
+  "vendor",
+  "category",
 ]);
 
 const PATCH_RULES: PatchRules = {
@@ -46,6 +57,42 @@ export function checkPortFields(fields: Iterable<string> | undefined, minor: num
     if (field !== "internal_info" && !portFieldVisible(field, minor))
       throw new NotAcceptable("Request not acceptable.");
   }
+}
+
+/** Ironic's microversion giving port groups a physical network (MINOR_102_PORTGROUP_PHYSICAL_NETWORK). */
+export const PORTGROUP_PHYSNET_MINOR = 102;
+
+/** An empty physical network is refused (null clears it). @throws ApiError(400) */
+function checkPhysicalNetwork(value: string | null | undefined): void {
+  if (value === "") throw badRequest("A non-empty value is required when setting physical_network");
+}
+
+/**
+ * Ironic's rules for combining the port list's filters: one of node, port group and shard (a bare 403, its
+ * OperationNotPermitted); conductor groups with none of node, port group and address; shard from 1.82.
+ * @throws Forbidden, ApiError(400), NotAcceptable
+ */
+function checkPortListFilters(query: z.infer<typeof PortListQuery>, minor: number): void {
+  if (query.shard !== undefined && minor < SHARD_MINOR)
+    throw new NotAcceptable(
+      `Request not acceptable. The minimal required API version should be 1.${SHARD_MINOR}`,
+    );
+  const node = query.node ?? query.node_uuid;
+  if ([node, query.portgroup, query.shard].filter((value) => value?.length).length > 1)
+    throw new Forbidden("Operation not permitted.");
+  if (query.conductor_groups?.length && (node || query.portgroup || query.address))
+    throw badRequest(
+      "Filtering by conductor_groups cannot be combined with node_ident, portgroup_ident, or node address filters.",
+    );
+}
+
+/**
+ * OVN VTEP switch keys in a new port's local_link_connection exist from 1.90 until 1.105 removed them
+ * (Ironic's allow_ovn_vtep_version, checked on create only). @throws NotAcceptable
+ */
+function checkVtep(connection: Record<string, unknown> | undefined, minor: number): void {
+  if (connection && "vtep-logical-switch" in connection && (minor < 90 || minor >= 105))
+    throw new NotAcceptable("Request not acceptable.");
 }
 
 /** @throws InvalidMacAddress (a 400) */
@@ -132,6 +179,7 @@ export function portsPlugin(deps: ApiDeps) {
     async function list(request: FastifyRequest, reply: FastifyReply, detail: boolean): Promise<void> {
       const query = parseQuery(PortListQuery, request.query);
       checkPortFields(query.fields, request.apiMinor);
+      checkPortListFilters(query, request.apiMinor);
       const scope = listScope("port", request.identity);
       let nodeUuid = query.node_uuid;
       if (query.node !== undefined) nodeUuid = (await visibleNode(deps, request.identity, query.node)).uuid;
@@ -148,6 +196,9 @@ export function portsPlugin(deps: ApiDeps) {
           node_uuid: nodeUuid,
           address: query.address === undefined ? undefined : mac(query.address),
           portgroup_uuid: portgroupUuid,
+          shard: query.shard,
+          conductor_groups: query.conductor_groups,
+          description_contains: query.description_contains,
         },
         { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir },
       );
@@ -172,8 +223,10 @@ export function portsPlugin(deps: ApiDeps) {
       const body = PortCreateBody.parse(request.body);
       const { node_ident: _ident, ...fields } = body;
       checkPortFields(Object.keys(fields), request.apiMinor);
+      checkVtep(body.local_link_connection, request.apiMinor);
       checkStoredJson(body, PORT_JSON_FIELDS, deps.config.api);
       const address = mac(body.address);
+      checkPhysicalNetwork(body.physical_network);
       const target = await portNodeOf(deps, body, request);
       if (typeof target !== "string") checkNodeRule("baremetal:port:create", request.identity, target);
       else authorize("baremetal:port:create", request.identity);
@@ -192,6 +245,9 @@ export function portsPlugin(deps: ApiDeps) {
           extra: body.extra,
           is_smartnic: body.is_smartnic,
           name: body.name,
+          description: body.description,
+          vendor: body.vendor,
+          category: body.category,
         }),
       );
       await reply
@@ -217,7 +273,7 @@ export function portsPlugin(deps: ApiDeps) {
         rule: "baremetal:port:update",
       });
       const { doc: patched, touched } = applyJsonPatch(
-        port as unknown as Record<string, unknown>,
+        withLaterFields(port, PORT_LATER_FIELDS),
         patch,
         PATCH_RULES,
       );
@@ -230,6 +286,12 @@ export function portsPlugin(deps: ApiDeps) {
         if (touched.has(key))
           patched[key] = patched[key] === null ? unset : requireStrictBool(key, patched[key]);
       const checked = PortRecord.parse(patched);
+      if (touched.has("physical_network")) {
+        checkPhysicalNetwork(checked.physical_network);
+        // 1.102: a port in a group takes the group's physical network (set on the group, carried to its ports)
+        if (request.apiMinor >= PORTGROUP_PHYSNET_MINOR && checked.portgroup_uuid)
+          throw badRequest("physical_network cannot be changed while the port belongs to a portgroup.");
+      }
       checkStoredJson(
         checked,
         PORT_JSON_FIELDS.filter((field) => touched.has(field)),

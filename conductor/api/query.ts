@@ -53,11 +53,21 @@ export const PortListQuery = PageQuery.extend({
   node_uuid: z.string().max(64).optional(),
   address: z.string().max(64).optional(),
   portgroup: z.string().optional(),
+  /** 1.82 */
+  shard: fieldsParam,
+  /** 1.97 */
+  description_contains: z.string().optional(),
+  /** 1.99 */
+  conductor_groups: fieldsParam,
 }).strict();
 
 export const PortgroupListQuery = PageQuery.extend({
   node: z.string().max(255).optional(),
   address: z.string().max(64).optional(),
+  /** 1.106 */
+  shard: fieldsParam,
+  /** 1.99 */
+  conductor_groups: fieldsParam,
 }).strict();
 
 export const AllocationListQuery = PageQuery.extend({

@@ -1,4 +1,9 @@
-import { NodeRecord as NodeRecordSchema } from "../../shared/resources.ts";
+import {
+  NodeRecord as NodeRecordSchema,
+  PORTGROUP_LATER_FIELDS,
+  PORT_LATER_FIELDS,
+  withLaterFields,
+} from "../../shared/resources.ts";
 import type { AllocationRecord, NodeRecord, PortRecord, PortgroupRecord } from "../../shared/resources.ts";
 import { NODE_SUMMARY_FIELDS, type NodeSummary, type NodeSummaryField } from "../db/store.ts";
 import { SUMMARY_JSON_FIELDS } from "../db/summary-json.ts";
@@ -194,6 +199,9 @@ const PORT_FIELD_VERSIONS: Record<string, number> = {
   physical_network: 34,
   is_smartnic: 53,
   name: 88,
+  description: 97,
+  vendor: 100,
+  category: 101,
 };
 
 /** Whether a port field exists at the requested microversion. */
@@ -206,7 +214,7 @@ export function portView(
   ctx: ViewContext,
   options: { fields?: readonly string[]; detail: boolean },
 ): Record<string, unknown> {
-  const all: Record<string, unknown> = { ...port };
+  const all: Record<string, unknown> = withLaterFields(port, PORT_LATER_FIELDS);
   const wanted = options.fields ?? (options.detail ? Object.keys(all) : PORT_LIST_FIELDS);
   const out: Record<string, unknown> = {};
   for (const field of wanted) if (field in all && portFieldVisible(field, ctx.minor)) out[field] = all[field];
@@ -218,10 +226,18 @@ export const PORTGROUP_LIST_FIELDS = ["uuid", "address", "name"];
 /** Every field a port group view can carry (for ?fields=). */
 export const PORTGROUP_VIEW_FIELDS = new Set([
   ...["uuid", "name", "address", "node_uuid", "standalone_ports_supported", "internal_info", "extra"],
-  ...["mode", "properties", "created_at", "updated_at", "links", "ports"],
+  ...["mode", "properties", "created_at", "updated_at", "links", "ports", "physical_network", "category"],
 ]);
 
-/** Ironic's portgroup view: mode and properties from 1.26, `ports` links beside `links`. */
+/** Port group fields newer than 1.23 and the microversion that shows them. */
+const PORTGROUP_FIELD_VERSIONS: Record<string, number> = {
+  mode: 26,
+  properties: 26,
+  physical_network: 102,
+  category: 103,
+};
+
+/** Ironic's portgroup view: fields shown from their microversion, `ports` links beside `links`. */
 export function portgroupView(
   portgroup: PortgroupRecord,
   ctx: ViewContext,
@@ -229,14 +245,12 @@ export function portgroupView(
 ): Record<string, unknown> {
   const path = `portgroups/${portgroup.uuid}`;
   const all: Record<string, unknown> = {
-    ...portgroup,
+    ...withLaterFields(portgroup, PORTGROUP_LATER_FIELDS),
     links: links(ctx, path),
     ports: links(ctx, `${path}/ports`),
   };
-  if (ctx.minor < 26) {
-    delete all.mode;
-    delete all.properties;
-  }
+  for (const [field, minor] of Object.entries(PORTGROUP_FIELD_VERSIONS))
+    if (ctx.minor < minor) delete all[field];
   const wanted = options.fields ?? (options.detail ? Object.keys(all) : [...PORTGROUP_LIST_FIELDS, "links"]);
   const out: Record<string, unknown> = {};
   for (const field of wanted) if (field in all) out[field] = all[field];

@@ -119,6 +119,8 @@ export interface NodeFilter {
   exclude_children?: boolean;
   /** only nodes in one of these shards */
   shard?: readonly string[];
+  /** only nodes whose description holds this text (case-insensitive, as Ironic's LIKE on MySQL) */
+  description_contains?: string;
   /** only nodes with a shard (true) or without one (false) */
   sharded?: boolean;
   /** only nodes whose serial console is enabled (read from the document by the database) */
@@ -131,10 +133,20 @@ export interface ShardCount {
   count: number;
 }
 
-export interface PortFilter {
+/** Filters on the node a port or port group belongs to (1.82 shard, 1.99 conductor_groups). */
+export interface OfNodeFilter {
+  /** only those of nodes in one of these shards */
+  shard?: readonly string[];
+  /** only those of nodes in one of these conductor groups */
+  conductor_groups?: readonly string[];
+}
+
+export interface PortFilter extends OfNodeFilter {
   node_uuid?: string;
   address?: string;
   portgroup_uuid?: string;
+  /** 1.97: only ports whose description holds this text */
+  description_contains?: string;
   /** only ports of nodes this project owns or leases */
   project?: string;
 }
@@ -146,7 +158,7 @@ export interface VolumeFilter {
   project?: string;
 }
 
-export interface PortgroupFilter {
+export interface PortgroupFilter extends OfNodeFilter {
   node_uuid?: string;
   address?: string;
   /** only port groups of nodes this project owns or leases */

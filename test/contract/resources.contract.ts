@@ -8,7 +8,7 @@ import { ChassisNotEmpty, Duplicate, NodeNotFound, NotFound, type Store } from "
 import type { ChassisRecord } from "../../shared/chassis.ts";
 import type { DeployTemplateRecord } from "../../shared/deploy-template.ts";
 import type { InspectionRuleRecord } from "../../shared/inspection-rule.ts";
-import type { NodeRecord } from "../../shared/resources.ts";
+import { newPortRecord, type NodeRecord } from "../../shared/resources.ts";
 import type { RunbookRecord } from "../../shared/runbook.ts";
 import type { VolumeConnectorRecord, VolumeTargetRecord } from "../../shared/volume.ts";
 import { useStores, type StoreHarness } from "./harness.ts";
@@ -128,6 +128,55 @@ export function resourcesContract(name: string, harness: StoreHarness): void {
       await store.updateNode(child.uuid, { parent_node: null });
       expect(await uuids({ parent_node: parent.uuid })).toEqual([]);
       expect(await uuids({ exclude_children: true })).toContain(child.uuid);
+    });
+
+    it("lists ports and port groups by their nodes' shard and conductor group, and by description", async () => {
+      const tag = randomUUID().slice(0, 8);
+      const east = await store.createNode(node({ conductor_group: `east-${tag}`, shard: `s-${tag}` }));
+      const west = await store.createNode(node({ conductor_group: `west-${tag}` }));
+      const port = (n: NodeRecord, description: string | null) =>
+        store.createPort(
+          newPortRecord({
+            address: `52:54:${randomUUID()
+              .slice(0, 8)
+              .replace(/(..)(..)(..)(..)/, "$1:$2:$3:$4")}`,
+            node_uuid: n.uuid,
+            description,
+          }),
+        );
+      const pe = await port(east, `Uplink ${tag} to TOR`);
+      const pw = await port(west, null);
+      const uuids = async (filter: Parameters<Store["listPorts"]>[0]) =>
+        (await store.listPorts(filter, {})).map((p) => p.uuid).sort();
+      expect(await uuids({ shard: [`s-${tag}`] })).toEqual([pe.uuid]);
+      expect(await uuids({ shard: [] })).toEqual([]);
+      expect(await uuids({ conductor_groups: [`east-${tag}`, `west-${tag}`] })).toEqual(
+        [pe.uuid, pw.uuid].sort(),
+      );
+      expect(await uuids({ description_contains: `uplink ${tag} to tor` })).toEqual([pe.uuid]);
+      expect(await uuids({ description_contains: `${tag}%` })).toEqual([]);
+      const group = await store.createPortgroup({
+        uuid: randomUUID(),
+        name: null,
+        address: null,
+        node_uuid: west.uuid,
+        standalone_ports_supported: true,
+        internal_info: {},
+        extra: {},
+        mode: "active-backup",
+        properties: {},
+        physical_network: null,
+        category: null,
+        created_at: at(),
+        updated_at: null,
+      });
+      const groups = async (filter: Parameters<Store["listPortgroups"]>[0]) =>
+        (await store.listPortgroups(filter, {})).map((g) => g.uuid);
+      expect(await groups({ conductor_groups: [`west-${tag}`] })).toEqual([group.uuid]);
+      expect(await groups({ shard: [`s-${tag}`] })).toEqual([]);
+      const described = await store.createNode(node({ description: `GPU box ${tag}` }));
+      const nodes = await store.listNodes({ description_contains: `gpu BOX ${tag}` }, {});
+      expect(nodes.map((n) => n.uuid)).toEqual([described.uuid]);
     });
 
     it("lists only the nodes whose console is enabled, and follows the document's changes", async () => {

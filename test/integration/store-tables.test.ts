@@ -38,6 +38,8 @@ const group = (nodeUuid: string, fields: Partial<PortgroupRecord> = {}): Portgro
   extra: {},
   mode: "active-backup",
   properties: {},
+  physical_network: null,
+  category: null,
   created_at: at(),
   updated_at: null,
   ...fields,

@@ -14,6 +14,8 @@ const group = (uuid: string, extra: Partial<PortgroupRecord> = {}): PortgroupRec
   extra: {},
   mode: "active-backup",
   properties: {},
+  physical_network: null,
+  category: null,
   created_at: "2026-01-01T00:00:00Z",
   updated_at: null,
   ...extra,

@@ -15,6 +15,8 @@ const group = (uuid: string, extra: Partial<PortgroupRecord> = {}): PortgroupRec
   extra: {},
   mode: "802.3ad",
   properties: {},
+  physical_network: null,
+  category: null,
   created_at: "2026-01-01T00:00:00Z",
   updated_at: null,
   ...extra,

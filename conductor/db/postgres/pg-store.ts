@@ -105,6 +105,7 @@ class PgDialect implements Dialect {
   readonly inList = (column: string, list: string): string => `${column} = ANY(${list}::text[])`;
   readonly rows = (list: string): string => `unnest(${list}::text[]) AS value`;
   readonly jsonText = (column: string, key: string): string => `${column}->>'${key}'`;
+  readonly contains = (expr: string, part: string): string => `strpos(lower(${expr}), lower(${part})) > 0`;
   readonly jsonIsTrue = (column: string, key: string): string => `(${column} -> '${key}') = 'true'::jsonb`;
   readonly path = (keys: readonly string[]): SqlValue => keys;
   readonly jsonSet = (expr: string, path: string, json: string): string =>

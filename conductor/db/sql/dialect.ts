@@ -30,6 +30,8 @@ export interface Dialect extends Executor {
   rows(list: string): string;
   /** The text of a top-level key of a JSON document column. */
   jsonText(column: string, key: string): string;
+  /** Whether text `expr` holds the text parameter `part`, ignoring case. */
+  contains(expr: string, part: string): string;
   /** Whether a top-level key of a JSON document column is JSON `true` (a document that is no JSON: false). */
   jsonIsTrue(column: string, key: string): string;
   /** A path parameter inside a JSON document (keys from code, never from a request). */

@@ -16,6 +16,7 @@ import {
   type NodeFilter,
   type NodeSummary,
   type NodeSummaryField,
+  type OfNodeFilter,
   type Page,
   type ReservedNode,
   type ShardCount,
@@ -71,6 +72,11 @@ function equal(p: Params, match: Row): string[] {
   return Object.entries(match).flatMap(([column, value]) =>
     value === undefined ? [] : [`${column} = ${p.add(value)}`],
   );
+}
+
+/** `column IN (…)` for a list filter; an empty list matches nothing. */
+function oneOf(p: Params, column: string, values: readonly string[]): string {
+  return values.length ? `${column} IN (${values.map((value) => p.add(value)).join(", ")})` : "1 = 0";
 }
 
 /** `patch` as an Edit of the top-level document (undefined removes, as JSON.stringify drops it; uuid stays). */
@@ -185,11 +191,11 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     if (filter.exclude_children === true) conditions.push(this.d.noChildren);
     if (filter.console_enabled === true) conditions.push(this.d.jsonIsTrue("doc", "console_enabled"));
     if (filter.project !== undefined) conditions.push(this.ofProject(p, filter.project));
-    if (filter.shard !== undefined) {
+    if (filter.shard !== undefined) conditions.push(oneOf(p, "shard", filter.shard));
+    if (filter.description_contains !== undefined)
       conditions.push(
-        filter.shard.length ? `shard IN (${filter.shard.map((s) => p.add(s)).join(", ")})` : "1 = 0",
+        this.d.contains(this.d.jsonText("doc", "description"), p.add(filter.description_contains)),
       );
-    }
     for (const [key, column] of NODE_SET) {
       if (filter[key] !== undefined) conditions.push(`${column} IS ${filter[key] ? "NOT " : ""}NULL`);
     }
@@ -493,15 +499,24 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   private list<T extends Doc, F>(table: Table<T, F>, filter: F | null, page: Page) {
     const p = this.params();
     const columns: readonly string[] = table.columns;
-    const by = (filter ?? {}) as Partial<Record<string, SqlValue>> & { project?: string };
+    const by = (filter ?? {}) as Partial<Record<string, SqlValue>> &
+      OfNodeFilter & { project?: string; description_contains?: string };
     const match = (table.filters ?? []).map((key) => [
       columns.includes(key) ? key : this.d.jsonText("doc", key),
       by[key],
     ]);
     const conditions = equal(p, Object.fromEntries(match) as Row);
-    if (table.ofNode && by.project !== undefined) {
-      conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${this.ofProject(p, by.project)})`);
+    if (table.ofNode) {
+      const ofNode = [
+        ...(by.project === undefined ? [] : [this.ofProject(p, by.project)]),
+        ...(by.shard === undefined ? [] : [oneOf(p, "shard", by.shard)]),
+        ...(by.conductor_groups === undefined ? [] : [oneOf(p, "conductor_group", by.conductor_groups)]),
+      ];
+      if (ofNode.length)
+        conditions.push(`node_uuid IN (SELECT uuid FROM nodes WHERE ${ofNode.join(" AND ")})`);
     }
+    if (by.description_contains !== undefined)
+      conditions.push(this.d.contains(this.d.jsonText("doc", "description"), p.add(by.description_contains)));
     if (table.ownedOrPublic && by.project !== undefined) {
       conditions.push(`(owner = ${p.add(by.project)} OR ${this.d.jsonIsTrue("doc", "public")})`);
     }

@@ -175,6 +175,7 @@ class SqliteDialect implements Dialect {
   readonly rows = (list: string): string => `json_each(${list})`;
   readonly jsonText = (column: string, key: string): string => `json_extract(${column}, '$.${key}')`;
   // json_extract gives 1 for JSON true; a malformed document would make it raise, failing the whole read
+  readonly contains = (expr: string, part: string): string => `instr(lower(${expr}), lower(${part})) > 0`;
   readonly jsonIsTrue = (column: string, key: string): string =>
     `CASE WHEN json_valid(${column}) THEN json_extract(${column}, '$.${key}') END = 1`;
   path(keys: readonly string[]): SqlValue {
