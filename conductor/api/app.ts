@@ -65,6 +65,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   app.decorateRequest("apiMinor", 1);
   app.addHook("onRequest", async (request, reply) => {
     reply.header("OpenStack-Request-Id", request.id);
+    // 1.107: the header other OpenStack services answer with, mirroring Ironic's own
+    reply.header("X-OpenStack-Request-Id", request.id);
     // Ironic answers the version document at / without any microversion headers.
     if (request.url === "/" || request.url.startsWith("/?")) return;
     reply.header("X-OpenStack-Ironic-API-Minimum-Version", MIN_VERSION_STRING);
