@@ -29,14 +29,18 @@ function checkProvisionVersion(body: ProvisionRequestBody, minor: number): void 
   // Ironic's MIN_VERB_VERSIONS for the 1.73 aliases: a bare 406, as its check_allow_management_verbs
   if ((body.target === "deploy" || body.target === "undeploy") && minor < 73)
     throw new NotAcceptable("Request not acceptable.");
-  // Ironic's check_allow_disable_ramdisk: servicing without the ramdisk arrived in 1.108, above Anvil's maximum
-  if (body.target === "service" && body.disable_ramdisk !== undefined)
+  // Ironic's check_allow_disable_ramdisk: servicing without the ramdisk arrived in 1.108
+  if (
+    body.target === "service" &&
+    body.disable_ramdisk !== undefined &&
+    minor < SERVICE_DISABLE_RAMDISK_MINOR
+  )
     throw new NotAcceptable("disable_ramdisk is not acceptable in this API version");
   const needs: [boolean, number, string][] = [
     [body.target === "clean", 15, 'the "clean" target'],
     [body.clean_steps !== undefined, 15, "clean_steps"],
     [body.deploy_steps !== undefined, 69, "deploy_steps"],
-    [body.disable_ramdisk !== undefined, 70, "disable_ramdisk"],
+    [body.disable_ramdisk !== undefined && body.target !== "service", 70, "disable_ramdisk"],
   ];
   for (const [used, since, what] of needs) {
     if (used && minor < since) throw new NotAcceptable(`${what} requires API version 1.${since} or later.`);
@@ -48,6 +52,9 @@ function checkProvisionVersion(body: ProvisionRequestBody, minor: number): void 
   // Ironic's allow_service_verb, after its 400 for service_steps with another verb (requestedSteps's check)
   if (body.target === "service" && minor < SERVICE_MINOR) throw new NotAcceptable("Request not acceptable.");
 }
+
+/** Ironic's MINOR_108_SERVICE_DISABLE_RAMDISK: `disable_ramdisk` with the service verb. */
+export const SERVICE_DISABLE_RAMDISK_MINOR = 108;
 
 /** Ironic's MINOR_87_SERVICE: the service verb and the node's service_step. */
 export const SERVICE_MINOR = 87;

@@ -32,7 +32,7 @@ export async function configDriveOf(
 /**
  * The operator's steps of a provision request, validated against the node's interfaces before anything is
  * locked or changed (Ironic's rules: clean_steps only and always with `clean`, deploy_steps with
- * `active`/`rebuild`, service_steps only and always with `service`, disable_ramdisk with `clean`). Returns the driver_internal_info entries to record.
+ * `active`/`rebuild`, service_steps only and always with `service`, disable_ramdisk with `clean` or `service`). Returns the driver_internal_info entries to record.
  * @throws Invalid (400)
  */
 export function requestedSteps(
@@ -54,8 +54,10 @@ export function requestedSteps(
   if (body.service_steps?.length && body.target !== "service") {
     throw new Invalid('"service_steps" is only valid when setting target provision state to service');
   }
-  if (body.disable_ramdisk !== undefined && body.target !== "clean") {
-    throw new Invalid('"disable_ramdisk" is only valid when setting target provision state to clean');
+  if (body.disable_ramdisk !== undefined && body.target !== "clean" && body.target !== "service") {
+    throw new Invalid(
+      '"disable_ramdisk" is only valid when setting target provision state to clean or service',
+    );
   }
   switch (body.target) {
     case "clean": {
@@ -81,10 +83,12 @@ export function requestedSteps(
       if (body.service_steps === undefined || body.service_steps.length === 0) {
         throw new Invalid('"service_steps" is required when setting target provision state to service');
       }
+      const disableRamdisk = body.disable_ramdisk === true;
       const steps = validateRequested(body.service_steps, declaredSteps(interfaces(), "service"), {
         kind: "service",
+        disableRamdisk,
       });
-      return { [service.requested]: steps };
+      return { [service.requested]: steps, [service.disableRamdisk]: disableRamdisk };
     }
     case "provide":
     case "deleted":
