@@ -70,6 +70,11 @@ export const ConductorConfig = z.object({
       concurrency: z.number().int().positive().default(8),
       /** Workers a pass may grow to when its pace says it would not end within 80 % of the interval. */
       maxConcurrency: z.number().int().positive().default(32),
+      /**
+       * Ironic's [conductor]enable_health_monitoring: keep the BMC's health report (API 1.109) from the power
+       * state's read, where the driver reports one (Redfish's Status.Health: no extra BMC call).
+       */
+      healthMonitoring: z.boolean().default(true),
     })
     .prefault({}),
   agent: z

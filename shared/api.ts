@@ -60,6 +60,8 @@ export const NodeCreateBody = z
     shard: z.string().max(255).nullable().optional(),
     parent_node: z.string().max(36).nullable().optional(),
     disable_power_off: Booleanish.nullable().optional(),
+    /** 1.104; Ironic's node schema: 1 to 255 characters */
+    instance_name: z.string().min(1).max(255).nullable().optional(),
     bios_interface: interfaceField,
     boot_interface: interfaceField,
     console_interface: interfaceField,

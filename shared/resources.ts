@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
-import { POWER_STATES, PROVISION_STATES } from "./states.ts";
+import { HEALTH_STATES, POWER_STATES, PROVISION_STATES } from "./states.ts";
 
 /** Free-form JSON objects (driver_info, properties, extra, ...). */
 export const JsonObject = z.record(z.string(), z.unknown());
@@ -60,6 +60,10 @@ export const NodeRecord = z.object({
    * stores it) means false, and documents older than the field read as false
    */
   disable_power_off: z.boolean().nullable().default(false),
+  /** 1.104: the instance's name (Nova's display name); documents older than the field read as null */
+  instance_name: z.string().min(1).max(255).nullable().default(null),
+  /** 1.109: the BMC's health report, kept by the power sync; documents older than the field read as null */
+  health: z.enum(HEALTH_STATES).nullable().default(null),
   inspection_started_at: nullableString,
   inspection_finished_at: nullableString,
   bios_interface: z.string(),
@@ -101,6 +105,16 @@ export const PortRecord = z.object({
   updated_at: nullableString,
 });
 export type PortRecord = z.infer<typeof PortRecord>;
+
+/** Node fields added after nodes were first stored, as a document written before them reads (zod's defaults). */
+export const NODE_LATER_FIELDS = {
+  service_step: {},
+  parent_node: null,
+  disable_power_off: false,
+  firmware_interface: "no-firmware",
+  instance_name: null,
+  health: null,
+} as const;
 
 /** Port fields added after ports were first stored: a document written before them holds none of them. */
 export const PORT_LATER_FIELDS = { description: null, vendor: null, category: null } as const;

@@ -54,6 +54,10 @@ export type ProvisionVerb = (typeof PROVISION_VERBS)[number];
 export const POWER_STATES = ["power on", "power off"] as const;
 export type PowerState = (typeof POWER_STATES)[number];
 
+/** API 1.109: the hardware's health as its BMC reports it (Ironic's health_states; null: not reported). */
+export const HEALTH_STATES = ["OK", "Warning", "Critical"] as const;
+export type NodeHealth = (typeof HEALTH_STATES)[number];
+
 /** Targets accepted by PUT /v1/nodes/{id}/states/power. */
 export const POWER_TARGETS = [
   "power on",

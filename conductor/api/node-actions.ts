@@ -95,6 +95,19 @@ export async function getStates(deps: ApiDeps, request: Request): Promise<Record
   return states;
 }
 
+/** Ironic's MINOR_110_DEPLOYWAIT_ABORT: abort from `wait call-back`. */
+export const DEPLOYWAIT_ABORT_MINOR = 110;
+
+/** Abort from a wait state that gained it later: inspection (1.41), deploy (1.110); a bare 406 below. */
+function checkAbortVersion(target: string, state: string, minor: number): void {
+  if (target !== "abort") return;
+  if (
+    (state === "inspect wait" && minor < 41) ||
+    (state === "wait call-back" && minor < DEPLOYWAIT_ABORT_MINOR)
+  )
+    throw new NotAcceptable("Request not acceptable.");
+}
+
 /** PUT /v1/nodes/{id}/states/provision */
 export async function provision(deps: ApiDeps, request: Request, reply: FastifyReply): Promise<void> {
   const requested = ProvisionRequestBody.parse(request.body);
@@ -105,6 +118,7 @@ export async function provision(deps: ApiDeps, request: Request, reply: FastifyR
     target: target === "deploy" || target === "undeploy" ? VERB_ALIASES[target] : target,
   };
   const node = await nodeFor(deps, request, "baremetal:node:set_provision_state");
+  checkAbortVersion(body.target, node.provision_state, request.apiMinor);
   const withSteps = await runbookSteps(deps.store, request.identity, { node, body });
   await deps.provisioner.provision(node, withSteps);
   await accepted(request, reply, node.uuid);

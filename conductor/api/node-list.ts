@@ -8,6 +8,9 @@ import { checkFields } from "./node-request.ts";
 import { NodeListQuery, collection, effectiveLimit, nextLink, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
 import { SHARD_MINOR } from "./shards.ts";
+
+/** Ironic's MINOR_104_NODE_INSTANCE_NAME. */
+export const INSTANCE_NAME_MINOR = 104;
 import { nodeView, shortListInSql, summaryColumnsFor, summaryIsEnough } from "./views.ts";
 
 const NODES_OPEN = Buffer.from('{"nodes":');
@@ -34,6 +37,9 @@ async function listPage(
     throw new NotAcceptable(
       `Request not acceptable. The minimal required API version should be 1.${SHARD_MINOR}`,
     );
+  // Ironic's check_allow_filter_by_instance_name
+  if (query.instance_name !== undefined && request.apiMinor < INSTANCE_NAME_MINOR)
+    throw new NotAcceptable("instance_name is not acceptable in this API version");
   const limit = effectiveLimit(query.limit);
   const showDetail = detail || query.detail === true;
   const scope = listScope("node", request.identity, query.owner);
@@ -57,6 +63,7 @@ async function listPage(
     shard: query.shard,
     sharded: query.sharded,
     description_contains: query.description_contains,
+    instance_name: query.instance_name,
   };
   const page = { limit, marker: query.marker, sortKey: query.sort_key, sortDir: query.sort_dir };
   const ctx = viewContext(request, deps);

@@ -1,5 +1,5 @@
 import { type JsonPatch, ResourceName } from "../../shared/api.ts";
-import { NodeRecord } from "../../shared/resources.ts";
+import { NODE_LATER_FIELDS, NodeRecord, withLaterFields } from "../../shared/resources.ts";
 import { restoreMaskedSecrets } from "../../shared/secrets.ts";
 import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { refuseDeployImageCredentials } from "../drivers/boot/deploy-images.ts";
@@ -26,7 +26,7 @@ function fingerprint(value: unknown): string | symbol {
  */
 export function patchNode(node: NodeRecord, patch: JsonPatch, limits: ApiLimits): Partial<NodeRecord> {
   const { doc: patched, touched } = applyJsonPatch(
-    node as unknown as Record<string, unknown>,
+    withLaterFields(node, NODE_LATER_FIELDS),
     patch,
     PATCH_RULES,
   );
@@ -63,5 +63,14 @@ export function patchNode(node: NodeRecord, patch: JsonPatch, limits: ApiLimits)
       (changes as Record<string, unknown>)[key] = checked.data[key];
     }
   }
+  // Ironic 1.104: a client that only knows instance_info's display_name (Nova) names the instance too
+  const displayName = checked.data.instance_info.display_name;
+  if (
+    "instance_info" in changes &&
+    !checked.data.instance_name &&
+    typeof displayName === "string" &&
+    displayName
+  )
+    changes.instance_name = displayName.slice(0, 255);
   return changes;
 }

@@ -38,7 +38,7 @@ export function checkFields(fields: readonly string[] | undefined): void {
  * Fields Anvil gates on create and PATCH as Ironic's reject_fields_in_newer_versions and
  * reject_patch_in_newer_versions do: the node fields of 1.83 and later (older fields keep their own checks).
  */
-const GATED_FIELDS = ["parent_node", "firmware_interface", "disable_power_off"] as const;
+const GATED_FIELDS = ["parent_node", "firmware_interface", "disable_power_off", "instance_name"] as const;
 
 /** A create body naming a field newer than the request's microversion (null counts as absent). @throws 406 */
 export function rejectNewerCreateFields(body: Record<string, unknown>, minor: number): void {

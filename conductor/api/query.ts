@@ -41,6 +41,8 @@ export const NodeListQuery = PageQuery.extend({
   chassis_uuid: z.string().optional(),
   conductor: z.string().optional(),
   description_contains: z.string().optional(),
+  /** 1.104 */
+  instance_name: z.string().max(255).optional(),
   parent_node: z.string().max(255).optional(),
   include_children: Booleanish.optional(),
   /** Ironic's args.string_list: comma-separated shard names */

@@ -66,6 +66,8 @@ const NODE_FIELD_VERSIONS: Record<string, number> = {
   firmware_interface: 86,
   service_step: 87,
   disable_power_off: 95,
+  instance_name: 104,
+  health: 109,
 };
 
 /** Ironic's short list fields, in its order: what PostgreSQL keeps per node for the default page. */
@@ -110,6 +112,10 @@ function nodeField(node: NodeSummary | NodeRecord, field: string, ctx: ViewConte
       return (node as NodeRecord).firmware_interface ?? "no-firmware";
     case "service_step":
       return (node as NodeRecord).service_step ?? {};
+    case "instance_name":
+    case "health":
+      // a document written before the field existed has none
+      return (node as NodeRecord)[field] ?? null;
     case "disable_power_off": {
       // null (removed, as Ironic stores it) shows as null; a document older than the field reads false
       const value = (node as NodeRecord).disable_power_off;
@@ -119,6 +125,12 @@ function nodeField(node: NodeSummary | NodeRecord, field: string, ctx: ViewConte
       return (node as Record<string, unknown>)[field];
   }
 }
+
+/** Fields a node document may lack (added later, or not stored): shown by nodeField's defaults. */
+const LATER_NODE_FIELDS = new Set([
+  ...["conductor", "parent_node", "firmware_interface", "service_step", "disable_power_off"],
+  ...["instance_name", "health"],
+]);
 
 const detailFieldsByMinor = new Map<number, string[]>();
 
@@ -160,9 +172,7 @@ export function nodeView(
     return out;
   }
   for (const field of options.fields ?? NODE_LIST_FIELDS) {
-    const shown =
-      field in node ||
-      ["conductor", "parent_node", "firmware_interface", "service_step", "disable_power_off"].includes(field);
+    const shown = field in node || LATER_NODE_FIELDS.has(field);
     if (shown && nodeFieldAllowed(field, ctx.minor)) {
       out[field] = nodeField(node, field, ctx);
     }

@@ -155,6 +155,8 @@ export function patchRules(patch: readonly { op?: string; path: string; value?: 
   let generic = false;
   const prefixed: [string, PolicyName][] = [
     ["/instance_info", "baremetal:node:update_instance_info"],
+    // 1.104: the instance's name goes with its info, as Ironic's rule table has it
+    ["/instance_name", "baremetal:node:update_instance_info"],
     ["/extra", "baremetal:node:update_extra"],
     ["/driver_info", "baremetal:node:update:driver_info"],
     ["/properties", "baremetal:node:update:properties"],

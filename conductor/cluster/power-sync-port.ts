@@ -1,3 +1,5 @@
+import { randomUUID } from "node:crypto";
+import type { NodeHealth } from "../../shared/states.ts";
 import { driverNodeOf } from "../drivers/driver-node.ts";
 import type { DriverNode } from "../drivers/interfaces.ts";
 import type { OperationContext } from "../operations/operation.ts";
@@ -28,10 +30,14 @@ export function storePowerSyncPort(
   // no query at all (two per node before: at 10^5 nodes they were most of a pass's database work). Writes
   // still go through the store's checks, so a node reserved since the listing is never overwritten, and a
   // power correction takes the node's lock first.
-  const listed = new Map<string, DriverNode & { driver: string }>();
+  const listed = new Map<string, DriverNode & { driver: string; health: NodeHealth | null }>();
+  // what each BMC said of its health with the power state this pass (drivers that report one)
+  const reported = new Map<string, NodeHealth | null>();
+  const healthOn = ops.deps.config.powerSync.healthMonitoring;
   return {
     async listNodes() {
       listed.clear();
+      reported.clear();
       const nodes = (await store.listNodes({ maintenance: false, reserved: false }, {})).filter(
         (n) => isMine(n) && STABLE_STATES.includes(n.provision_state) && n.provision_state !== "enroll",
       );
@@ -47,6 +53,7 @@ export function storePowerSyncPort(
           driver_internal_info: n.driver_internal_info,
           power_state: n.power_state,
           ports: ports.get(n.uuid) ?? [],
+          health: n.health ?? null,
         });
       }
       return nodes.map((n) => ({
@@ -59,9 +66,43 @@ export function storePowerSyncPort(
     async getPower(node, options) {
       const snapshot = listed.get(node.uuid);
       const hw = snapshot ? drivers.get(snapshot.driver) : undefined;
-      if (snapshot && hw) return hw.power.getPowerState(snapshot, options);
+      if (snapshot && hw) {
+        if (!healthOn || !hw.power.getPowerStatus) return hw.power.getPowerState(snapshot, options);
+        const status = await hw.power.getPowerStatus(snapshot, options);
+        reported.set(node.uuid, status.health);
+        return status.power;
+      }
       const fresh = await load(node.uuid);
       return fresh.hw.power.getPowerState(fresh.driverNode, options);
+    },
+    async syncHealth(node) {
+      const health = reported.get(node.uuid);
+      const before = listed.get(node.uuid)?.health ?? null;
+      if (health === undefined || health === before) return;
+      try {
+        await store.updateNode(node.uuid, { health }, { ifReservedBy: null });
+        const event = `Node health status changed: health='${health ?? "None"}' (previously '${before ?? "None"}')`;
+        await store.addNodeHistory({
+          uuid: randomUUID(),
+          node_uuid: node.uuid,
+          created_at: new Date().toISOString(),
+          severity: health === "OK" || health === null ? "INFO" : "WARNING",
+          event,
+          event_type: "monitoring",
+          conductor: ops.deps.holder,
+          user: null,
+          project: null,
+          remote_address: null,
+          request_id: null,
+          changes: { health: [before, health] },
+        });
+        ops.deps.publish({ type: "health", node: node.uuid, health });
+        if (health !== "OK" && health !== null)
+          ops.deps.logger.warn({ node: node.uuid, health }, "node health status indicates a problem");
+      } catch (error) {
+        // a node reserved or deleted since the listing: the next pass sees it again
+        ops.deps.logger.debug({ node: node.uuid, err: error }, "health status not recorded");
+      }
     },
     async setPower(node, state) {
       // the lock's task carries its own signal; a pass stopping waits for the one correction in flight

@@ -30,6 +30,11 @@ export interface PowerSyncPort {
   recordFailure(uuid: string, count: number): Promise<void>;
   /** Puts the node in maintenance with this reason (maintenance_reason / last_error). */
   setMaintenance(uuid: string, reason: string): Promise<void>;
+  /**
+   * API 1.109: keeps the hardware health the BMC reported with the power state just read, when it changed
+   * (Ironic's node_cache_health after each node's sync). Never throws: a failure is logged.
+   */
+  syncHealth?(node: SyncNode): Promise<void>;
 }
 
 /** The share of the sync interval a conductor's pass should end within (it adds workers to). */
@@ -94,6 +99,7 @@ async function syncNode(
   } catch (error) {
     return fail(`cannot read the power state: ${messageOf(error)}`);
   }
+  await port.syncHealth?.(node);
   // NOTE: a driver that cannot tell has nothing to correct (Ironic's sync: None and None match)
   if (actual === null) {
     if (node.syncFailures > 0) await port.recordFailure(node.uuid, 0);

@@ -119,6 +119,8 @@ export interface NodeFilter {
   exclude_children?: boolean;
   /** only nodes in one of these shards */
   shard?: readonly string[];
+  /** 1.104: only nodes with this instance name */
+  instance_name?: string;
   /** only nodes whose description holds this text (case-insensitive, as Ironic's LIKE on MySQL) */
   description_contains?: string;
   /** only nodes with a shard (true) or without one (false) */

@@ -1,5 +1,5 @@
 import type { JsonObject } from "../../shared/resources.ts";
-import type { BootDevice, PowerState } from "../../shared/states.ts";
+import type { BootDevice, NodeHealth, PowerState } from "../../shared/states.ts";
 
 /** What a driver may read of a node: a snapshot, never a live row. */
 export interface DriverNode {
@@ -61,6 +61,15 @@ export interface PowerInterface {
   validate(node: DriverNode): void;
   /** null: the driver cannot tell (fake-hardware's node never powered, Ironic's None). @throws DriverError */
   getPowerState(node: DriverNode, options?: CallOptions): Promise<PowerState | null>;
+  /**
+   * The power state and, from the same answer of the BMC, the hardware's health (Ironic's get_node_health,
+   * API 1.109): drivers whose BMC reports one implement it, and the power sync then keeps `health`.
+   * @throws DriverError
+   */
+  getPowerStatus?(
+    node: DriverNode,
+    options?: CallOptions,
+  ): Promise<{ power: PowerState | null; health: NodeHealth | null }>;
   /** Resolves once the BMC reports the target state. @throws DriverError */
   setPowerState(
     node: DriverNode,

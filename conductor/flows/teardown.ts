@@ -17,6 +17,7 @@ export const teardown: Flow = {
     await task.update({
       instance_info: {},
       instance_uuid: null,
+      instance_name: null,
       allocation_uuid: null,
       driver_internal_info: { ...task.node.driver_internal_info, deploy_progress: undefined },
     });

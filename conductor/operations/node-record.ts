@@ -109,6 +109,8 @@ export function newNode(
     parent_node: body.parent_node ?? null,
     // Ironic stores an explicit null as null, and an absent field as its default, false
     disable_power_off: body.disable_power_off === undefined ? false : body.disable_power_off,
+    instance_name: body.instance_name ?? null,
+    health: null,
     inspection_started_at: null,
     inspection_finished_at: null,
     ...interfaces,

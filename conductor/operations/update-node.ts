@@ -18,6 +18,7 @@ export const WRITABLE_FIELDS: ReadonlySet<string> = new Set([
   "properties",
   "instance_info",
   "instance_uuid",
+  "instance_name",
   "extra",
   "resource_class",
   "conductor_group",

@@ -48,8 +48,13 @@ describe("nodes waiting for an agent", () => {
     expect(before.power_state).toBe("power on");
     expect(before.reservation).toBeNull();
     expect(
-      (await api(`${ctx.url}/v1/nodes/ab/states/provision`, { method: "PUT", body: { target: "abort" } }))
-        .status,
+      (
+        await api(`${ctx.url}/v1/nodes/ab/states/provision`, {
+          method: "PUT",
+          headers: { "X-OpenStack-Ironic-API-Version": "1.110" },
+          body: { target: "abort" },
+        })
+      ).status,
     ).toBe(202);
     const node = (await api(`${ctx.url}/v1/nodes/ab`)).body as Record<string, unknown>;
     expect(node.provision_state).toBe("deploy failed");

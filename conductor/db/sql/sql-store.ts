@@ -196,6 +196,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
       conditions.push(
         this.d.contains(this.d.jsonText("doc", "description"), p.add(filter.description_contains)),
       );
+    if (filter.instance_name !== undefined)
+      conditions.push(`${this.d.jsonText("doc", "instance_name")} = ${p.add(filter.instance_name)}`);
     for (const [key, column] of NODE_SET) {
       if (filter[key] !== undefined) conditions.push(`${column} IS ${filter[key] ? "NOT " : ""}NULL`);
     }

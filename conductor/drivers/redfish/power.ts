@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import type { PowerState } from "../../../shared/states.ts";
+import { HEALTH_STATES, type NodeHealth, type PowerState } from "../../../shared/states.ts";
 import { DriverError } from "../errors.ts";
 import type { CallOptions, DriverNode, PowerInterface } from "../interfaces.ts";
 import { RedfishError, type RedfishConnections } from "./client.ts";
@@ -18,6 +18,11 @@ export interface RedfishPowerOptions {
   powerTimeoutMs?: number;
   /** How long the OS gets to shut down after a soft power off. Default 120 s. */
   softPowerTimeoutMs?: number;
+}
+
+/** Redfish's Status.Health → Ironic's health states (sushy's HEALTH_MAP); anything else is not a report. */
+export function healthOf(value: string | null | undefined): NodeHealth | null {
+  return (HEALTH_STATES as readonly string[]).includes(value ?? "") ? (value as NodeHealth) : null;
 }
 
 /** Redfish PowerState → Ironic's; the transitional states count as where they are going (as Ironic maps them). */
@@ -57,6 +62,15 @@ export class RedfishPower implements PowerInterface {
   async getPowerState(node: DriverNode, options: CallOptions = {}): Promise<PowerState> {
     const view = await loadSystem(this.connections, node, options.signal);
     return this.stateOf(view);
+  }
+
+  /** The power state and Status.Health from one GET of the system (Ironic reads the health separately). */
+  async getPowerStatus(
+    node: DriverNode,
+    options: CallOptions = {},
+  ): Promise<{ power: PowerState; health: NodeHealth | null }> {
+    const view = await loadSystem(this.connections, node, options.signal);
+    return { power: this.stateOf(view), health: healthOf(view.system.Status?.Health) };
   }
 
   /**

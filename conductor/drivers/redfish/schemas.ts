@@ -43,6 +43,8 @@ export const ComputerSystemSchema = z.looseObject({
   HostName: text.nullable().optional(),
   BiosVersion: text.nullable().optional(),
   PowerState: text.nullable().optional(),
+  /** Status.Health: OK, Warning or Critical (Ironic 1.109's node health) */
+  Status: z.looseObject({ Health: text.nullable().optional() }).optional(),
   IndicatorLED: text.nullable().optional(),
   LocationIndicatorActive: z.boolean().nullable().optional(),
   Boot: BootSchema.optional(),

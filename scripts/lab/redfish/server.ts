@@ -93,6 +93,8 @@ interface SystemState {
   machine: Machine;
   boot: { target: string; enabled: string; mode: string };
   led: string;
+  /** Status.Health: "OK" until a test says otherwise (a failing fan, a dead DIMM). */
+  health: string;
   secureBoot: boolean;
   media: { image: string | null; inserted: boolean; writeProtected: boolean };
   /** The system's Telnet serial console (its service and loopback port), when it serves one. */
@@ -179,7 +181,7 @@ function systemResource(base: string, s: SystemState, power: string): Record<str
     SystemType: "Physical",
     PowerState: power,
     IndicatorLED: s.led,
-    Status: { State: "Enabled", Health: "OK" },
+    Status: { State: "Enabled", Health: s.health },
     Boot: boot,
     ProcessorSummary: { Count: 1, LogicalProcessorCount: spec.cpus ?? 2, Model: "QEMU Virtual CPU" },
     MemorySummary: { TotalSystemMemoryGiB: (spec.memoryMiB ?? 2048) / 1024 },
@@ -243,6 +245,7 @@ export async function startRedfishBmc(options: RedfishBmcOptions): Promise<Redfi
       machine: spec.machine ?? new MemoryMachine(),
       boot: { target: "None", enabled: "Disabled", mode: "UEFI" },
       led: "Off",
+      health: "OK",
       secureBoot: false,
       media: { image: null, inserted: false, writeProtected: true },
     });
