@@ -20,6 +20,10 @@ esac
 packages=(
   busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode tcpdump stress-ng dosfstools
   grub2-common grub-efi-arm64-bin libc6 libstdc++6 libgcc-s1
+  # burnin_disk without fio: badblocks
+  e2fsprogs
+  # NIC firmware versions: ethtool
+  ethtool
 )
 cache=${ANVIL_CACHE:-"$(cd "$(dirname "$0")/../.." && pwd)/.tmp/cache"}
 # named by the package list too: adding a package fetches anew instead of reusing a set without it
