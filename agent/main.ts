@@ -8,7 +8,7 @@ import { kernelParamValues, parseKernelCmdline, PIN_PARAM, pinFromValues } from 
 import { COMMANDS } from "./commands/registry.ts";
 import type { HardwareBackend } from "./hardware/backend.ts";
 import { LinuxBackend } from "./hardware/linux/linux-backend.ts";
-import { DEFAULT_LLDP_TIMEOUT_S, LLDP_TIMEOUT_PARAM, lldpTimeoutOf } from "./hardware/linux/lldp.ts";
+import { DEFAULT_LLDP_TIMEOUT_S, lldpTimeoutOf, lldpTimeoutParam } from "./hardware/linux/lldp.ts";
 import { SimulatedBackend } from "./hardware/simulated/simulated-backend.ts";
 import { AgentLink } from "./link/client.ts";
 import { linuxRunner } from "./network/apply.ts";
@@ -79,7 +79,7 @@ async function main(): Promise<number> {
     inventory: values.inventory,
     events: values.events,
     bootif: cmdline.get("BOOTIF") ?? null,
-    lldpTimeout: cmdline.get(LLDP_TIMEOUT_PARAM),
+    lldpTimeout: lldpTimeoutParam(cmdline),
   });
   switch (mode) {
     case "inspect": {
@@ -103,7 +103,7 @@ async function main(): Promise<number> {
   }
 }
 
-/** anvil.lldp_timeout's seconds; a malformed value is reported and the default kept (LLDP is optional). */
+/** anvil.lldp_timeout's (or ipa-lldp-timeout's) seconds; a malformed value is reported and the default kept (LLDP is optional). */
 function lldpTimeout(value: string | undefined): number | null {
   try {
     return lldpTimeoutOf(value);

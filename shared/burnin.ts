@@ -3,7 +3,8 @@ import { z } from "zod";
 /**
  * IPA's burn-in steps (ironic_python_agent/burnin.py): their command arguments, with IPA's defaults, and the
  * node's driver_info knobs (`agent_burnin_*`) the conductor reads them from. The agent runs Debian's
- * stress-ng (cpu, memory) and fio (disk, network) and reports figures parsed from their output.
+ * stress-ng (cpu, memory) and fio (disk, network), or e2fsprogs' badblocks for disks where there is no fio
+ * (the ramdisk), and reports figures parsed from their output.
  */
 
 /** One day, IPA's default for the cpu and memory stressors. */
@@ -56,14 +57,16 @@ export const BurninDiskArgs = z
       .min(1)
       .max(1000)
       .optional()
-      .describe("fio loops (agent_burnin_fio_disk_loops; default 4)"),
+      .describe("fio loops, or badblocks patterns (agent_burnin_fio_disk_loops; default 4)"),
     runtime: z
       .number()
       .int()
       .min(0)
       .max(30 * 86_400)
       .optional()
-      .describe("fio runtime in seconds, 0 = no limit (agent_burnin_fio_disk_runtime; default 0)"),
+      .describe(
+        "fio runtime in seconds, or when badblocks stops, 0 = no limit (agent_burnin_fio_disk_runtime; default 0)",
+      ),
     devices: DiskList.optional().describe("Only these disks (paths); default: every disk"),
   })
   .strict();

@@ -145,6 +145,24 @@ export const NumaTopologySchema = z.object({
 export type NumaTopology = z.infer<typeof NumaTopologySchema>;
 
 /**
+ * One NIC's driver and firmware, as `ethtool -i` reports them (the ETHTOOL_GDRVINFO answer hardware's
+ * extra-hardware collector reads too): plugin_data `nic_firmware`. A field the driver leaves empty is null
+ * (virtual NICs have no firmware).
+ */
+export const NicFirmwareSchema = z.object({
+  name: z.string().max(64),
+  mac_address: z.string().max(64),
+  driver: z.string().max(64).nullable(),
+  driver_version: z.string().max(64).nullable(),
+  firmware_version: z.string().max(64).nullable(),
+  expansion_rom_version: z.string().max(64).nullable(),
+  bus_info: z.string().max(64).nullable(),
+  /** Where the fields came from: ethtool, or sysfs when there is no ethtool (no firmware version there). */
+  source: z.enum(["ethtool", "sysfs"]),
+});
+export type NicFirmware = z.infer<typeof NicFirmwareSchema>;
+
+/**
  * What IPA's inspection collectors add beside the inventory (Ironic stores it as plugin_data): each key is
  * optional, as a collector may be off or may fail.
  */
@@ -152,5 +170,6 @@ export const CollectorDataSchema = z.object({
   lldp_raw: LldpRawSchema.optional(),
   pci_devices: z.array(PciDeviceSchema).max(4096).optional(),
   numa_topology: NumaTopologySchema.nullable().optional(),
+  nic_firmware: z.array(NicFirmwareSchema).max(1024).optional(),
 });
 export type CollectorData = z.infer<typeof CollectorDataSchema>;

@@ -189,6 +189,32 @@ export function maskSecretsInText(text: string): string {
   );
 }
 
+/** Characters masked between two turns of the event loop: about a millisecond of work. */
+export const MASK_SLICE_CHARS = 64 * 1024;
+
+/**
+ * maskSecretsInText for large text (a deploy log archive unpacks to tens of MiB) without holding the event
+ * loop: masked in slices that each end just after a newline, yielding (setImmediate) between them. No pattern
+ * spans a newline (keys, values, schemes and URLs stop at one), so the result is exactly maskSecretsInText's.
+ * A line longer than a slice is masked whole.
+ */
+export async function maskSecretsInTextYielding(
+  text: string,
+  sliceChars = MASK_SLICE_CHARS,
+): Promise<string> {
+  if (text.length <= sliceChars) return maskSecretsInText(text);
+  const parts: string[] = [];
+  let start = 0;
+  while (start < text.length) {
+    const newline = text.indexOf("\n", start + sliceChars - 1);
+    const end = newline < 0 ? text.length : newline + 1;
+    parts.push(maskSecretsInText(text.slice(start, end)));
+    start = end;
+    if (start < text.length) await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  return parts.join("");
+}
+
 function maskPairs(text: string): string {
   const keys = new RegExp(KEY_SEP.source, KEY_SEP.flags);
   const value = new RegExp(VALUE.source, VALUE.flags);

@@ -1,6 +1,7 @@
 import type { FioJobResult } from "../../shared/burnin.ts";
 import { CodedError } from "../../shared/errors.ts";
 import { parseFioJson, tail } from "../hardware/burnin-output.ts";
+import { runBadblocks } from "./badblocks.ts";
 import type { CommandHandler } from "./command.ts";
 
 /** IPA's default: 4 loops, as badblocks does. */
@@ -10,7 +11,9 @@ const DEFAULT_LOOPS = 4;
  * burnin_disk (IPA's burnin.fio_disk): one fio run with a job per disk (the job's name is the device, which
  * fio then opens), mixed 4 KiB reads and writes with direct I/O, libaio at queue depth 32, every block
  * verified by CRC32C, for `loops` passes or `runtime` seconds. The per-disk figures (MB/s, IOPS, errors) are
- * the result; an I/O or verify error, or fio failing, fails the step naming the disks.
+ * the result; an I/O or verify error, or fio failing, fails the step naming the disks. Where there is no fio
+ * (the ramdisk does not carry it: Debian's links ~84 MB of libraries), badblocks' write-read-verify test runs
+ * instead, with the same knobs and the same figures (runBadblocks says how the knobs map).
  * @throws CodedError BAD_ARGS for a disk the machine does not have; COMMAND_FAILED as above.
  */
 export const burninDisk: CommandHandler<"burnin_disk"> = async (args, context) => {
@@ -50,6 +53,10 @@ export const burninDisk: CommandHandler<"burnin_disk"> = async (args, context) =
     });
   } catch (error) {
     if (signal.aborted) throw error;
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") {
+      logger.info("no fio here: burnin_disk runs badblocks");
+      return runBadblocks({ devices, loops, runtime }, context);
+    }
     throw new CodedError("COMMAND_FAILED", `burnin_disk: fio failed: ${(error as Error).message}`);
   }
   const jobs = parseFioJson(run.stdout);

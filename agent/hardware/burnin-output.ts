@@ -111,3 +111,117 @@ export function tail(text: string, lines = 3): string {
     .join(" | ")
     .slice(0, 1024);
 }
+
+/** What badblocks (e2fsprogs) printed about one run of its write-read-verify test (`-w -v`). */
+export interface BadblocksReport {
+  /** The block range tested ("From block F to L"), null when badblocks never started testing. */
+  first: number | null;
+  last: number | null;
+  /** Patterns written whole, and read back and compared whole. */
+  writesDone: number;
+  readsDone: number;
+  /** The phase it was in when interrupted ("Interrupted at block N"), with N. */
+  interrupted: { phase: "write" | "read"; block: number } | null;
+  /** How many bad blocks it listed (on stdout, one number a line), and the first few of them. */
+  badBlocks: number;
+  firstBadBlocks: number[];
+  /** Its closing "(read/write/corruption errors)" counts, when it completed a pass. */
+  errors: { read: number; write: number; corruption: number } | null;
+}
+
+const BADBLOCKS_EVENT = new RegExp(
+  [
+    String.raw`From block (\d{1,19}) to (\d{1,19})`,
+    String.raw`Testing with (?:pattern 0x[0-9a-f]{1,8}|random pattern):( done)?`,
+    String.raw`Reading and comparing:( done)?`,
+    String.raw`Interrupted at block (\d{1,19})`,
+    String.raw`Pass completed, \d{1,19} bad blocks found\. \((\d{1,19})/(\d{1,19})/(\d{1,19}) errors\)`,
+  ].join("|"),
+  "g",
+);
+
+/** A count read from outside output: a safe integer, else 0. */
+function count(text: string | undefined): number {
+  const value = Number(text);
+  return Number.isSafeInteger(value) ? value : 0;
+}
+
+/**
+ * Reads badblocks' `-w -v` output: its stderr (the range, each pattern's write and read-compare phase, an
+ * interruption, the closing error counts) and its stdout (the bad blocks, one a line). Never throws.
+ */
+export function parseBadblocks(stderr: string, stdout: string): BadblocksReport {
+  const report: BadblocksReport = {
+    first: null,
+    last: null,
+    writesDone: 0,
+    readsDone: 0,
+    interrupted: null,
+    badBlocks: 0,
+    firstBadBlocks: [],
+    errors: null,
+  };
+  let phase: "write" | "read" | null = null;
+  for (const match of stderr.slice(0, MAX_OUTPUT).matchAll(BADBLOCKS_EVENT)) {
+    const [text, first, last, writeDone, readDone, interruptedAt, read, write, corruption] = match;
+    if (first !== undefined) {
+      report.first = count(first);
+      report.last = count(last);
+    } else if (text.startsWith("Testing")) {
+      phase = "write";
+      if (writeDone !== undefined) report.writesDone += 1;
+    } else if (text.startsWith("Reading")) {
+      phase = "read";
+      if (readDone !== undefined) report.readsDone += 1;
+    } else if (interruptedAt !== undefined) {
+      if (phase !== null) report.interrupted = { phase, block: count(interruptedAt) };
+    } else {
+      report.errors = { read: count(read), write: count(write), corruption: count(corruption) };
+    }
+  }
+  for (const line of stdout.slice(0, MAX_OUTPUT).split("\n", MAX_LINES)) {
+    if (!/^\d{1,19}$/.test(line.trim())) continue;
+    report.badBlocks += 1;
+    if (report.firstBadBlocks.length < 20) report.firstBadBlocks.push(count(line.trim()));
+  }
+  return report;
+}
+
+/**
+ * One device's figures from a badblocks run, in fio's shape: bytes written and read back (whole patterns plus
+ * the interrupted one up to its block), MB/s of each over the run time (as fio reports a mixed read/write
+ * job), I/O operations of `ioBytes` each, and its bad blocks as the error count.
+ */
+export function badblocksFigures(
+  report: BadblocksReport,
+  run: { device: string; blockSize: number; ioBytes: number; elapsedMs: number },
+): FioJobResult {
+  const { first, last } = report;
+  const blocks = first !== null && last !== null && last >= first ? last - first + 1 : 0;
+  const partial = (phase: "write" | "read"): number => {
+    const at = report.interrupted;
+    if (at === null || at.phase !== phase || first === null) return 0;
+    return Math.min(Math.max(at.block - first, 0), blocks);
+  };
+  const writeBytes = (report.writesDone * blocks + partial("write")) * run.blockSize;
+  const readBytes = (report.readsDone * blocks + partial("read")) * run.blockSize;
+  const seconds = run.elapsedMs / 1000;
+  const rate = (bytes: number): number => (seconds > 0 ? Math.round(bytes / seconds / 10_000) / 100 : 0);
+  const iops = (bytes: number): number => (seconds > 0 ? Math.round(bytes / run.ioBytes / seconds) : 0);
+  const { errors } = report;
+  return {
+    name: run.device,
+    read_bytes: readBytes,
+    write_bytes: writeBytes,
+    read_mb_s: rate(readBytes),
+    write_mb_s: rate(writeBytes),
+    read_iops: iops(readBytes),
+    write_iops: iops(writeBytes),
+    runtime_ms: Math.round(run.elapsedMs),
+    error: 0,
+    total_errors: Math.max(
+      report.badBlocks,
+      errors === null ? 0 : errors.read + errors.write + errors.corruption,
+    ),
+  };
+}

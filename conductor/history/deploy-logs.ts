@@ -2,7 +2,7 @@ import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/p
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { gunzip as gunzipCallback, gzip as gzipCallback } from "node:zlib";
-import { maskSecretsInText } from "../../shared/secrets.ts";
+import { maskSecretsInTextYielding } from "../../shared/secrets.ts";
 import { readTar, writeTar, type TarEntry } from "./tar.ts";
 
 // zlib's thread pool, not the event loop: an archive may unpack to tens of MiB
@@ -51,10 +51,13 @@ function labelOf(reason: string): string {
 
 /**
  * One file of the agent's archive, its secrets masked: every file is text (logs, command output, JSON);
- * bytes that are not UTF-8 are replaced rather than kept, so nothing escapes the masking undecoded.
+ * bytes that are not UTF-8 are replaced rather than kept, so nothing escapes the masking undecoded. Masked in
+ * slices that yield to the event loop: an archive may unpack to max_unpacked_bytes, and other requests wait
+ * on the loop meanwhile.
  */
-function masked(entry: TarEntry): TarEntry {
-  return { name: entry.name, data: Buffer.from(maskSecretsInText(entry.data.toString("utf8")), "utf8") };
+async function masked(entry: TarEntry): Promise<TarEntry> {
+  const text = await maskSecretsInTextYielding(entry.data.toString("utf8"));
+  return { name: entry.name, data: Buffer.from(text, "utf8") };
 }
 
 /**
@@ -87,7 +90,9 @@ export class DeployLogStore {
     const tar = await gunzip(archive, { maxOutputLength: this.limits.maxUnpackedBytes });
     const entries = await readTar(tar, { maxEntries: MAX_ENTRIES, maxBytes: this.limits.maxUnpackedBytes });
     const reasonFile = { name: "reason.txt", data: Buffer.from(`${options.reason}\n`) };
-    const stored = await gzip(await writeTar([reasonFile, ...entries.map(masked)], at));
+    const maskedEntries: TarEntry[] = [];
+    for (const entry of entries) maskedEntries.push(await masked(entry));
+    const stored = await gzip(await writeTar([reasonFile, ...maskedEntries], at));
     const dir = this.nodeDir(node.uuid);
     await mkdir(dir, { recursive: true, mode: 0o750 });
     const fields = [node.uuid, ...(node.instance_uuid ? [node.instance_uuid] : []), labelOf(options.reason)];

@@ -2,7 +2,7 @@
 # Fetches the Debian firmware packages the ramdisk's drivers need (images/ramdisk/drivers.md, "Firmware") into a
 # cache dir, once; prints the dir. Layout: DIR/lib/firmware/..., DIR/packages (one "name version" a line).
 # They live in Debian's non-free-firmware component: apt-get runs with a private sources list and state dir
-# under the cache, so the host's apt configuration is neither read for nor changed by them.
+# (images/lib/private-apt.sh), so the host's apt configuration is neither read for nor changed by them.
 set -euo pipefail
 packages=(firmware-qlogic firmware-misc-nonfree)
 cache=${ANVIL_CACHE:-"$(cd "$(dirname "$0")/../.." && pwd)/.tmp/cache"}
@@ -14,21 +14,11 @@ exec 9>"$cache/firmware.lock"
 flock 9
 if [ -f "$dir/packages" ]; then echo "$dir"; exit 0; fi
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-# The same suite as the host's kernel (bookworm), non-free-firmware only, signed by Debian's archive key.
-suite=$(. /etc/os-release && echo "${VERSION_CODENAME:?}")
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-{
-  echo "deb [signed-by=$keyring] http://deb.debian.org/debian $suite non-free-firmware"
-  echo "deb [signed-by=$keyring] http://deb.debian.org/debian $suite-updates non-free-firmware"
-  echo "deb [signed-by=$keyring] http://deb.debian.org/debian-security $suite-security non-free-firmware"
-} >"$work/sources.list"
-mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/debs"
-apt_options=(
-  -q -o "Dir::Etc::SourceList=$work/sources.list" -o "Dir::Etc::SourceParts=$work/none"
-  -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache" -o Debug::NoLocking=1
-  # no _apt sandbox: the private dirs belong to whoever runs this
-  -o APT::Sandbox::User="$(id -un)"
-)
+# The same suite as the host's kernel (bookworm), non-free-firmware only.
+# shellcheck source=images/lib/private-apt.sh
+. "$(dirname "$0")/../lib/private-apt.sh"
+private_apt "$work" non-free-firmware
+mkdir -p "$work/debs"
 apt-get "${apt_options[@]}" update >&2
 (cd "$work/debs" && apt-get "${apt_options[@]}" download "${packages[@]}" >&2)
 rm -rf "$dir.new"; mkdir -p "$dir.new"

@@ -168,6 +168,12 @@ done
 # stress-ng: burnin_cpu and burnin_memory (fio, for burnin_disk/burnin_network, is not carried: Debian's links
 # ~84 MB of ceph, gluster, rdma and ICU libraries, past the 60 MiB budget).
 tools=(ip lsblk blkid wipefs blkdiscard sfdisk partx mdadm sgdisk nvme hdparm smartctl dmidecode tcpdump stress-ng grub-install mkfs.fat)
+# burnin_disk without fio: e2fsprogs' badblocks, whose -w test writes, reads back and compares patterns over
+# the whole disk (35 kB + libext2fs 0.4 MB + libcom_err, about 0.2 MB compressed).
+tools+=(badblocks)
+# NIC firmware versions for inspection (plugin_data nic_firmware): ethtool -i, as sysfs has no firmware version
+# (0.6 MB + libmnl, about 0.25 MB compressed).
+tools+=(ethtool)
 # The path a tool has in the sysroot (Debian's packages still ship some in /bin and /sbin).
 foreign_command() {
   local dir
@@ -262,6 +268,8 @@ printf 'HOMEHOST <none>\n' >"$stage/etc/mdadm/mdadm.conf"
   else
     dpkg-query -W -f='${Package} ${Version}\n' busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode tcpdump stress-ng dosfstools grub2-common grub-pc-bin grub-efi-amd64-bin libc6
   fi
+  # burnin_disk without fio; NIC firmware versions
+  if [ -n "$foreign" ]; then grep -E '^(e2fsprogs|ethtool) ' "$debian_dir/packages"; else dpkg-query -W -f='${Package} ${Version}\n' e2fsprogs ethtool; fi
 } >"$stage/etc/anvil/build-info"
 
 # The build id names the content, so it is computed over everything but itself.

@@ -6,9 +6,9 @@
 #
 # Layout: DIR/root/... (every package extracted, as a sysroot), DIR/kernel/{vmlinuz,version,lib/modules/...}
 # (as images/kernel/fetch.sh lays out the host's), DIR/packages (one "name version" a line).
-# apt-get runs with a private sources list, state dir and dpkg status (APT::Architecture=ARCH), so the host's
-# apt configuration is neither read for nor changed by it; `apt-get install --download-only` against an empty
-# status resolves the packages' dependencies, and `dpkg-deb -x` unpacks them without running any script.
+# apt-get runs with a private sources list, state dir and dpkg status (APT::Architecture=ARCH; images/lib/
+# private-apt.sh); `apt-get install --download-only` against an empty status resolves the packages'
+# dependencies, and `dpkg-deb -x` unpacks them without running any script.
 set -euo pipefail
 arch=${1:?usage: fetch-arch.sh ARCH}
 case "$arch" in
@@ -20,6 +20,10 @@ esac
 packages=(
   busybox-static iproute2 util-linux fdisk mdadm gdisk nvme-cli hdparm smartmontools dmidecode tcpdump stress-ng dosfstools
   grub2-common grub-efi-arm64-bin libc6 libstdc++6 libgcc-s1
+  # burnin_disk without fio: badblocks
+  e2fsprogs
+  # NIC firmware versions: ethtool
+  ethtool
 )
 cache=${ANVIL_CACHE:-"$(cd "$(dirname "$0")/../.." && pwd)/.tmp/cache"}
 # named by the package list too: adding a package fetches anew instead of reusing a set without it
@@ -31,26 +35,17 @@ exec 9>"$cache/debian-$arch.lock"
 flock 9
 if [ -f "$dir/packages" ]; then echo "$dir"; exit 0; fi
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-# The host's suite (bookworm), main only, signed by Debian's archive key.
-suite=$(. /etc/os-release && echo "${VERSION_CODENAME:?}")
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-{
-  echo "deb [arch=$arch signed-by=$keyring] http://deb.debian.org/debian $suite main"
-  echo "deb [arch=$arch signed-by=$keyring] http://deb.debian.org/debian $suite-updates main"
-  echo "deb [arch=$arch signed-by=$keyring] http://deb.debian.org/debian-security $suite-security main"
-} >"$work/sources.list"
-mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/dpkg/updates" "$work/kernel-deb" "$work/none"
-: >"$work/dpkg/status"
-apt_options=(
-  -q -o "Dir::Etc::SourceList=$work/sources.list" -o "Dir::Etc::SourceParts=$work/none"
-  -o "Dir::Etc::Preferences=$work/preferences" -o "Dir::Etc::PreferencesParts=$work/none"
-  -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache" -o "Dir::State::status=$work/dpkg/status"
-  -o "Dir::State::extended_states=$work/extended_states" -o "Dir::Log=$work"
-  -o "APT::Architecture=$arch" -o "APT::Architectures::=$arch" -o Debug::NoLocking=1
+# The host's suite (bookworm), main only, for ARCH, with a private dpkg status (empty: every dependency is
+# fetched) and preferences.
+# shellcheck source=images/lib/private-apt.sh
+. "$(dirname "$0")/../lib/private-apt.sh"
+private_apt "$work" main "arch=$arch" -- \
+  -o "Dir::Etc::Preferences=$work/preferences" -o "Dir::Etc::PreferencesParts=$work/none" \
+  -o "Dir::State::status=$work/dpkg/status" -o "Dir::State::extended_states=$work/extended_states" \
+  -o "Dir::Log=$work" -o "APT::Architecture=$arch" -o "APT::Architectures::=$arch" \
   -o APT::Install-Recommends=0 -o APT::Install-Suggests=0
-  # no _apt sandbox: the private dirs belong to whoever runs this
-  -o APT::Sandbox::User="$(id -un)"
-)
+mkdir -p "$work/dpkg/updates" "$work/kernel-deb"
+: >"$work/dpkg/status"
 apt-get "${apt_options[@]}" update >&2
 apt-get "${apt_options[@]}" install -y --download-only "${packages[@]}" >&2
 # The kernel alone (its package's own dependencies, initramfs-tools and kmod, are the host's business).

@@ -23,6 +23,8 @@ packages=(
   mdadm nvme-cli hdparm smartmontools dmidecode syslinux syslinux-common syslinux-efi ovmf
   # LLDP: the ramdisk's agent captures frames with tcpdump; the lab's switch port is announced by lldpd.
   tcpdump lldpd
+  # The ramdisk's NIC firmware collector reads ethtool -i.
+  ethtool
   # The burn-in steps' tools (burnin_cpu/burnin_memory: stress-ng; burnin_disk/burnin_network: fio); the
   # loop-device tests run them for real.
   stress-ng fio

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { burninCpu } from "../../agent/commands/burnin-cpu.ts";
 import { burninDisk } from "../../agent/commands/burnin-disk.ts";
 import { burninMemory } from "../../agent/commands/burnin-memory.ts";
+import { runBadblocks } from "../../agent/commands/badblocks.ts";
 import type { CommandContext } from "../../agent/commands/command.ts";
 import { LinuxBurninTools } from "../../agent/hardware/burnin-tools.ts";
 import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backend.ts";
@@ -58,6 +59,34 @@ describe.runIf(process.getuid?.() === 0)("burn-in with the real tools on a loop 
     expect(disk!.read_mb_s).toBeGreaterThan(0);
     expect(disk!.write_mb_s).toBeGreaterThan(0);
     console.log(`burnin_disk on ${loop}: read ${disk!.read_mb_s} MB/s, write ${disk!.write_mb_s} MB/s`);
+  }, 120_000);
+
+  it("burnin_disk without fio: badblocks writes, reads back and compares every block, a pattern per loop", async () => {
+    const result = await runBadblocks({ devices: [loop], loops: 2, runtime: 0 }, context());
+    expect(result).toMatchObject({ tool: "badblocks", patterns: ["0xaa", "0x55"] });
+    const [disk] = result.devices;
+    // two whole passes over the 64 MiB device, each direction
+    expect(disk).toMatchObject({
+      name: loop,
+      write_bytes: 2 * (64 << 20),
+      read_bytes: 2 * (64 << 20),
+      total_errors: 0,
+    });
+    console.log(
+      `burnin_disk (badblocks) on ${loop}: read ${disk!.read_mb_s} MB/s, write ${disk!.write_mb_s} MB/s`,
+    );
+  }, 120_000);
+
+  it("burnin_disk without fio, with a runtime: badblocks is interrupted and reports the blocks it reached", async () => {
+    // 1000 passes over 64 MiB are far more than a second's work: the runtime stops it
+    const result = await runBadblocks({ devices: [loop], loops: 1000, runtime: 1 }, context());
+    const [disk] = result.devices;
+    expect(disk!.total_errors).toBe(0);
+    expect(disk!.write_bytes).toBeGreaterThan(0);
+    expect(disk!.write_bytes).toBeLessThan(1000 * (64 << 20));
+    // writes lead reads by at most one pass
+    expect(disk!.write_bytes - disk!.read_bytes).toBeLessThanOrEqual(64 << 20);
+    expect(disk!.write_bytes).toBeGreaterThanOrEqual(disk!.read_bytes);
   }, 120_000);
 
   it("burnin_cpu and burnin_memory: stress-ng for 2 s each, with their bogo ops", async () => {

@@ -125,6 +125,18 @@ describe("the deploy ramdisk's contents (unpacked on the host)", () => {
     expect(result.stdout.trim()).toBe("");
   });
 
+  it("carries badblocks (burnin_disk without fio) and ethtool (NIC firmware), which run with their libraries", async () => {
+    // badblocks without a device prints its usage: it loaded libext2fs and libcom_err
+    const badblocks = await runInRamdisk(unpacked, ["/usr/sbin/badblocks"]);
+    expect(badblocks.stderr).toMatch(/^Usage: \S*badblocks \[-b block_size\]/m);
+    const ethtool = await runInRamdisk(unpacked, ["/usr/sbin/ethtool", "--version"]);
+    expect(ethtool.code, ethtool.stderr).toBe(0);
+    expect(ethtool.stdout).toMatch(/^ethtool version \d/);
+    expect(await readFile(join(unpacked, "etc/anvil/build-info"), "utf8")).toMatch(
+      /^e2fsprogs \S+\nethtool \S+$/m,
+    );
+  });
+
   it("carries exactly drivers.md's modules with their dependencies, and loads them in its order", async () => {
     const listed = await readDocumentedModules();
     // the doc's families, spot-checked, so a table the parser misreads cannot pass as empty or partial

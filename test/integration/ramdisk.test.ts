@@ -5,7 +5,7 @@ import { join, resolve } from "node:path";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exec } from "../../shared/system/exec.ts";
-import { InventorySchema } from "../../shared/inventory.ts";
+import { CollectorDataSchema, InventorySchema } from "../../shared/inventory.ts";
 import { ensureAgentBuilt } from "../helpers/agent.ts";
 import { FakeConductor } from "../helpers/fake-conductor.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -106,7 +106,8 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
       boot: {
         kernel: join(dir, "anvil.kernel"),
         initrd: join(dir, "anvil.initramfs"),
-        append: `console=ttyS0 anvil.conductor=ws://10.0.2.2:${port}/v1/agent BOOTIF=01-${MAC.replaceAll(":", "-")}`,
+        // IPA's spelling of the LLDP timeout, which the agent takes too: 0 turns the collector off (no switch here)
+        append: `console=ttyS0 anvil.conductor=ws://10.0.2.2:${port}/v1/agent ipa-lldp-timeout=0 BOOTIF=01-${MAC.replaceAll(":", "-")}`,
       },
     });
     // After startQemu: it may first wait for a free VM slot.
@@ -225,6 +226,26 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
           { mac: SECOND_MAC, driver: "8139cp" },
         ]),
       );
+      // plugin_data's nic_firmware from the ramdisk's ethtool -i: QEMU's NICs name their driver and PCI address;
+      // their firmware version is whatever the emulated device reports (none for these two), so it is not asserted
+      const asked = Date.now();
+      const data = await conductor.call("get_inspection_data", {}, BOOT_TIMEOUT_MS);
+      const inspectionSeconds = ((Date.now() - asked) / 1000).toFixed(1);
+      const collected = CollectorDataSchema.parse(data.ok ? data.value : null);
+      // ipa-lldp-timeout=0 on the command line turned the LLDP collector off: no lldp_raw at all
+      expect(collected.lldp_raw).toBeUndefined();
+      expect(collected.pci_devices?.length).toBeGreaterThan(0);
+      const firmware = collected.nic_firmware ?? [];
+      for (const [mac, driver] of [
+        [MAC, "vmxnet3"],
+        [SECOND_MAC, "8139cp"],
+      ] as const) {
+        const entry = firmware.find((nic) => nic.mac_address === mac);
+        const pci = inventory.interfaces.find((nic) => nic.mac_address === mac)?.pci_address;
+        expect(entry, JSON.stringify(firmware)).toMatchObject({ driver, source: "ethtool", bus_info: pci });
+      }
+      // Measured, not asserted: the collectors' time
+      console.log(`get_inspection_data in ${inspectionSeconds} s; nic_firmware: ${JSON.stringify(firmware)}`);
     },
     BOOT_TIMEOUT_MS,
   );
@@ -262,6 +283,33 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
         expect(metrics[0]?.bogo_ops).toBeGreaterThan(0);
         console.log(`${name} under TCG in the ramdisk: ${JSON.stringify(metrics)}`);
       }
+    },
+    BOOT_TIMEOUT_MS,
+  );
+
+  it.runIf(!USE_STAND_IN)(
+    "burnin_disk runs the ramdisk's badblocks (no fio there) over the whole NVMe drive and reports its figures",
+    async () => {
+      const started = Date.now();
+      const result = await conductor.call(
+        "burnin_disk",
+        { loops: 1, devices: ["/dev/nvme0n1"] },
+        BOOT_TIMEOUT_MS,
+      );
+      const seconds = ((Date.now() - started) / 1000).toFixed(1);
+      expect(result, JSON.stringify(result)).toMatchObject({
+        ok: true,
+        value: {
+          tool: "badblocks",
+          patterns: ["0xaa"],
+          // one pattern written over every byte, then read back and compared
+          devices: [
+            { name: "/dev/nvme0n1", write_bytes: NVME_BYTES, read_bytes: NVME_BYTES, total_errors: 0 },
+          ],
+        },
+      });
+      // Measured, not asserted: what this step adds to the boot.
+      console.log(`burnin_disk under TCG in the ramdisk: ${seconds} s; ${JSON.stringify(result)}`);
     },
     BOOT_TIMEOUT_MS,
   );

@@ -3,7 +3,13 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { collectLldp, DEFAULT_LLDP_TIMEOUT_S, lldpTimeoutOf } from "../../agent/hardware/linux/lldp.ts";
+import { parseKernelCmdline } from "../../agent/cmdline.ts";
+import {
+  collectLldp,
+  DEFAULT_LLDP_TIMEOUT_S,
+  lldpTimeoutOf,
+  lldpTimeoutParam,
+} from "../../agent/hardware/linux/lldp.ts";
 import { readNumaTopology } from "../../agent/hardware/linux/numa.ts";
 import { firstLldpPdu } from "../../agent/hardware/linux/pcap.ts";
 import { pciClassType, readPciDevices } from "../../agent/hardware/linux/pci.ts";
@@ -84,6 +90,15 @@ describe("the lldp collector", () => {
     expect(lldpTimeoutOf("0")).toBeNull();
     for (const bad of ["", "-1", "601", "x", "1e9"])
       expect(() => lldpTimeoutOf(bad)).toThrow(/anvil.lldp_timeout/);
+  });
+
+  it("takes IPA's ipa-lldp-timeout where anvil.lldp_timeout is absent, and prefers Anvil's own", () => {
+    const timeout = (cmdline: string) => lldpTimeoutOf(lldpTimeoutParam(parseKernelCmdline(cmdline)));
+    expect(timeout("console=ttyS0 ipa-lldp-timeout=12 BOOTIF=01-52-54-00-aa-bb-01")).toBe(12);
+    expect(timeout("ipa-lldp-timeout=0")).toBeNull();
+    expect(timeout("ipa-lldp-timeout=12 anvil.lldp_timeout=7")).toBe(7);
+    expect(timeout("anvil.lldp_timeout=7 ipa-lldp-timeout=12")).toBe(7);
+    expect(timeout("console=ttyS0")).toBe(DEFAULT_LLDP_TIMEOUT_S);
   });
 });
 

@@ -52,6 +52,35 @@ describe("IpxeBoot", () => {
     expect(script).toContain("goto retry");
   });
 
+  it("puts the node's driver_info.kernel_append_params in place of the defaults, %default% standing for them", async () => {
+    const withAppend = (value: unknown) =>
+      node({ driver_info: { ...node().driver_info, kernel_append_params: value } });
+    const kernelLine = async () =>
+      /^kernel (.*) \|\| goto failed$/m.exec(
+        await readFile(join(root, "nodes", "52-54-00-aa-bb-01.ipxe"), "utf8"),
+      )?.[1];
+    const agentParams = { "anvil.conductor": "ws://10.0.0.1:6385/v1/agent" };
+    await boot.prepareRamdisk(withAppend("%default%  anvil.lldp_timeout=10 nomodeset"), { agentParams });
+    expect(await kernelLine()).toBe(
+      "http://10.0.0.1:8080/images/vmlinuz console=ttyS0 anvil.lldp_timeout=10 nomodeset anvil.conductor=ws://10.0.0.1:6385/v1/agent BOOTIF=01-52-54-00-aa-bb-01",
+    );
+    // IPA's spelling, and without %default% the console words are gone, as in Ironic
+    await boot.prepareRamdisk(withAppend("ipa-lldp-timeout=5"), { agentParams });
+    expect(await kernelLine()).toBe(
+      "http://10.0.0.1:8080/images/vmlinuz ipa-lldp-timeout=5 anvil.conductor=ws://10.0.0.1:6385/v1/agent BOOTIF=01-52-54-00-aa-bb-01",
+    );
+    for (const bad of [
+      "anvil.conductor=ws://evil/v1/agent",
+      "anvil.ca_fingerprint=00",
+      "a=$(reboot)",
+      'x="y',
+      42,
+    ]) {
+      await expect(boot.prepareRamdisk(withAppend(bad), { agentParams })).rejects.toThrow(InvalidDriverInfo);
+      expect(() => boot.validate(withAppend(bad))).toThrow(/kernel_append_params/);
+    }
+  });
+
   it("names the initrd on the command line under UEFI", async () => {
     await boot.prepareRamdisk(node({ properties: { capabilities: { boot_mode: "uefi" } } }), {
       agentParams: {},

@@ -6,7 +6,12 @@ import { burninMemory } from "../../agent/commands/burnin-memory.ts";
 import { burninNetwork } from "../../agent/commands/burnin-network.ts";
 import type { CommandContext } from "../../agent/commands/command.ts";
 import type { BurninTools } from "../../agent/hardware/burnin-tools.ts";
-import { parseFioJson, parseStressNg } from "../../agent/hardware/burnin-output.ts";
+import {
+  badblocksFigures,
+  parseBadblocks,
+  parseFioJson,
+  parseStressNg,
+} from "../../agent/hardware/burnin-output.ts";
 import type { SimulatedBurnin } from "../../agent/hardware/simulated/burnin-tools.ts";
 import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backend.ts";
 import { simulatedInventory } from "../../agent/hardware/simulated/sample-inventory.ts";
@@ -18,7 +23,10 @@ import type { DriverTask } from "../../conductor/drivers/task-context.ts";
 
 const DISKS = ["/tmp/anvil-burnin-a.disk", "/tmp/anvil-burnin-b.disk"];
 
-function context(failing: SimulatedBurnin[] = []): CommandContext & { argv: string[][] } {
+function context(
+  failing: SimulatedBurnin[] = [],
+  options: { fio?: boolean } = {},
+): CommandContext & { argv: string[][] } {
   const backend = new SimulatedBackend({
     inventory: simulatedInventory({
       macs: ["52:54:00:aa:bb:02"],
@@ -30,7 +38,15 @@ function context(failing: SimulatedBurnin[] = []): CommandContext & { argv: stri
   const tools = backend.burnin;
   const recording: BurninTools = {
     stressNg: (args) => (argv.push(["stress-ng", ...args]), tools.stressNg(args)),
-    fio: (args) => (argv.push(["fio", ...args]), tools.fio(args)),
+    fio: (args) => {
+      argv.push(["fio", ...args]);
+      if (options.fio === false) {
+        // what spawn rejects with when the program is not on PATH
+        return Promise.reject(Object.assign(new Error("spawn fio ENOENT"), { code: "ENOENT" }));
+      }
+      return tools.fio(args);
+    },
+    badblocks: (args) => (argv.push(["badblocks", ...args]), tools.badblocks(args)),
   };
   Object.defineProperty(backend, "burnin", { value: recording });
   return {
@@ -219,6 +235,109 @@ describe("parseFioJson", () => {
   });
 });
 
+// badblocks 1.47.0's own output (Debian bookworm), `badblocks -w -v -b 4096 -c 256 -t 0xaa -t 0x55` on a
+// 4 GiB file, interrupted (SIGINT) in the second pass's read
+const REAL_BADBLOCKS_INTERRUPTED = `Checking for bad blocks in read-write mode
+From block 0 to 1048575
+Testing with pattern 0xaa: done                                                 
+Reading and comparing: 
+
+Interrupted at block 303360
+`;
+const REAL_BADBLOCKS_DONE = `Checking for bad blocks in read-write mode
+From block 0 to 8191
+Testing with pattern 0xaa: done                                                 
+Reading and comparing: done                                                 
+Pass completed, 0 bad blocks found. (0/0/0 errors)
+`;
+
+describe("parseBadblocks and badblocksFigures", () => {
+  const run = { device: "/dev/sdb", blockSize: 4096, ioBytes: 1 << 20, elapsedMs: 2000 };
+
+  it("counts whole patterns written and read back, and the interrupted phase up to its block", () => {
+    const done = parseBadblocks(REAL_BADBLOCKS_DONE, "");
+    expect(done).toMatchObject({ first: 0, last: 8191, writesDone: 1, readsDone: 1, interrupted: null });
+    expect(done.errors).toEqual({ read: 0, write: 0, corruption: 0 });
+    expect(badblocksFigures(done, run)).toEqual({
+      name: "/dev/sdb",
+      read_bytes: 32 << 20,
+      write_bytes: 32 << 20,
+      read_mb_s: 16.78,
+      write_mb_s: 16.78,
+      read_iops: 16,
+      write_iops: 16,
+      runtime_ms: 2000,
+      error: 0,
+      total_errors: 0,
+    });
+    const stopped = parseBadblocks(REAL_BADBLOCKS_INTERRUPTED, "");
+    expect(stopped).toMatchObject({
+      writesDone: 1,
+      readsDone: 0,
+      interrupted: { phase: "read", block: 303_360 },
+      errors: null,
+    });
+    const figures = badblocksFigures(stopped, run);
+    expect(figures.write_bytes).toBe(4 * 1024 ** 3);
+    expect(figures.read_bytes).toBe(303_360 * 4096);
+  });
+
+  it("counts the bad blocks listed on stdout and the closing error counts", () => {
+    const report = parseBadblocks(
+      REAL_BADBLOCKS_DONE.replace("0 bad blocks found. (0/0/0", "3 bad blocks found. (1/0/2"),
+      "17\n18\n4096\n",
+    );
+    expect(report).toMatchObject({ badBlocks: 3, firstBadBlocks: [17, 18, 4096] });
+    expect(report.errors).toEqual({ read: 1, write: 0, corruption: 2 });
+    expect(badblocksFigures(report, run).total_errors).toBe(3);
+    expect(
+      parseBadblocks("badblocks: No such file or directory while trying to determine device size\n", ""),
+    ).toMatchObject({ first: null, writesDone: 0, badBlocks: 0 });
+  });
+
+  it("never throws on any output, and its figures are finite, non-negative and within the range tested", () => {
+    const line = fc.oneof(
+      fc.string(),
+      fc.constantFrom(...REAL_BADBLOCKS_INTERRUPTED.split("\n"), ...REAL_BADBLOCKS_DONE.split("\n")),
+      fc
+        .tuple(fc.bigInt({ min: 0n, max: 10n ** 20n }), fc.bigInt({ min: 0n, max: 10n ** 20n }))
+        .map(([a, b]) => `From block ${a} to ${b}`),
+      fc.bigInt({ min: 0n, max: 10n ** 20n }).map((n) => `Interrupted at block ${n}`),
+      fc.constantFrom(
+        "Testing with pattern 0xff: done",
+        "Testing with random pattern: ",
+        "Reading and comparing: done",
+      ),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(line, { maxLength: 30 }),
+        fc.array(fc.oneof(fc.nat().map(String), fc.string()), { maxLength: 30 }),
+        fc.nat({ max: 1e7 }),
+        (stderr, stdout, elapsedMs) => {
+          const report = parseBadblocks(stderr.join("\n"), stdout.join("\n"));
+          const job = badblocksFigures(report, { ...run, elapsedMs });
+          const phases = report.writesDone + report.readsDone + 1;
+          const blocks = report.first !== null && report.last !== null ? report.last - report.first + 1 : 0;
+          for (const x of [
+            job.read_bytes,
+            job.write_bytes,
+            job.read_mb_s,
+            job.write_mb_s,
+            job.read_iops,
+            job.write_iops,
+            job.total_errors,
+          ]) {
+            expect(Number.isFinite(x) && x >= 0).toBe(true);
+          }
+          expect(job.read_bytes + job.write_bytes).toBeLessThanOrEqual(Math.max(blocks, 0) * 4096 * phases);
+          expect(report.firstBadBlocks.length).toBeLessThanOrEqual(20);
+        },
+      ),
+    );
+  });
+});
+
 describe("the burn-in commands on the simulated machine", () => {
   it("burnin_cpu runs IPA's stress-ng command and returns its bogo ops", async () => {
     const ctx = context();
@@ -263,6 +382,37 @@ describe("the burn-in commands on the simulated machine", () => {
     });
     await expect(burninDisk({ devices: ["/dev/nope"] }, context())).rejects.toMatchObject({
       code: "BAD_ARGS",
+    });
+  });
+
+  it("burnin_disk without fio runs badblocks' write-read-verify test, a pattern per loop, on every disk", async () => {
+    const ctx = context([], { fio: false });
+    const result = (await burninDisk({ loops: 6 }, ctx)) as {
+      tool: string;
+      patterns: string[];
+      devices: { name: string; write_bytes: number; read_bytes: number; total_errors: number }[];
+    };
+    expect(result.tool).toBe("badblocks");
+    expect(result.patterns).toEqual(["0xaa", "0x55", "0xff", "0x00", "0xaa", "0x55"]);
+    // six patterns over the simulated 64 MiB: each written once and read back once
+    expect(result.devices).toEqual(
+      DISKS.map((name) =>
+        expect.objectContaining({
+          name,
+          write_bytes: 6 * 64 * 2 ** 20,
+          read_bytes: 6 * 64 * 2 ** 20,
+          total_errors: 0,
+        }),
+      ),
+    );
+    const badblocksRuns = ctx.argv.filter((argv) => argv[0] === "badblocks");
+    expect(badblocksRuns.map((argv) => argv.at(-1))).toEqual(DISKS);
+    expect(badblocksRuns[0]).toEqual(expect.arrayContaining(["-w", "-b", "4096", "-e", "1000"]));
+    await expect(
+      burninDisk({ devices: [DISKS[1]!], loops: 1 }, context(["disk"], { fio: false })),
+    ).rejects.toMatchObject({
+      code: "COMMAND_FAILED",
+      message: `burnin_disk: badblocks found errors on ${DISKS[1]}: 3 bad blocks (0/0/3 read/write/compare errors), first 1024, 1025, 40000`,
     });
   });
 

@@ -7,7 +7,14 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
 import { DeployLogStore } from "../../conductor/history/deploy-logs.ts";
 import { TarError, readTar, safeEntryName, writeTar } from "../../conductor/history/tar.ts";
-import { MASK, maskSecretsInText } from "../../shared/secrets.ts";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import {
+  MASK,
+  MASK_SLICE_CHARS,
+  maskSecretsInText,
+  maskSecretsInTextYielding,
+} from "../../shared/secrets.ts";
 
 const NODE = "1be26c0b-03f2-4d2e-ae87-c02d7f33c123";
 const INSTANCE = "6e7f5c1c-8f5a-4b59-a1de-7f2a36c1e0a1";
@@ -67,6 +74,55 @@ describe("maskSecretsInText", () => {
           expect(out).toBe(text);
       }),
     );
+  });
+});
+
+describe("maskSecretsInTextYielding", () => {
+  it("masks exactly as maskSecretsInText, wherever the slices end (generated)", async () => {
+    const line = fc.oneof(
+      fc.string({ maxLength: 30 }),
+      fc.constantFrom(
+        "password=hunter2 x",
+        '"token": "tok en"',
+        "Authorization: Bearer eyJhbGciOi.x.y",
+        "fetch http://u:pw@h/i?temp_url_sig=f00&x=1",
+        "ipmi_password: ",
+        "key=\\",
+        '"secret": "a\\"b"',
+      ),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(line, { maxLength: 20 }),
+        fc.constantFrom("\n", "\r\n", " "),
+        fc.integer({ min: 1, max: 64 }),
+        async (lines, separator, slice) => {
+          const text = lines.join(separator);
+          expect(await maskSecretsInTextYielding(text, slice)).toBe(maskSecretsInText(text));
+        },
+      ),
+    );
+  });
+
+  it("lets the event loop turn between slices instead of holding it for the whole text", async () => {
+    const slices = 40;
+    // lines exactly a slice long: one line a slice
+    const text = `password=hunter2 ${"x".repeat(MASK_SLICE_CHARS - 18)}\n`.repeat(slices);
+    let turns = 0;
+    let masking = true;
+    const ticker = (async () => {
+      while (masking) {
+        turns += 1;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    })();
+    const out = await maskSecretsInTextYielding(text);
+    masking = false;
+    await ticker;
+    // masking is CPU work only: a synchronous mask would let the ticker run once, at most
+    expect(turns).toBeGreaterThanOrEqual(slices - 1);
+    expect(out).toBe(maskSecretsInText(text));
+    expect(out).not.toContain("hunter2");
   });
 });
 
@@ -177,6 +233,36 @@ describe("DeployLogStore", () => {
     expect(raw).not.toContain("t0ps3cret");
     expect(raw).not.toContain("hunter2");
     expect(await logs.list(NODE)).toEqual([info]);
+  });
+
+  it("masks a large log in slices, answering another request while it saves, every secret masked", async () => {
+    const { store: logs } = store({ ...LIMITS, maxUnpackedBytes: 64 * 1024 * 1024 });
+    // 4 MiB of agent log lines, a secret on each, so secrets sit at every slice boundary
+    const line = (i: number) => `{"level":30,"msg":"step ${i} ipmi_password=pw${i}x and more text"}\n`;
+    const lines = Array.from({ length: 70_000 }, (_, i) => line(i)).join("");
+    const server = createServer((_request, response) => response.end("pong"));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const order: string[] = [];
+      const saving = logs
+        .save({ uuid: NODE, instance_uuid: null }, agentArchive({ "agent.log": lines }), {
+          reason: "deploy failed",
+        })
+        .then((info) => (order.push("saved"), info));
+      const answer = await fetch(`http://127.0.0.1:${port}/`).then((response) => response.text());
+      order.push(answer);
+      const info = await saving;
+      expect(order).toEqual(["pong", "saved"]);
+      const stored = await logs.read(NODE, info.id);
+      const files = await logs.unpack(stored?.archive ?? Buffer.alloc(0));
+      const log = files.find((file) => file.name.endsWith("agent.log"))?.data.toString() ?? "";
+      expect(log.length).toBeGreaterThan(lines.length / 2);
+      expect(log).not.toMatch(/ipmi_password=pw\d/);
+      expect(log.split(`ipmi_password=${MASK}`).length - 1).toBe(70_000);
+    } finally {
+      server.close();
+    }
   });
 
   it("keeps the newest maxPerNode archives, oldest removed first", async () => {

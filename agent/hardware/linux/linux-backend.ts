@@ -13,6 +13,7 @@ import { readDisks } from "./disks.ts";
 import { readInterfaces } from "./interfaces.ts";
 import { collectLldp, DEFAULT_LLDP_TIMEOUT_S, type FrameCapture } from "./lldp.ts";
 import { readMemory } from "./memory.ts";
+import { type EthtoolRunner, readNicFirmware } from "./nic-firmware.ts";
 import { readNumaTopology } from "./numa.ts";
 import { readPciDevices } from "./pci.ts";
 import { readBootInfo, readSystemVendor } from "./system.ts";
@@ -25,6 +26,8 @@ export interface LinuxBackendOptions {
   lldpTimeoutS?: number | null;
   /** Where LLDP frames come from (tests); tcpdump by default. */
   lldpCapture?: FrameCapture;
+  /** How `ethtool -i` runs (tests); the real ethtool by default. */
+  ethtool?: EthtoolRunner;
   /** Roots of the pseudo filesystems (tests point them at fixtures). */
   roots?: { proc: string; sys: string; dev: string };
 }
@@ -70,17 +73,19 @@ export class LinuxBackend implements HardwareBackend {
 
   async collectorData(options: { signal?: AbortSignal } = {}): Promise<CollectorData> {
     const { sys } = this.roots;
-    const nics = (await readInterfaces(sys)).map((nic) => nic.name);
+    const interfaces = await readInterfaces(sys);
+    const nics = interfaces.map((nic) => nic.name);
     const timeoutS =
       this.options.lldpTimeoutS === undefined ? DEFAULT_LLDP_TIMEOUT_S : this.options.lldpTimeoutS;
-    const [lldp_raw, pci_devices, numa_topology] = await Promise.all([
+    const [lldp_raw, pci_devices, numa_topology, nic_firmware] = await Promise.all([
       timeoutS === null
         ? undefined
         : collectLldp(nics, { timeoutS, capture: this.options.lldpCapture, signal: options.signal }),
       readPciDevices(sys),
       readNumaTopology(sys, nics),
+      readNicFirmware(sys, interfaces, this.options.ethtool),
     ]);
-    return { ...(lldp_raw === undefined ? {} : { lldp_raw }), pci_devices, numa_topology };
+    return { ...(lldp_raw === undefined ? {} : { lldp_raw }), pci_devices, numa_topology, nic_firmware };
   }
 
   disks(): Promise<Disk[]> {

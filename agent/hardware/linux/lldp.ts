@@ -9,6 +9,13 @@ import { firstLldpPdu } from "./pcap.ts";
 export const DEFAULT_LLDP_TIMEOUT_S = 3;
 /** The kernel parameter that sets it (seconds; 0 turns the collector off). */
 export const LLDP_TIMEOUT_PARAM = "anvil.lldp_timeout";
+/** IPA's name for the same setting, accepted too (an operator's kernel_append_params may carry either). */
+export const IPA_LLDP_TIMEOUT_PARAM = "ipa-lldp-timeout";
+
+/** The LLDP timeout a kernel command line asks for: anvil.lldp_timeout, else IPA's ipa-lldp-timeout. */
+export function lldpTimeoutParam(cmdline: ReadonlyMap<string, string>): string | undefined {
+  return cmdline.get(LLDP_TIMEOUT_PARAM) ?? cmdline.get(IPA_LLDP_TIMEOUT_PARAM);
+}
 
 /**
  * The timeout a kernel parameter value asks for, in seconds: the default when absent, null (off) at 0.

@@ -1,6 +1,9 @@
 import type { ExecResult } from "../../../shared/system/exec.ts";
 import type { BurninTools } from "../burnin-tools.ts";
 
+/** The blocks a simulated failing disk reports bad. */
+const BAD_BLOCKS = [1024, 1025, 40_000];
+
 /** The burn-in a simulated machine can be told to fail (`burnin_failing` in its machine file). */
 export type SimulatedBurnin = "cpu" | "memory" | "disk" | "network";
 
@@ -16,7 +19,7 @@ function optionValues(args: readonly string[], name: string): string[] {
 
 /**
  * A simulated machine runs no stress: stress-ng and fio answer at once, in the real tools' output formats
- * (stress-ng 0.15's metrics lines, fio 3.33's JSON), with fixed figures; a burn-in the machine file names
+ * (stress-ng 0.15's metrics lines, fio 3.33's JSON, badblocks 1.47's -w -v lines), with fixed figures; a burn-in the machine file names
  * in `burnin_failing` reports errors and exits non-zero, as a dying part would.
  */
 export class SimulatedBurninTools implements BurninTools {
@@ -65,6 +68,25 @@ export class SimulatedBurninTools implements BurninTools {
       signal: null,
       stdout: JSON.stringify(report, null, 2),
       stderr: fails ? "fio: io_u error on file: Input/output error: read offset=4096, buflen=4096\n" : "",
+    };
+  }
+
+  /** A 64 MiB disk (16384 blocks of 4 KiB): each -t pattern written, then read and compared. */
+  async badblocks(args: readonly string[]): Promise<ExecResult> {
+    const fails = this.failing.has("disk");
+    const patterns = args.flatMap((arg, i) => (arg === "-t" && i + 1 < args.length ? [args[i + 1]!] : []));
+    const lines = ["Checking for bad blocks in read-write mode", "From block 0 to 16383"];
+    for (const pattern of patterns) {
+      lines.push(`Testing with pattern ${pattern}: done${" ".repeat(49)}`);
+      lines.push(`Reading and comparing: done${" ".repeat(49)}`);
+    }
+    const found = fails ? BAD_BLOCKS.length : 0;
+    lines.push(`Pass completed, ${found} bad blocks found. (0/0/${found} errors)`);
+    return {
+      code: 0,
+      signal: null,
+      stdout: fails ? BAD_BLOCKS.map((block) => `${block}\n`).join("") : "",
+      stderr: lines.join("\n") + "\n",
     };
   }
 }

@@ -5,6 +5,7 @@ import type { BootMode } from "./boot-mode.ts";
 import { pathInside, removeFile, writeFileAtomic } from "./boot-files.ts";
 import { cpuArchOf, deployImagesFor, requireHttpUrl } from "./deploy-images.ts";
 import type { DeployImageDefaults, DeployImages } from "./deploy-images.ts";
+import { ramdiskKernelWords } from "./kernel-append.ts";
 import { checkKernelWords, formatKernelArgs } from "./kernel-args.ts";
 import { macHyphenated, macPxeName } from "./mac.ts";
 import type { Mac } from "./mac.ts";
@@ -143,6 +144,7 @@ export class IpxeBoot implements BootInterface {
   /** @throws InvalidDriverInfo (uuid, ports, deploy images not http(s) URLs) */
   validate(node: DriverNode): void {
     checkedUuid(node.uuid);
+    this.kernelWordsFor(node);
     pxeMacs(node);
     const images = deployImagesFor(node, this.defaults);
     requireHttpUrl(images.kernel, "driver_info.deploy_kernel");
@@ -187,10 +189,14 @@ export class IpxeBoot implements BootInterface {
     );
   }
 
-  /** The configured words for the node's cpu_arch, else the common ones. */
+  /**
+   * The configured words for the node's cpu_arch, else the common ones; the node's
+   * driver_info.kernel_append_params instead when it has one. @throws InvalidDriverInfo
+   */
   private kernelWordsFor(node: DriverNode): string[] {
     const arch = cpuArchOf(node);
-    return (arch === undefined ? undefined : this.kernelWordsByArch.get(arch)) ?? this.kernelWords;
+    const defaults = (arch === undefined ? undefined : this.kernelWordsByArch.get(arch)) ?? this.kernelWords;
+    return ramdiskKernelWords(node, defaults);
   }
 
   async cleanUpRamdisk(node: DriverNode): Promise<void> {

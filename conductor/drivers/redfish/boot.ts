@@ -4,6 +4,7 @@ import type { VmediaIsoBuilder } from "../../images/iso.ts";
 import { IsoBuildError } from "../../images/iso.ts";
 import type { DeployFiles } from "../../images/iso-sources.ts";
 import { deployImagesFor, type DeployImageDefaults } from "../boot/deploy-images.ts";
+import { ramdiskKernelWords } from "../boot/kernel-append.ts";
 import { checkKernelWords, formatKernelArgs } from "../boot/kernel-args.ts";
 import { isMac, macPxeName, normalizeMac } from "../boot/mac.ts";
 import { checkedUuid } from "../boot/node-uuid.ts";
@@ -62,6 +63,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
     checkedUuid(node.uuid);
     parseRedfishDriverInfo(node.driver_info);
     deployImagesFor(node, this.defaults);
+    ramdiskKernelWords(node, this.kernelWords);
   }
 
   /**
@@ -77,7 +79,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
     const images = deployImagesFor(node, this.defaults);
     const bootif = "BOOTIF" in options.agentParams ? undefined : this.bootifOf(node);
     const words = [
-      ...this.kernelWords,
+      ...ramdiskKernelWords(node, this.kernelWords),
       ...formatKernelArgs(options.agentParams),
       "anvil.netconfig=vmedia",
       ...(bootif ? [`BOOTIF=${bootif}`] : []),
