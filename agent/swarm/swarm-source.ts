@@ -30,7 +30,7 @@ interface Settings {
 }
 
 /** Rounds of asking the tracker again when every peer it named was busy, before the store. */
-const BUSY_ROUNDS = 4;
+const BUSY_ROUNDS = 8;
 
 /**
  * Joins the image's wave and returns the chunk source, or undefined when there is no swarm to join (no
@@ -272,8 +272,9 @@ export class SwarmSource implements AsyncIterable<Buffer> {
       } catch (error) {
         this.signal.throwIfAborted();
         if (!(error instanceof PeerFetchError)) throw error;
-        excluded.add(peer.node);
+        // busy (at its upload bound) is worth asking again next round; the rest is not, for this chunk
         if (error.failure === "busy") continue;
+        excluded.add(peer.node);
         if (error.failure === "missing") {
           this.options.link.notify({
             type: "swarm_drop",
