@@ -342,6 +342,32 @@ export const ConductorConfig = z.object({
         path: ["listen"],
       },
     ),
+  /**
+   * Swarm deploys (Ironic's [deploy] section has no such thing): agents writing the same image at the same
+   * time share its chunks, this conductor tracking who holds what, so the image store serves about one image
+   * per wave. Off by default; a node opts out with driver_info.swarm = false.
+   */
+  deploy: z
+    .object({
+      swarm: z.boolean().default(false),
+      /** How long an agent waits for a chunk's assignee before it takes the chunk from the store. */
+      swarmAssigneeWaitS: z.number().positive().max(600).default(30),
+      /** A peer that sends nothing for this long is given up for the chunk (the store or another peer next). */
+      swarmPeerStallS: z.number().positive().max(300).default(10),
+      /** Bytes of chunks each agent keeps to serve its peers. */
+      swarmCacheBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(256 * 1024 * 1024),
+      /** Seconds an agent keeps serving after its own write (while it installs the bootloader, reboots). */
+      swarmLingerS: z.number().min(0).max(3600).default(60),
+      /** Chunks each agent fetches at once. */
+      swarmWindow: z.number().int().min(1).max(32).default(4),
+      /** Uploads each agent serves at once. */
+      swarmMaxUploads: z.number().int().min(1).max(64).default(4),
+    })
+    .prefault({}),
   /** Disk erasing in cleaning (Ironic's [deploy] erase options), passed to the agent's erase_devices. */
   erase: EraseConfigSchema.prefault({}),
   /**

@@ -9,6 +9,7 @@ import { DeployLogStore } from "./history/deploy-logs.ts";
 import { loadTlsMaterial } from "./tls/material.ts";
 import { lookupAllowed, storeDirectory } from "./agents/directory-store.ts";
 import { createAgentGateway, type AgentGateway } from "./agents/gateway.ts";
+import { SwarmTracker } from "./agents/swarm-tracker.ts";
 import { buildApi } from "./api/app.ts";
 import { POWER_SYNC_FIT, runPowerSyncPass, workersToFit } from "./cluster/power-sync.ts";
 import { storePowerSyncPort } from "./cluster/power-sync-port.ts";
@@ -106,7 +107,15 @@ export function createConductor(
     logger,
     scheme: tls ? "https:" : "http:",
   });
+  const swarm = config.deploy.swarm
+    ? new SwarmTracker({
+        logger,
+        assigneeWaitMs: config.deploy.swarmAssigneeWaitS * 1000,
+        onEvent: (event) => events.publish({ ...event }),
+      })
+    : undefined;
   const gateway = createAgentGateway({
+    ...(swarm === undefined ? {} : { swarm }),
     directory: storeDirectory(store, {
       fastTrack: config.agent.fastTrack,
       // auto-discovery (off by default): a hello from a machine no node has enrolls one

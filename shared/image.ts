@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { SwarmRequestSchema, SwarmStatsSchema } from "./swarm.ts";
 
 /**
  * What the conductor sends the agent to write an image, and what the agent reports back.
@@ -123,6 +124,11 @@ export const WriteImageRequestSchema = z.object({
    * HTTP(S) URL serving that base64 text (Ironic's way for large config drives).
    */
   configdrive: z.string().min(1).optional(),
+  /**
+   * Swarm deploy (the conductor's deploy.swarm): share the image's chunks with the other agents writing it,
+   * the conductor tracking who holds what. Absent: the store alone, as ever.
+   */
+  swarm: SwarmRequestSchema.optional(),
 });
 export type WriteImageRequest = z.infer<typeof WriteImageRequestSchema>;
 
@@ -157,5 +163,7 @@ export const WriteImageResultSchema = z.object({
   duration_ms: z.number().nonnegative(),
   /** Partitions created: for partition images (root, swap, ephemeral, configdrive) or a whole-disk config drive. */
   partitions: z.record(z.string(), PartitionInfoSchema).optional(),
+  /** Where the bytes came from, when the image was written in a swarm. */
+  swarm: SwarmStatsSchema.optional(),
 });
 export type WriteImageResult = z.infer<typeof WriteImageResultSchema>;

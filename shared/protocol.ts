@@ -3,6 +3,14 @@ import { ERROR_CODES } from "./errors.ts";
 import type { ErrorCode } from "./errors.ts";
 import { AGENT_COMMANDS, COMMAND_NAMES } from "./agent-steps.ts";
 import type { CommandArgs, CommandName } from "./agent-steps.ts";
+import {
+  SwarmAskSchema,
+  SwarmDropSchema,
+  SwarmHaveSchema,
+  SwarmJoinSchema,
+  SwarmLeaveSchema,
+  SwarmReplySchema,
+} from "./swarm.ts";
 
 /**
  * The agent ⇄ conductor wire: one WebSocket per node, JSON text frames, each a member of `FrameSchema`.
@@ -134,6 +142,14 @@ export const RedirectSchema = z.object({
   conductor: z.string().max(255).optional(),
 });
 
+/** Swarm deploys (shared/swarm.ts): the agent asks, the conductor tracks and answers. */
+export const SwarmJoinFrameSchema = SwarmJoinSchema.extend({ v });
+export const SwarmAskFrameSchema = SwarmAskSchema.extend({ v });
+export const SwarmHaveFrameSchema = SwarmHaveSchema.extend({ v });
+export const SwarmDropFrameSchema = SwarmDropSchema.extend({ v });
+export const SwarmLeaveFrameSchema = SwarmLeaveSchema.extend({ v });
+export const SwarmReplyFrameSchema = SwarmReplySchema.extend({ v });
+
 export const FrameSchema = z.discriminatedUnion("type", [
   HelloSchema,
   WelcomeSchema,
@@ -145,6 +161,12 @@ export const FrameSchema = z.discriminatedUnion("type", [
   HeartbeatSchema,
   ErrorFrameSchema,
   RedirectSchema,
+  SwarmJoinFrameSchema,
+  SwarmAskFrameSchema,
+  SwarmHaveFrameSchema,
+  SwarmDropFrameSchema,
+  SwarmLeaveFrameSchema,
+  SwarmReplyFrameSchema,
 ]);
 export type Frame = z.infer<typeof FrameSchema>;
 export type FrameType = Frame["type"];
@@ -156,6 +178,7 @@ export type ResultFrame = z.infer<typeof ResultSchema>;
 export type HeartbeatFrame = z.infer<typeof HeartbeatSchema>;
 export type ErrorFrame = z.infer<typeof ErrorFrameSchema>;
 export type RedirectFrame = z.infer<typeof RedirectSchema>;
+export type SwarmReplyFrame = z.infer<typeof SwarmReplyFrameSchema>;
 /** A progress report without its envelope (what command handlers and call() listeners see). */
 export type Progress = Omit<ProgressFrame, "type" | "v" | "id">;
 
@@ -170,6 +193,12 @@ const FRAME_TYPES: ReadonlySet<string> = new Set([
   "heartbeat",
   "error",
   "redirect",
+  "swarm_join",
+  "swarm_ask",
+  "swarm_have",
+  "swarm_drop",
+  "swarm_leave",
+  "swarm_reply",
 ]);
 
 // ---- per-command arguments ----

@@ -1,6 +1,7 @@
 import type { Logger } from "../../shared/log.ts";
 import type { CommandArgs, CommandName, Progress } from "../../shared/protocol.ts";
 import type { HardwareBackend } from "../hardware/backend.ts";
+import type { SwarmLink } from "../swarm/swarm-link.ts";
 
 /** What a command handler gets besides its arguments. */
 export interface CommandContext {
@@ -14,6 +15,8 @@ export interface CommandContext {
   logger: Logger;
   /** The agent's recent log lines (absent where the agent keeps none, as in tests' dispatchers). */
   recentLog?: () => string;
+  /** The line to the conductor's swarm tracker, where the agent has one. */
+  swarm?: SwarmLink;
 }
 
 /**

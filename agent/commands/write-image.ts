@@ -18,6 +18,7 @@ export const writeImage: CommandHandler<"write_image"> = async (args, context) =
       target: disk.name,
       signal,
       logger,
+      ...(context.swarm === undefined ? {} : { swarm: context.swarm }),
       onProgress: (p) => progress({ step: "write_image", ...p }),
     });
     return { ...result, root_device: disk };

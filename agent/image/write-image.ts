@@ -19,7 +19,7 @@ import type { BlockMap } from "./bmap.ts";
 import { HashingTap, parseChecksumFile } from "./checksum.ts";
 import { decodeConfigDrive, writeConfigDrive } from "./configdrive.ts";
 import { COMPRESSION_MAGIC_BYTES, decompress, detectCompression } from "./decompress.ts";
-import { ImageError, redactQuery } from "./errors.ts";
+import { ChecksumMismatchError, ImageError, redactQuery } from "./errors.ts";
 import { rawExtents } from "./extent.ts";
 import type { Extent } from "./extent.ts";
 import { DownloadSession, fetchSmall, fetchText, ImageDownload, ownedChunks } from "./fetch.ts";
@@ -31,6 +31,10 @@ import { isQcow2, Qcow2Converter } from "./qcow2.ts";
 import type { Qcow2Limits } from "./qcow2.ts";
 import { ProgressMeter } from "./progress.ts";
 import { ImageWriter } from "./writer.ts";
+import { openSwarm } from "../swarm/swarm-source.ts";
+import type { SwarmSource } from "../swarm/swarm-source.ts";
+import type { SwarmLink } from "../swarm/swarm-link.ts";
+import type { SwarmStats } from "../../shared/swarm.ts";
 
 export interface WriteImageOptions {
   /** The disk (block device) or, in tests and benches, a regular file standing in for one. */
@@ -44,6 +48,15 @@ export interface WriteImageOptions {
   /** Bound on qcow2 data held while waiting for its L2 table (the request's limits win). Default 64 MiB. */
   qcow2MaxBufferedBytes?: number;
   progressIntervalMs?: number;
+  /** The line to the conductor's swarm tracker: with the request's `swarm`, chunks are shared with peers. */
+  swarm?: SwarmLink;
+}
+
+/** What streamImage reads: the store's download, or a swarm's chunks. */
+interface ImageSource extends AsyncIterable<Buffer> {
+  readonly total: number | null;
+  readonly received: number;
+  close(): void;
 }
 
 /**
@@ -59,7 +72,7 @@ export async function writeImage(
   options: WriteImageOptions,
 ): Promise<WriteImageResult> {
   const started = Date.now();
-  const { image, configdrive, limits = {} } = WriteImageRequestSchema.parse(request);
+  const { image, configdrive, limits = {}, swarm: swarmRequest } = WriteImageRequestSchema.parse(request);
   const { signal } = options;
   const log = (options.logger ?? silentLogger).child({
     image: redactQuery(image.url),
@@ -119,14 +132,45 @@ export async function writeImage(
     writer: { path: target.path, offset: region.offset, limit: region.length, readsZeroes },
   };
   let written: Awaited<ReturnType<typeof streamImage>>;
+  let swarm: SwarmSource | undefined;
+  let swarmStats: SwarmStats | undefined;
   try {
     const mapped =
       blockMap !== undefined &&
       (await mapFitsObject(image.url, blockMap, { fetch: fetchOptions, session, logger: log }));
     if (mapped) log.info({ mapped_bytes: blockMap.mappedBytes }, "downloading the block map's ranges only");
+    // NOTE: a block map's ranges are not shared (yet): only whole-object streams join a swarm.
+    swarm =
+      swarmRequest !== undefined && options.swarm !== undefined && !mapped
+        ? await openSwarm({
+            url: image.url,
+            checksum: expected === undefined ? undefined : `${expected.algo}:${expected.value}`,
+            link: options.swarm,
+            request: swarmRequest,
+            fetch: fetchOptions,
+            logger: log,
+          })
+        : undefined;
     written = mapped
       ? await streamMapped(image, blockMap, { ...stream, hashHoles: expected !== undefined })
-      : await streamImage(image, stream);
+      : await streamImage(image, stream, swarm);
+    if (expected) written.tap?.verify(expected);
+    swarmStats = swarm?.finish();
+  } catch (error) {
+    if (swarm) {
+      swarmStats = swarm.stats;
+      log.warn({ swarm: swarmStats }, "swarm write failed");
+      await swarm.abandon();
+      if (error instanceof ChecksumMismatchError) {
+        // Every peer chunk matched its anchor: the bytes an assignee reported from the store were wrong.
+        throw new ImageError(
+          `${error.message} (written in swarm wave ${swarmStats.wave}: ${swarmStats.bytes_from_peers} bytes came from peers, checked against hashes other agents reported from the store)`,
+          error.code,
+          error.retryable,
+        );
+      }
+    }
+    throw error;
   } finally {
     session.close();
   }
@@ -153,6 +197,7 @@ export async function writeImage(
     ...(checksum ? { checksum } : {}),
     duration_ms: Date.now() - started,
     ...(Object.keys(partitions).length > 0 ? { partitions } : {}),
+    ...(swarmStats === undefined ? {} : { swarm: swarmStats }),
   };
 }
 
@@ -254,8 +299,13 @@ function qcow2Limits(options: StreamOptions): Qcow2Limits {
   };
 }
 
-async function streamImage(image: ImageSpec, options: StreamOptions): Promise<Streamed> {
-  const download = new ImageDownload(image.url, options.fetchOptions, { session: options.session });
+async function streamImage(
+  image: ImageSpec,
+  options: StreamOptions,
+  source?: ImageSource,
+): Promise<Streamed> {
+  const download: ImageSource =
+    source ?? new ImageDownload(image.url, options.fetchOptions, { session: options.session });
   const tap = new HashingTap(options.algo);
   const meter = new ProgressMeter(options.onProgress, options.progressIntervalMs);
   async function* counted(): AsyncGenerator<Buffer> {

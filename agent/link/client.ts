@@ -9,6 +9,7 @@ import type { BackoffOptions } from "./backoff.ts";
 import { CommandDispatcher } from "./dispatcher.ts";
 import { ConductorEndpoints, redirectAllowed } from "./endpoints.ts";
 import { ConductorTrust } from "./tls-pin.ts";
+import { SwarmChannel } from "./swarm-channel.ts";
 import type { CommandTable } from "../commands/command.ts";
 
 export interface AgentLinkOptions {
@@ -63,9 +64,16 @@ export class AgentLink {
   private uuid: string | undefined;
   private readonly endpoints: ConductorEndpoints;
   private readonly trust: ConductorTrust;
+  private readonly swarm: SwarmChannel;
+  /** The local address of the current socket: the interface that reaches the conductor. */
+  private localAddress: string | undefined;
 
   constructor(private readonly options: AgentLinkOptions) {
     this.token = options.initialToken;
+    this.swarm = new SwarmChannel(
+      (frame) => this.send(frame),
+      () => (this.welcomedSocket === undefined ? undefined : this.localAddress),
+    );
     this.trust = new ConductorTrust(options.pinnedFingerprint);
     this.endpoints = new ConductorEndpoints([options.url, ...(options.otherUrls ?? [])]);
     this.dispatcher = new CommandDispatcher({
@@ -73,6 +81,7 @@ export class AgentLink {
       commands: options.commands,
       logger: options.logger,
       send: (frame) => this.send(frame),
+      swarm: this.swarm,
       ...(options.recentLog ? { recentLog: options.recentLog } : {}),
     });
   }
@@ -195,6 +204,9 @@ export class AgentLink {
         }, jittered(intervalMs));
       };
 
+      socket.on("upgrade", (response) => {
+        this.localAddress = response.socket.localAddress;
+      });
       socket.on("open", () => {
         void this.hello(socket, redirected);
       });
@@ -242,6 +254,7 @@ export class AgentLink {
         clearTimeout(heartbeatTimer);
         if (this.socket === socket) this.socket = undefined;
         if (this.welcomedSocket === socket) this.welcomedSocket = undefined;
+        this.swarm.linkDown();
         resolve(redirect === undefined ? { welcomed, reason } : { welcomed, reason, redirect });
       });
     });
@@ -288,6 +301,9 @@ export class AgentLink {
       case "ack":
         this.dispatcher.handleAck(frame.id);
         return;
+      case "swarm_reply":
+        this.swarm.handleReply(frame);
+        return;
       case "heartbeat":
       case "hello":
       case "welcome":
@@ -295,6 +311,11 @@ export class AgentLink {
       case "result":
       case "error":
       case "redirect":
+      case "swarm_join":
+      case "swarm_ask":
+      case "swarm_have":
+      case "swarm_drop":
+      case "swarm_leave":
         return; // heartbeats only prove liveness; the rest is not the conductor's to send
     }
   }

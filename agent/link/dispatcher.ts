@@ -5,6 +5,7 @@ import { READ_ONLY_COMMANDS, parseCommandArgs } from "../../shared/protocol.ts";
 import type { CommandFrame, CommandName, OutgoingFrame } from "../../shared/protocol.ts";
 import type { CommandContext, CommandTable } from "../commands/command.ts";
 import type { HardwareBackend } from "../hardware/backend.ts";
+import type { SwarmLink } from "../swarm/swarm-link.ts";
 
 type ResultOut = Extract<OutgoingFrame, { type: "result" }>;
 type AnyHandler = (args: unknown, context: CommandContext) => Promise<unknown>;
@@ -19,6 +20,8 @@ export interface DispatcherOptions {
   ackGraceMs?: number;
   /** The agent's recent log lines (collect_logs sends them). */
   recentLog?: () => string;
+  /** The line to the conductor's swarm tracker (write_image with swarm). */
+  swarm?: SwarmLink;
 }
 
 /** How many acknowledged ids to remember, so a command re-sent after a reconnect is not run twice. */
@@ -88,6 +91,7 @@ export class CommandDispatcher {
       logger,
       progress: (progress) => void this.options.send({ type: "progress", id, ...progress }),
       ...(this.options.recentLog ? { recentLog: this.options.recentLog } : {}),
+      ...(this.options.swarm ? { swarm: this.options.swarm } : {}),
       afterResult: (action) => this.afterAck.set(id, [...(this.afterAck.get(id) ?? []), action]),
     };
     const started = Date.now();

@@ -17,6 +17,8 @@ import { KeyedMutex } from "./keyed-mutex.ts";
 import { PendingCalls } from "./pending-calls.ts";
 import { UnclaimedResults } from "./unclaimed-results.ts";
 import { answerUpgrade, type UpgradeRoute } from "./upgrade-answer.ts";
+import { handleSwarmFrame } from "./swarm-frames.ts";
+import type { SwarmTracker } from "./swarm-tracker.ts";
 
 export const AGENT_PATH = "/v1/agent";
 
@@ -38,6 +40,8 @@ export interface AgentGatewayOptions {
   maxFramesPerSecond?: number;
   /** In a cluster: the owner of a node when it is another conductor; its agent is redirected there. */
   ownerElsewhere?: OwnerElsewhere;
+  /** Swarm deploys' tracker; unset, agents asking for a swarm are told it is off. */
+  swarm?: SwarmTracker;
 }
 
 export interface CallOptions {
@@ -97,6 +101,8 @@ interface Connection {
   openedAt: number;
   uuid?: string;
   remote: string;
+  /** The agent's source address (its provisioning address, as far as we can tell). */
+  address: string;
   rate: FrameRate;
   /** Stops counting raw bytes once the connection is welcomed. */
   stopBudget: () => void;
@@ -195,6 +201,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
   function endSession(conn: Connection): void {
     if (conn.uuid === undefined || sessions.get(conn.uuid) !== conn) return;
     sessions.delete(conn.uuid);
+    options.swarm?.leave(conn.uuid);
     logger.info({ node: conn.uuid }, "agent disconnected");
     for (const listener of disconnectedListeners) listener(conn.uuid);
   }
@@ -217,6 +224,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       lastSeen: now,
       openedAt: now,
       remote: `${req.socket.remoteAddress ?? "?"}:${req.socket.remotePort ?? "?"}`,
+      address: req.socket.remoteAddress ?? "",
       rate: new FrameRate({ perSecond: framesPerSecond, burst: framesPerSecond * 10 }),
       stopBudget: () => undefined,
     };
@@ -414,12 +422,25 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
           "agent reported a protocol error",
         );
         return;
+      case "swarm_join":
+      case "swarm_ask":
+      case "swarm_have":
+      case "swarm_drop":
+      case "swarm_leave":
+        if (conn.uuid !== undefined)
+          handleSwarmFrame(
+            options.swarm,
+            { node: conn.uuid, address: conn.address, send: (out) => send(conn, out) },
+            frame,
+          );
+        return;
       case "hello":
       case "welcome":
       case "command":
       case "ack":
       case "cancel":
       case "redirect":
+      case "swarm_reply":
         send(conn, {
           type: "error",
           code: "BAD_FRAME",

@@ -3,6 +3,7 @@ import { Invalid } from "../../errors.ts";
 import type { z } from "zod";
 import { AGENT_STEPS, type InstallBootloaderStepArgs } from "../../../shared/agent-steps.ts";
 import type { CommandArgs } from "../../../shared/protocol.ts";
+import { parseStrictBool } from "../../../shared/strict-bool.ts";
 import { EraseOptionsSchema, eraseDevicesArgs, eraseMetadataArgs } from "../../../shared/erase.ts";
 import { writeRequestFromInstanceInfo } from "../../images/image-request.ts";
 import { noGlance } from "../../images/glance-source.ts";
@@ -50,6 +51,7 @@ async function writeImage(task: Task): Promise<void> {
         min_bytes_per_second: images.downloadMinBytesPerSecond,
         rate_window_s: images.downloadRateWindowS,
       },
+      ...swarmArgs(task),
     };
     let lastWrite = 0;
     const result = await agentCommand(
@@ -66,9 +68,32 @@ async function writeImage(task: Task): Promise<void> {
       },
     );
     await task.mergeInternalInfo({ deploy_result: result, deploy_progress: undefined });
+    const swarm = (result as { swarm?: unknown } | null)?.swarm;
+    if (swarm !== undefined) task.deps.publish({ type: "swarm.deploy", node: task.node.uuid, swarm });
   } finally {
     source.release();
   }
+}
+
+/**
+ * write_image's `swarm` argument when the conductor runs swarm deploys (deploy.swarm) and the node has not
+ * opted out (driver_info.swarm false); the agent's figures come back in deploy_result.swarm.
+ */
+function swarmArgs(task: Task): { swarm?: CommandArgs<"write_image">["swarm"] } {
+  const deploy = task.deps.config.deploy;
+  if (!deploy.swarm) return {};
+  const optOut = parseStrictBool(task.node.driver_info.swarm);
+  if (optOut === false) return {};
+  return {
+    swarm: {
+      window: deploy.swarmWindow,
+      peer_stall_s: deploy.swarmPeerStallS,
+      cache_bytes: deploy.swarmCacheBytes,
+      linger_s: deploy.swarmLingerS,
+      max_uploads: deploy.swarmMaxUploads,
+      ask_timeout_s: deploy.swarmAssigneeWaitS * 2,
+    },
+  };
 }
 
 /**

@@ -1,0 +1,95 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { once } from "node:events";
+import { createServer } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Logger } from "../../shared/log.ts";
+import { bearerToken, parseChunkPath } from "../../shared/swarm.ts";
+import type { ChunkCache } from "./chunk-cache.ts";
+
+export interface PeerServerOptions {
+  /** The address to listen on: the one the agent reaches the conductor from (the provisioning network). */
+  host: string;
+  /** 0: any free port. */
+  port?: number;
+  /** Uploads at once; more get 503 and try another peer. Default 4. */
+  maxUploads?: number;
+  /** A peer that reads nothing for this long is cut. Default 30 s. */
+  idleTimeoutMs?: number;
+  logger: Logger;
+}
+
+/**
+ * Serves the chunks this agent holds to the other agents of its wave: `GET /swarm/<wave>/<index>` with the
+ * wave's bearer token (compared in constant time, never logged). Plain HTTP: the bytes are checked against
+ * the tracker's anchor hash by whoever takes them, so the link needs no integrity of its own.
+ */
+export class PeerServer {
+  /** Bytes sent to peers. */
+  served = 0;
+  private uploads = 0;
+  private readonly server: Server;
+  private wave: { id: string; tokenDigest: Buffer; cache: ChunkCache } | undefined;
+
+  private constructor(private readonly options: PeerServerOptions) {
+    this.server = createServer((req, res) => this.handle(req, res));
+    this.server.requestTimeout = 60_000;
+    this.server.headersTimeout = 10_000;
+    this.server.keepAliveTimeout = 5_000;
+    this.server.maxHeadersCount = 32;
+  }
+
+  static async listen(options: PeerServerOptions): Promise<PeerServer> {
+    const peer = new PeerServer(options);
+    peer.server.listen(options.port ?? 0, options.host);
+    await once(peer.server, "listening");
+    return peer;
+  }
+
+  /** http://HOST:PORT/ as peers dial it. */
+  get url(): string {
+    const { address, port } = this.server.address() as AddressInfo;
+    return `http://${address.includes(":") ? `[${address}]` : address}:${port}/`;
+  }
+
+  /** What is served from now on: this wave's chunks, to holders of its token. */
+  serve(wave: string, token: string, cache: ChunkCache): void {
+    this.wave = { id: wave, tokenDigest: digest(token), cache };
+  }
+
+  async close(): Promise<void> {
+    this.wave = undefined;
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    res.setHeader("cache-control", "no-store");
+    const fail = (status: number): void => {
+      res.writeHead(status, { "content-length": 0 }).end();
+    };
+    if (req.method !== "GET") return fail(405);
+    const wave = this.wave;
+    const target = parseChunkPath((req.url ?? "").split("?")[0] ?? "");
+    const token = bearerToken(req.headers.authorization);
+    if (wave === undefined || target === null || target.wave !== wave.id) return fail(404);
+    if (token === null || !timingSafeEqual(digest(token), wave.tokenDigest)) return fail(401);
+    const chunk = wave.cache.get(target.index);
+    if (chunk === undefined) return fail(404);
+    if (this.uploads >= (this.options.maxUploads ?? 4)) return fail(503);
+    this.uploads += 1;
+    res.socket?.setTimeout(this.options.idleTimeoutMs ?? 30_000, () => res.destroy());
+    res.on("close", () => {
+      this.uploads -= 1;
+    });
+    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": chunk.length });
+    res.end(chunk, () => {
+      this.served += chunk.length;
+    });
+  }
+}
+
+/** Equal-length digests, so the comparison takes the same time whatever the token's length. */
+function digest(token: string): Buffer {
+  return createHash("sha256").update(token).digest();
+}

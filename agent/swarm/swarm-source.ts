@@ -1,0 +1,369 @@
+import { createHash } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Logger } from "../../shared/log.ts";
+import type { SwarmAnswer, SwarmDropReason, SwarmRequest, SwarmStats } from "../../shared/swarm.ts";
+import { redactQuery } from "../image/errors.ts";
+import { DownloadSession, ImageDownload } from "../image/fetch.ts";
+import type { FetchOptions } from "../image/fetch.ts";
+import { ChunkCache } from "./chunk-cache.ts";
+import { PeerFetchError, fetchFromPeer, peerAgent } from "./peer-fetch.ts";
+import { PeerServer } from "./peer-server.ts";
+import type { SwarmLink } from "./swarm-link.ts";
+
+export interface OpenSwarmOptions {
+  url: string;
+  /** "algo:value" of the whole-image checksum, part of the wave's identity. */
+  checksum?: string | undefined;
+  link: SwarmLink;
+  request: SwarmRequest;
+  /** The write's fetch options (timeouts, CA, signal, logger): the store is reached as without a swarm. */
+  fetch: FetchOptions;
+  logger: Logger;
+}
+
+interface Settings {
+  window: number;
+  peerStallMs: number;
+  cacheBytes: number;
+  lingerMs: number;
+  askTimeoutMs: number;
+}
+
+/** Rounds of asking the tracker again when every peer it named was busy, before the store. */
+const BUSY_ROUNDS = 8;
+
+/**
+ * Joins the image's wave and returns the chunk source, or undefined when there is no swarm to join (no
+ * tracker, swarm off, the store does not say the object's size): the caller then downloads as ever.
+ */
+export async function openSwarm(options: OpenSwarmOptions): Promise<SwarmSource | undefined> {
+  const { link, logger, request } = options;
+  const host = link.localAddress();
+  if (host === undefined) {
+    logger.info("no swarm: the link to the conductor is down");
+    return undefined;
+  }
+  const size = await objectSize(options.url, options.fetch, logger);
+  if (size === null || size === 0) {
+    logger.info("no swarm: the store does not tell the image's size");
+    return undefined;
+  }
+  const settings: Settings = {
+    window: request.window ?? 4,
+    peerStallMs: (request.peer_stall_s ?? 10) * 1000,
+    cacheBytes: request.cache_bytes ?? 256 * 1024 * 1024,
+    lingerMs: (request.linger_s ?? 60) * 1000,
+    askTimeoutMs: (request.ask_timeout_s ?? 60) * 1000,
+  };
+  const server = await PeerServer.listen({
+    host,
+    maxUploads: request.max_uploads ?? 4,
+    logger,
+  });
+  let answer: SwarmAnswer;
+  try {
+    answer = await link.ask(
+      {
+        type: "swarm_join",
+        image: withoutQuery(options.url),
+        ...(options.checksum === undefined ? {} : { checksum: options.checksum }),
+        size,
+        endpoint: server.url,
+      },
+      settings.askTimeoutMs,
+    );
+  } catch (error) {
+    await server.close();
+    logger.info({ err: (error as Error).message }, "no swarm: the tracker did not answer");
+    return undefined;
+  }
+  if (answer.kind !== "joined") {
+    await server.close();
+    logger.info({ answer: answer.kind === "refused" ? answer.message : answer.kind }, "no swarm");
+    return undefined;
+  }
+  logger.info({ wave: answer.wave, size, endpoint: server.url }, "joined a swarm wave");
+  return new SwarmSource(options, {
+    size,
+    server,
+    settings,
+    wave: answer.wave,
+    token: answer.token,
+    chunkBytes: answer.chunk_bytes,
+  });
+}
+
+/**
+ * The image's bytes, in order, chunk by chunk from peers or the store, a window of chunks in flight. Each
+ * chunk from a peer must hash to the tracker's anchor (the SHA-256 its assignee saw from the store), or it is
+ * refetched from the store and the peer dropped for the wave. When the tracker is gone the rest comes from the
+ * store. Iterate it once; then finish() (it keeps serving for a while) or abandon().
+ */
+export class SwarmSource implements AsyncIterable<Buffer> {
+  readonly total: number;
+  received = 0;
+  readonly stats: SwarmStats;
+  private readonly cache: ChunkCache;
+  private readonly stop = new AbortController();
+  private readonly signal: AbortSignal;
+  private readonly sessions: DownloadSession[] = [];
+  private readonly dropped = new Map<string, SwarmDropReason>();
+  private readonly agent = peerAgent();
+  private fallback: string | undefined;
+  private readonly log: Logger;
+
+  constructor(
+    private readonly options: OpenSwarmOptions,
+    private readonly wave: {
+      size: number;
+      server: PeerServer;
+      settings: Settings;
+      wave: string;
+      token: string;
+      chunkBytes: number;
+    },
+  ) {
+    this.total = wave.size;
+    this.log = options.logger.child({ wave: wave.wave });
+    this.signal =
+      options.fetch.signal === undefined
+        ? this.stop.signal
+        : AbortSignal.any([options.fetch.signal, this.stop.signal]);
+    this.cache = new ChunkCache(wave.settings.cacheBytes, (index) =>
+      options.link.notify({ type: "swarm_drop", wave: wave.wave, index, reason: "evicted" }),
+    );
+    wave.server.serve(wave.wave, wave.token, this.cache);
+    this.stats = {
+      wave: wave.wave,
+      chunk_bytes: wave.chunkBytes,
+      bytes_from_store: 0,
+      bytes_from_peers: 0,
+      per_peer: {},
+      bytes_served: 0,
+      bad_chunks: 0,
+      dropped_peers: {},
+    };
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<Buffer> {
+    const count = Math.ceil(this.total / this.wave.chunkBytes);
+    const inflight: Array<Promise<Buffer>> = [];
+    let next = 0;
+    try {
+      for (let index = 0; index < count; index++) {
+        while (next < count && next < index + this.wave.settings.window) {
+          const pending = this.chunk(next);
+          pending.catch(() => undefined); // awaited in order below; a later one's failure waits its turn
+          inflight.push(pending);
+          next += 1;
+        }
+        const chunk = await (inflight.shift() as Promise<Buffer>);
+        this.received += chunk.length;
+        yield chunk;
+      }
+    } finally {
+      if (this.received < this.total) this.close();
+    }
+  }
+
+  /** Stops the chunks in flight (the consumer gave up). */
+  close(): void {
+    this.stop.abort(new Error("image stream closed"));
+    for (const session of this.sessions) session.close();
+  }
+
+  /** The write succeeded: the figures, and the chunks stay served for the linger time, then the wave is left. */
+  finish(): SwarmStats {
+    this.stats.bytes_served = this.wave.server.served;
+    const timer = setTimeout(() => void this.abandon(), this.wave.settings.lingerMs);
+    timer.unref();
+    return { ...this.stats };
+  }
+
+  /** Leaves the wave now: no more serving, the cache freed. */
+  async abandon(): Promise<void> {
+    this.close();
+    this.options.link.notify({ type: "swarm_leave", wave: this.wave.wave });
+    this.cache.clear();
+    this.agent.destroy();
+    await this.wave.server.close();
+  }
+
+  private async chunk(index: number): Promise<Buffer> {
+    const excluded = new Set<string>();
+    for (let round = 0; this.fallback === undefined && round < BUSY_ROUNDS; round++) {
+      let answer: SwarmAnswer;
+      try {
+        answer = await this.options.link.ask(
+          { type: "swarm_ask", wave: this.wave.wave, index },
+          this.wave.settings.askTimeoutMs,
+        );
+      } catch (error) {
+        this.giveUp(`tracker unreachable: ${(error as Error).message}`);
+        break;
+      }
+      this.signal.throwIfAborted();
+      if (answer.kind === "refused") {
+        this.giveUp(`tracker refused: ${answer.message}`);
+        break;
+      }
+      if (answer.kind !== "peers") return this.fromStore(index, true);
+      const chunk = await this.fromPeers(index, answer, excluded);
+      if (chunk !== undefined) return chunk;
+      await sleep(25 * (round + 1), undefined, { signal: this.signal });
+    }
+    return this.fromStore(index, this.fallback === undefined);
+  }
+
+  private range(index: number): { start: number; end: number } {
+    const start = index * this.wave.chunkBytes;
+    return { start, end: Math.min(this.total, start + this.wave.chunkBytes) };
+  }
+
+  private async fromStore(index: number, announce: boolean): Promise<Buffer> {
+    const { start, end } = this.range(index);
+    const session = this.sessions.pop() ?? new DownloadSession();
+    const chunk = Buffer.allocUnsafe(end - start);
+    let at = 0;
+    try {
+      const download = new ImageDownload(
+        this.options.url,
+        { ...this.options.fetch, signal: this.signal },
+        { window: { start, end }, session },
+      );
+      for await (const part of download) {
+        if (at + part.length > chunk.length) throw new Error("the store sent more than the range asked for");
+        part.copy(chunk, at);
+        at += part.length;
+      }
+      this.sessions.push(session);
+    } catch (error) {
+      session.close();
+      if (announce)
+        this.options.link.notify({ type: "swarm_drop", wave: this.wave.wave, index, reason: "failed" });
+      throw error;
+    }
+    this.stats.bytes_from_store += chunk.length;
+    this.keep(index, chunk, { digest: sha256(chunk), ...(announce ? { source: "store" as const } : {}) });
+    return chunk;
+  }
+
+  /** The chunk from the first named peer whose bytes hash to the anchor; undefined when none gave it. */
+  private async fromPeers(
+    index: number,
+    answer: Extract<SwarmAnswer, { kind: "peers" }>,
+    excluded: Set<string>,
+  ): Promise<Buffer | undefined> {
+    const { start, end } = this.range(index);
+    for (const peer of answer.peers) {
+      if (this.dropped.has(peer.node) || excluded.has(peer.node)) continue;
+      let chunk: Buffer;
+      try {
+        chunk = await fetchFromPeer({
+          url: peer.url,
+          wave: this.wave.wave,
+          token: this.wave.token,
+          index,
+          length: end - start,
+          stallMs: this.wave.settings.peerStallMs,
+          agent: this.agent,
+          signal: this.signal,
+        });
+      } catch (error) {
+        this.signal.throwIfAborted();
+        if (!(error instanceof PeerFetchError)) throw error;
+        // busy (at its upload bound) is worth asking again next round; the rest is not, for this chunk
+        if (error.failure === "busy") continue;
+        excluded.add(peer.node);
+        if (error.failure === "missing") {
+          this.options.link.notify({
+            type: "swarm_drop",
+            wave: this.wave.wave,
+            index,
+            peer: peer.node,
+            reason: "unreachable",
+          });
+          continue;
+        }
+        this.dropPeer(peer.node, index, {
+          reason: error.failure === "stalled" ? "stalled" : "unreachable",
+          message: error.message,
+        });
+        continue;
+      }
+      const digest = sha256(chunk);
+      if (digest !== answer.sha256) {
+        this.stats.bad_chunks += 1;
+        this.dropPeer(peer.node, index, {
+          reason: "bad_bytes",
+          message: `chunk ${index} does not hash to its anchor`,
+        });
+        continue;
+      }
+      this.stats.bytes_from_peers += chunk.length;
+      this.stats.per_peer[peer.node] = (this.stats.per_peer[peer.node] ?? 0) + chunk.length;
+      this.keep(index, chunk, { digest, source: "peer" });
+      return chunk;
+    }
+    return undefined;
+  }
+
+  private keep(index: number, chunk: Buffer, from: { digest: string; source?: "store" | "peer" }): void {
+    const { digest, source } = from;
+    if (!this.cache.put(index, chunk) || source === undefined) return;
+    this.options.link.notify({
+      type: "swarm_have",
+      wave: this.wave.wave,
+      index,
+      sha256: digest,
+      store: source === "store",
+    });
+  }
+
+  private dropPeer(node: string, index: number, why: { reason: SwarmDropReason; message: string }): void {
+    const { reason, message } = why;
+    if (this.dropped.has(node)) return;
+    this.dropped.set(node, reason);
+    this.stats.dropped_peers[node] = reason;
+    this.log.warn({ peer: node, index, reason, err: message }, "swarm peer dropped for the wave");
+    this.options.link.notify({ type: "swarm_drop", wave: this.wave.wave, index, peer: node, reason });
+  }
+
+  /** The tracker is gone (restarted, link down, refused): every chunk still to come is the store's. */
+  private giveUp(reason: string): void {
+    if (this.fallback !== undefined) return;
+    this.fallback = reason;
+    this.stats.fallback = reason;
+    this.log.warn({ reason }, "swarm tracker lost: the rest of the image comes from the store");
+  }
+}
+
+function sha256(chunk: Buffer): string {
+  return createHash("sha256").update(chunk).digest("hex");
+}
+
+function withoutQuery(url: string): string {
+  const parsed = new URL(url);
+  parsed.search = "";
+  parsed.hash = "";
+  parsed.username = "";
+  parsed.password = "";
+  return parsed.href;
+}
+
+/** The object's size from a one-byte Range request (Content-Range's total), or null when the store hides it. */
+async function objectSize(url: string, fetch: FetchOptions, logger: Logger): Promise<number | null> {
+  const session = new DownloadSession();
+  try {
+    const probe = new ImageDownload(url, fetch, { window: { start: 0, end: 1 }, session });
+    for await (const _ of probe) {
+      // one byte
+    }
+    return session.objectSize;
+  } catch (error) {
+    logger.info({ url: redactQuery(url), err: (error as Error).message }, "swarm size probe failed");
+    return null;
+  } finally {
+    session.close();
+  }
+}

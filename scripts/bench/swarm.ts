@@ -1,0 +1,294 @@
+/**
+ * Swarm deploys: 8 and 16 agents (the real AgentLink and image pipeline, simulated machines, in a few child
+ * processes) write one image from a loopback store whose uplink is rate-limited (one token bucket for all
+ * connections), swarm off and on in one run, plus one node alone. Prints bytes served by the store and wall
+ * time per case. Goal: with the swarm, ≤ 1.5 images of store bytes for 16 nodes and the wave ≤ 2× one node.
+ * What it writes: each simulated disk is a sparse file; the image is 64 KiB of random bytes at the start of
+ * every MiB and zeros elsewhere, so the store and the swarm move every byte (hashed in full, whole-image
+ * sha256 verified) while each disk file holds only 1/16 of the image (the writer skips zero blocks on a target
+ * that reads zeros). Usage:
+ *   node --import tsx scripts/bench/swarm.ts [--size 1024] (MiB) [--bandwidth 200] (MiB/s) [--agents 8,16]
+ *     [--processes 4] [--cache 128] (MiB per agent)
+ */
+import { createHash } from "node:crypto";
+import { once } from "node:events";
+import { open, mkdtemp, rm, truncate, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { COMMANDS } from "../../agent/commands/registry.ts";
+import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backend.ts";
+import { simulatedInventory } from "../../agent/hardware/simulated/sample-inventory.ts";
+import { AgentLink } from "../../agent/link/client.ts";
+import { createAgentGateway } from "../../conductor/agents/gateway.ts";
+import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
+import { SwarmTracker } from "../../conductor/agents/swarm-tracker.ts";
+import { silentLogger } from "../../shared/log.ts";
+import type { Inventory } from "../../shared/inventory.ts";
+import type { SwarmStats } from "../../shared/swarm.ts";
+import { exec } from "../../shared/system/exec.ts";
+
+const SELF = resolve(import.meta.dirname, "swarm.ts");
+const MIB = 1024 * 1024;
+
+const { values } = parseArgs({
+  options: {
+    role: { type: "string", default: "orchestrate" },
+    size: { type: "string", default: "1024" },
+    bandwidth: { type: "string", default: "200" },
+    agents: { type: "string", default: "8,16" },
+    processes: { type: "string", default: "4" },
+    cache: { type: "string", default: "128" },
+    uploads: { type: "string", default: "4" },
+    window: { type: "string", default: "4" },
+    port: { type: "string", default: "0" },
+    from: { type: "string", default: "0" },
+    count: { type: "string", default: "0" },
+    dir: { type: "string", default: "" },
+  },
+});
+
+function macOf(index: number): string {
+  const hex = (index + 1).toString(16).padStart(6, "0");
+  return `52:54:01:${hex.slice(0, 2)}:${hex.slice(2, 4)}:${hex.slice(4, 6)}`;
+}
+function uuidOf(index: number): string {
+  return `00000000-0000-4000-9000-${(index + 1).toString(16).padStart(12, "0")}`;
+}
+
+function inventoryFor(index: number, disk: string, size: number): Inventory {
+  return simulatedInventory({
+    macs: [macOf(index)],
+    disks: [{ name: disk, size, serial: `SWARM-${index}` }],
+  });
+}
+
+/** A load process: `count` AgentLinks, each with a simulated machine whose disk is a sparse file. */
+async function agentsProcess(): Promise<void> {
+  const from = Number(values.from);
+  const count = Number(values.count);
+  // sparse: only the written blocks take space (root device selection skips disks under 4 GiB)
+  const diskBytes = Math.max(8 * 1024 * MIB, (Number(values.size) + 64) * MIB);
+  for (let i = from; i < from + count; i++) {
+    const disk = join(values.dir, `disk-${i}.img`);
+    await writeFile(disk, "");
+    await truncate(disk, diskBytes);
+    new AgentLink({
+      url: `ws://127.0.0.1:${values.port}/v1/agent`,
+      backend: new SimulatedBackend({ inventory: inventoryFor(i, disk, diskBytes) }),
+      commands: COMMANDS,
+      logger: silentLogger,
+      agentVersion: "bench",
+      backoff: { initialMs: 200, maxMs: 2_000 },
+    }).start();
+  }
+  await new Promise(() => undefined); // run until killed
+}
+
+/** The store: Range-capable, every connection drawing from one token bucket of `bytesPerSecond`. */
+async function startStore(
+  file: string,
+  size: number,
+  bytesPerSecond: number,
+): Promise<{ url: string; served: () => number; close: () => Promise<void> }> {
+  let served = 0;
+  let nextFree = 0;
+  const slice = 64 * 1024;
+  const handle = await open(file, "r");
+  const server = createServer((req, res) => {
+    void (async () => {
+      const match = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? "");
+      let start = 0;
+      let end = size - 1;
+      if (match) {
+        start = Number(match[1]);
+        end = match[2] === "" ? size - 1 : Math.min(size - 1, Number(match[2]));
+      }
+      const headers: Record<string, string | number> = {
+        "content-length": end - start + 1,
+        "accept-ranges": "bytes",
+        etag: '"bench"',
+      };
+      if (match) headers["content-range"] = `bytes ${start}-${end}/${size}`;
+      res.writeHead(match ? 206 : 200, headers);
+      for (let at = start; at <= end && !res.destroyed; at += slice) {
+        const length = Math.min(slice, end - at + 1);
+        const now = performance.now();
+        const begin = Math.max(now, nextFree);
+        nextFree = begin + (length / bytesPerSecond) * 1000;
+        if (nextFree - now > 1) await new Promise((done) => setTimeout(done, nextFree - now));
+        const buffer = Buffer.allocUnsafe(length);
+        await handle.read(buffer, 0, length, at);
+        if (!res.write(buffer)) await once(res, "drain");
+        served += length;
+      }
+      res.end();
+    })().catch(() => res.destroy());
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    served: () => served,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((done) => server.close(done));
+      await handle.close();
+    },
+  };
+}
+
+async function orchestrate(): Promise<void> {
+  const size = Number(values.size) * MIB;
+  const bandwidth = Number(values.bandwidth) * MIB;
+  const counts = values.agents.split(",").map(Number);
+  const total = Math.max(...counts);
+  const dir = await mkdtemp(join(tmpdir(), "anvil-bench-swarm-"));
+  try {
+    // 64 KiB of random bytes at the start of every MiB, zeros elsewhere
+    const image = Buffer.alloc(size);
+    for (let at = 0; at < size; at += MIB) {
+      const random = createHash("sha512");
+      for (let i = 0; i < 1024 && at + i * 64 < size; i++) {
+        random.update(`${at}:${i}`);
+        random
+          .copy()
+          .digest()
+          .copy(image, at + i * 64);
+      }
+    }
+    const sha256 = createHash("sha256").update(image).digest("hex");
+    const file = join(dir, "image.raw");
+    await writeFile(file, image);
+    const store = await startStore(file, size, bandwidth);
+
+    const directory = new MemoryAgentDirectory();
+    for (let i = 0; i < total; i++) directory.addNode({ uuid: uuidOf(i), macs: [macOf(i)] });
+    const tracker = new SwarmTracker({ logger: silentLogger });
+    const gateway = createAgentGateway({
+      directory,
+      logger: silentLogger,
+      swarm: tracker,
+      maxConnectionsPerSource: total + 8,
+      heartbeatTimeoutMs: 120_000,
+    });
+    const server = createServer();
+    gateway.attach(server);
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const port = (server.address() as AddressInfo).port;
+
+    const processes = Math.max(1, Math.min(Number(values.processes), total));
+    const per = Math.ceil(total / processes);
+    const load = new AbortController();
+    const tsx = [process.execPath, "--import", "tsx", SELF];
+    const loaders = Array.from({ length: processes }, (_, p) =>
+      exec(
+        tsx[0] as string,
+        [
+          ...tsx.slice(1),
+          ...["--role", "agents", "--port", String(port), "--dir", dir, "--size", values.size],
+          ...["--from", String(p * per), "--count", String(Math.max(0, Math.min(per, total - p * per)))],
+        ],
+        { signal: load.signal, timeoutMs: 3 * 3600_000 },
+      ).catch(() => undefined),
+    );
+    while (gateway.sessionNodes().length < total) await new Promise((done) => setTimeout(done, 100));
+
+    let run = 0;
+    const wave = async (agents: number, swarm: boolean): Promise<Record<string, unknown>> => {
+      run += 1;
+      const before = store.served();
+      const started = performance.now();
+      const results = (await Promise.all(
+        Array.from({ length: agents }, (_, i) =>
+          gateway.call(uuidOf(i), {
+            name: "write_image",
+            args: {
+              // a path per run: a wave is never joined by the previous run's lingering agents
+              image: {
+                url: `${store.url}/run-${run}/image.raw?sig=x`,
+                image_type: "whole-disk",
+                checksum: { algo: "sha256", value: sha256 },
+              },
+              ...(swarm
+                ? {
+                    swarm: {
+                      cache_bytes: Number(values.cache) * MIB,
+                      linger_s: 30,
+                      max_uploads: Number(values.uploads),
+                      window: Number(values.window),
+                    },
+                  }
+                : {}),
+            },
+          }),
+        ),
+      )) as Array<{ swarm?: SwarmStats }>;
+      const seconds = (performance.now() - started) / 1000;
+      const storeBytes = store.served() - before;
+      const peers = results.reduce((sum, r) => sum + (r.swarm?.bytes_from_peers ?? 0), 0);
+      const row = {
+        agents,
+        swarm,
+        wall_s: +seconds.toFixed(2),
+        store_bytes: storeBytes,
+        store_images: +(storeBytes / size).toFixed(3),
+        peer_images: +(peers / size).toFixed(3),
+        bad_chunks: results.reduce((sum, r) => sum + (r.swarm?.bad_chunks ?? 0), 0),
+        fallbacks: results.filter((r) => r.swarm?.fallback !== undefined).length,
+      };
+      process.stderr.write(`${JSON.stringify(row)}\n`);
+      if (process.env.SWARM_BENCH_DEBUG)
+        process.stderr.write(`${JSON.stringify(results.map((r) => r.swarm))}\n`);
+      return row;
+    };
+
+    const alone = await wave(1, false);
+    const rows: Array<Record<string, unknown>> = [alone];
+    for (const agents of counts) {
+      rows.push(await wave(agents, false));
+      rows.push(await wave(agents, true));
+    }
+    const aloneS = alone.wall_s as number;
+    const largest = rows.filter((r) => r.swarm === true).at(-1) as { store_images: number; wall_s: number };
+    process.stdout.write(
+      JSON.stringify(
+        {
+          image_mib: Number(values.size),
+          store_mib_per_s: Number(values.bandwidth),
+          agent_processes: processes,
+          rows: rows.map((r) => ({ ...r, x_alone: +((r.wall_s as number) / aloneS).toFixed(2) })),
+          goal_store_le_1_5_images: largest.store_images <= 1.5,
+          goal_wave_le_2x_alone: largest.wall_s <= 2 * aloneS,
+        },
+        null,
+        2,
+      ) + "\n",
+    );
+    load.abort();
+    await Promise.all(loaders);
+    await gateway.close();
+    server.close();
+    tracker.close();
+    await store.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const roles: Record<string, () => Promise<void>> = { orchestrate, agents: agentsProcess };
+const role = roles[values.role];
+if (role === undefined) {
+  process.stderr.write(`unknown role ${values.role}\n`);
+  process.exitCode = 2;
+} else {
+  role().catch((error: unknown) => {
+    process.stderr.write(
+      `bench:swarm (${values.role}) failed: ${error instanceof Error ? error.stack : String(error)}\n`,
+    );
+    process.exitCode = 1;
+  });
+}
