@@ -43,6 +43,18 @@ describe("native RMCP+ status against a real ipmi_sim", () => {
     }
   });
 
+  it("with Get Channel Authentication Capabilities asked first, as ipmitool does, reads the same", async () => {
+    const probing = new RmcpClient({ packetTimeoutMs: 300, retries: 0, alwaysProbe: true });
+    try {
+      for (const state of ["on", "off"] as const) {
+        await sim.setPower(state);
+        expect(await probing.powerIsOn(target)).toBe(state === "on");
+      }
+    } finally {
+      await probing.close();
+    }
+  });
+
   it("sees a change made behind its back, query after query (each its own session, closed)", async () => {
     for (let i = 0; i < 20; i++) {
       const state = i % 2 === 0 ? "off" : "on";

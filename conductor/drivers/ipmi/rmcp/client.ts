@@ -1,12 +1,12 @@
 import { createSocket } from "node:dgram";
 import type { RemoteInfo, Socket } from "node:dgram";
 import { lookup } from "node:dns/promises";
-import { randomBytes, randomInt, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
 import { isIPv4 } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { IpmiCommandError } from "../ipmitool.ts";
 import type { IpmiFailureKind } from "../ipmitool.ts";
-import { decodeDatagram, encodeV15, encodeV20, peekSessionId, PayloadType } from "./packet.ts";
+import { decodeDatagram, encodeV15, encodeV20, peekSessionId, PayloadType, randomSlice } from "./packet.ts";
 import type { SessionKeys, V15Packet, V20Packet } from "./packet.ts";
 import {
   authCapabilitiesRequest,
@@ -55,6 +55,12 @@ export interface RmcpClientOptions {
   retries?: number;
   /** Pause before such a retry. Default 500 ms. */
   retryDelayMs?: number;
+  /**
+   * Ask Get Channel Authentication Capabilities before every session, as ipmitool does. Default false: only
+   * before a retry, where its answer turns a BMC without IPMI v2.0 into a clear error; a BMC that answered
+   * before needs no asking each pass, and the round trip is a sixth of a query's datagrams.
+   */
+  alwaysProbe?: boolean;
   /** Told of every finished query (after its retries): metrics. `outcome` is "ok" or the failure kind. */
   onCall?: (call: { command: string; outcome: string; seconds: number }) => void;
 }
@@ -97,6 +103,7 @@ export class RmcpClient {
   private readonly retries: number;
   private readonly retryDelayMs: number;
   private readonly onCall: NonNullable<RmcpClientOptions["onCall"]>;
+  private readonly alwaysProbe: boolean;
 
   constructor(options: RmcpClientOptions = {}) {
     this.packetTimeoutMs = options.packetTimeoutMs ?? 1000;
@@ -104,6 +111,7 @@ export class RmcpClient {
     this.retries = options.retries ?? 2;
     this.retryDelayMs = options.retryDelayMs ?? 500;
     this.onCall = options.onCall ?? (() => undefined);
+    this.alwaysProbe = options.alwaysProbe ?? false;
   }
 
   /**
@@ -118,7 +126,8 @@ export class RmcpClient {
       this.onCall({ command: "chassis status", outcome, seconds: (performance.now() - began) / 1000 });
     for (let attempt = 0; ; attempt++) {
       try {
-        const on = await this.oneAtATime(bmc, () => this.query(target, options.signal));
+        const probe = this.alwaysProbe || attempt > 0;
+        const on = await this.oneAtATime(bmc, () => this.query(target, { signal: options.signal, probe }));
         report("ok");
         return on;
       } catch (error) {
@@ -144,7 +153,19 @@ export class RmcpClient {
   }
 
   private async oneAtATime<T>(bmc: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.queues.get(bmc) ?? Promise.resolve();
+    const previous = this.queues.get(bmc);
+    if (previous === undefined) {
+      // the usual case, a BMC no one is talking to: no queue to wait in
+      let release = (): void => undefined;
+      const mine = new Promise<void>((resolve) => (release = resolve));
+      this.queues.set(bmc, mine);
+      try {
+        return await fn();
+      } finally {
+        release();
+        if (this.queues.get(bmc) === mine) this.queues.delete(bmc);
+      }
+    }
     let release = (): void => undefined;
     const mine = new Promise<void>((resolve) => (release = resolve));
     const tail = previous.then(() => mine);
@@ -235,13 +256,18 @@ export class RmcpClient {
     });
   }
 
-  private async query(target: RmcpTarget, signal: AbortSignal | undefined): Promise<boolean> {
+  private async query(
+    target: RmcpTarget,
+    options: { signal: AbortSignal | undefined; probe: boolean },
+  ): Promise<boolean> {
+    const { signal, probe } = options;
     const address = isIPv4(target.host) ? target.host : (await lookup(target.host, { family: 4 })).address;
     const conversation: Conversation = { consoleSessionId: this.newSessionId(), address, port: target.port };
     const addressKey = `${address}:${target.port}`;
     this.bySession.set(conversation.consoleSessionId, conversation);
     try {
-      return await this.converse(conversation, { target, addressKey, signal });
+      if (probe) await this.probe(conversation, { target, addressKey, signal });
+      return await this.converse(conversation, { target, signal });
     } finally {
       this.bySession.delete(conversation.consoleSessionId);
       if (this.byAddress.get(addressKey) === conversation) this.byAddress.delete(addressKey);
@@ -250,24 +276,23 @@ export class RmcpClient {
 
   private newSessionId(): number {
     for (;;) {
-      const id = randomInt(1, 0xffffffff);
-      if (!this.bySession.has(id)) return id;
+      const id = randomSlice(4).readUInt32LE(0);
+      if (id !== 0 && !this.bySession.has(id)) return id;
     }
   }
 
-  private async converse(
+  /** Get Channel Authentication Capabilities, outside any session (IPMI v1.5 framing, as ipmitool). */
+  private async probe(
     conversation: Conversation,
     context: { target: RmcpTarget; addressKey: string; signal: AbortSignal | undefined },
-  ): Promise<boolean> {
+  ): Promise<void> {
     const { target, addressKey, signal } = context;
-    const privilege = Privilege[target.privilege];
-    // 1. Get Channel Authentication Capabilities, outside any session (IPMI v1.5 framing, as ipmitool)
     this.byAddress.set(addressKey, conversation);
     const capabilities = { netFn: NetFn.app, cmd: Command.getChannelAuthCapabilities, seq: 1 };
     const caps = await this.roundTrip(
       conversation,
       {
-        datagram: encodeV15(authCapabilitiesRequest(1, privilege)),
+        datagram: encodeV15(authCapabilitiesRequest(1, Privilege[target.privilege])),
         what: "authentication capabilities",
         signal,
       },
@@ -277,6 +302,14 @@ export class RmcpClient {
     if (caps.completionCode !== 0 || !supportsIpmi20(caps.data)) {
       throw new Failure("failed", "the BMC does not offer IPMI v2.0 (RMCP+) on this channel");
     }
+  }
+
+  private async converse(
+    conversation: Conversation,
+    context: { target: RmcpTarget; signal: AbortSignal | undefined },
+  ): Promise<boolean> {
+    const { target, signal } = context;
+    const privilege = Privilege[target.privilege];
     const x = await this.openSession(conversation, { target, privilege, signal });
     conversation.keys = x.keys;
     let sequence = 1;
@@ -306,15 +339,13 @@ export class RmcpClient {
       }
       on = powerIsOn(status.data);
     } finally {
-      // 6. Close Session, whatever the status did: a BMC has few session slots. Its answer is not needed.
+      // 6. Close Session, whatever the status did: a BMC has few session slots. Sent once and not waited
+      // for: its answer changes nothing, and a lost one leaves the session to the BMC's idle timeout, as an
+      // unanswered close from ipmitool does.
       const data = Buffer.alloc(4);
       data.writeUInt32LE(x.bmcSessionId, 0);
-      const close = { netFn: NetFn.app, cmd: Command.closeSession, seq: 3 };
-      await this.roundTrip(
-        conversation,
-        { datagram: inSession(request({ ...close, data })), what: "close session", retries: 0 },
-        ipmiAnswer(close),
-      ).catch(() => undefined);
+      const close = request({ netFn: NetFn.app, cmd: Command.closeSession, seq: 3, data });
+      (await this.bound()).send(inSession(close), conversation.port, conversation.address);
     }
     if (on === null) throw new Failure("failed", "Get Chassis Status answer too short");
     return on;
@@ -366,7 +397,7 @@ export class RmcpClient {
     }
     // 3. RAKP 1 → 2
     const role = privilege | NAME_ONLY_LOOKUP;
-    const consoleRandom = randomBytes(16);
+    const consoleRandom = randomSlice(16);
     const bmcSessionId = opened.bmcSessionId;
     const rakp2 = await this.roundTrip(
       conversation,

@@ -1,7 +1,7 @@
 // RMCP and IPMI session framing (IPMI v2.0 §13.1-§13.8): the bytes of one UDP datagram, both ways.
 // Every decoder here reads bytes a BMC (or anyone on the network) chose: it returns null on anything it
 // does not understand and never throws.
-import { createCipheriv, createDecipheriv, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHmac, randomFillSync, timingSafeEqual } from "node:crypto";
 
 /** RMCP header (§13.1.3): version 1.0 (0x06), reserved, sequence 0xFF (no RMCP ACK), class IPMI (0x07). */
 const RMCP_HEADER = Buffer.from([0x06, 0x00, 0xff, 0x07]);
@@ -27,6 +27,24 @@ const V20_HEADER_LENGTH = 12;
 /** HMAC-SHA1-96: the integrity algorithm of cipher suite 3 keeps the first 12 bytes (§13.28.4). */
 export const AUTH_CODE_LENGTH = 12;
 const AES_BLOCK = 16;
+
+const RANDOM_POOL_BYTES = 64 * 1024;
+let randomPool = Buffer.alloc(0);
+let randomAt = 0;
+
+/**
+ * `length` bytes from the system's CSPRNG, cut from a pool filled 64 KiB at a time (a status query needs
+ * three 16-byte values: one call each cost more than the rest of its crypto). Each pool is fresh memory, so a
+ * slice handed out is never overwritten.
+ */
+export function randomSlice(length: number): Buffer {
+  if (randomAt + length > randomPool.length) {
+    randomPool = randomFillSync(Buffer.allocUnsafe(RANDOM_POOL_BYTES));
+    randomAt = 0;
+  }
+  randomAt += length;
+  return randomPool.subarray(randomAt - length, randomAt);
+}
 
 /** K1 and K2 of an active session (§13.32): integrity key and the AES-128 key's source. */
 export interface SessionKeys {
@@ -95,7 +113,7 @@ export function integrityCode(k1: Buffer, signed: Buffer): Buffer {
 }
 
 /** AES-CBC-128 confidentiality (§13.29): IV, then data padded with 1, 2, 3, ... and the pad length. */
-export function encryptPayload(k2: Buffer, data: Buffer, iv: Buffer = randomBytes(AES_BLOCK)): Buffer {
+export function encryptPayload(k2: Buffer, data: Buffer, iv: Buffer = randomSlice(AES_BLOCK)): Buffer {
   const padLength = (AES_BLOCK - ((data.length + 1) % AES_BLOCK)) % AES_BLOCK;
   const clear = Buffer.alloc(data.length + padLength + 1);
   data.copy(clear, 0);
