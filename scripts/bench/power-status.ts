@@ -4,7 +4,7 @@
  * status), then a full sweep of 10^4 and 10^5 stand-in BMCs (wall time, conductor CPU-seconds, the fleet's
  * CPU apart: other processes, read from /proc/<pid>/stat).
  * Run: node --import tsx scripts/bench/power-status.ts [--calls 320] [--sizes 10000,100000]
- *   [--workers 256] [--skip-ipmipower-scale]
+ *   [--workers 256] [--ipmipower-sizes 10000] [--ipmipower-fanout 256]
  */
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
@@ -23,12 +23,15 @@ import { startIpmiSim } from "../../test/helpers/ipmi-sim.ts";
 import type { IpmiSim } from "../../test/helpers/ipmi-sim.ts";
 import { fleetAddress } from "../../test/helpers/rmcp-fleet.ts";
 import { ipmipowerStat } from "./ipmipower.ts";
+import type { IpmipowerAnswer } from "./ipmipower.ts";
 import { fleetPowerOf } from "./rmcp-fleet.ts";
 
 const USER = "admin";
 const FLEET_PASSWORD = "stand-in-pw";
 /** BMCs per stand-in process: each is a socket, and a process may hold 20,000 descriptors here. */
 const BMCS_PER_PROCESS = 15_000;
+/** Hosts per ipmipower process (it holds a socket per host from the start). */
+const IPMIPOWER_BATCH = 5_000;
 
 /** CPU ms of a process: its own, and its reaped children's (utime, stime, cutime, cstime; USER_HZ 100). */
 function cpuMs(pid: number | "self"): { own: number; children: number } {
@@ -136,7 +139,8 @@ async function onIpmiSim(options: { bmcs: number; calls: number }): Promise<Row[
       }
       return wrong;
     };
-    await viaIpmitool(); // warm-up: page cache, ipmi_sim's first sessions
+    // warm-up for each reader: page cache, JIT, ipmi_sim's first sessions
+    for (const warmUp of [viaIpmitool, viaIpmipower, viaNative]) await warmUp();
     await run("ipmitool (one process per status; baseline)", viaIpmitool);
     await run("ipmipower (one process per 32 BMCs)", viaIpmipower);
     await run("native RMCP+ (one socket)", viaNative);
@@ -219,7 +223,7 @@ function memoryPort(
 
 async function sweep(
   size: number,
-  options: { port: number; workers: number; ipmipower: boolean },
+  options: { port: number; workers: number; ipmipowerFanout: number | undefined },
 ): Promise<Row[]> {
   const fleet = await startFleet(size, options.port);
   const fleetCpu = (): number => fleet.reduce((sum, child) => sum + cpuMs(child.pid ?? 0).own, 0) / 1000;
@@ -249,21 +253,30 @@ async function sweep(
       wrong: syncPort.wrong() + (report.checked - report.outcomes["in sync"]),
     });
     await client.close();
-    if (options.ipmipower) {
-      // hostranges keep argv short: 127.100.0.[1-255],127.100.1.[0-255],... (the fleet is on one port)
-      const hosts = hostRanges(size);
+    const fanout = options.ipmipowerFanout;
+    if (fanout !== undefined) {
+      // hostranges keep argv short: 127.100.0.[1-255],127.100.1.[0-255],... (the fleet is on one port).
+      // NOTE: ipmipower opens every host's socket up front: 10^4 hosts in one process fail here
+      // ("ipmi_get_random: Bad file descriptor", 20,000 descriptors), so it runs in batches, one after another
       const before = fleetCpu();
       const {
         value,
         wallS: w,
         cpuS: c,
-      } = await measured(() =>
-        ipmipowerStat(hosts, { username: USER, password: FLEET_PASSWORD, fanout: 1024 }),
-      );
+      } = await measured(async () => {
+        const answers: IpmipowerAnswer[] = [];
+        for (let first = 0; first < size; first += IPMIPOWER_BATCH) {
+          const count = Math.min(IPMIPOWER_BATCH, size - first);
+          const hosts = hostRanges(first, count).map((h) => `${h}:${options.port}`);
+          const batch = await ipmipowerStat(hosts, { username: USER, password: FLEET_PASSWORD, fanout });
+          answers.push(...batch.answers);
+        }
+        return { answers };
+      });
       const on = value.answers.filter((a) => a.state === "on").length;
       const expected = Array.from({ length: size }, (_, i) => fleetPowerOf(i)).filter(Boolean).length;
       rows.push({
-        method: "ipmipower, one process, fanout 1024",
+        method: `ipmipower, processes of ${IPMIPOWER_BATCH} hosts in turn, fanout ${fanout}`,
         statuses: size,
         wallS: w,
         cpuS: c,
@@ -281,12 +294,12 @@ async function sweep(
   return rows;
 }
 
-/** "a.b.c.[x-y]" ranges covering fleet BMCs 0..size-1. */
-export function hostRanges(size: number): string[] {
+/** "a.b.c.[x-y]" ranges covering fleet BMCs first..first+count-1. */
+export function hostRanges(first: number, count: number): string[] {
   const out: string[] = [];
-  for (let i = 0; i < size;) {
+  for (let i = first; i < first + count;) {
     const [a, b, c, d] = fleetAddress(i).split(".").map(Number) as [number, number, number, number];
-    const last = Math.min(255, d + (size - i) - 1);
+    const last = Math.min(255, d + (first + count - i) - 1);
     out.push(last === d ? `${a}.${b}.${c}.${d}` : `${a}.${b}.${c}.[${d}-${last}]`);
     i += last - d + 1;
   }
@@ -300,7 +313,9 @@ async function main(): Promise<void> {
       sizes: { type: "string", default: "10000,100000" },
       workers: { type: "string", default: "256" },
       port: { type: "string", default: "623" },
-      "skip-ipmipower-scale": { type: "boolean", default: false },
+      // ipmipower at scale: the sizes it sweeps too, and its fanout (its default is 64)
+      "ipmipower-sizes": { type: "string", default: "10000" },
+      "ipmipower-fanout": { type: "string", default: "256" },
       "skip-sim": { type: "boolean", default: false },
     },
   });
@@ -319,7 +334,9 @@ async function main(): Promise<void> {
     const rows = await sweep(size, {
       port: Number(values.port),
       workers: Number(values.workers),
-      ipmipower: !values["skip-ipmipower-scale"],
+      ipmipowerFanout: values["ipmipower-sizes"].split(",").map(Number).includes(size)
+        ? Number(values["ipmipower-fanout"])
+        : undefined,
     });
     printRows(
       `full sweep of ${size} stand-in BMCs (${Math.ceil(size / BMCS_PER_PROCESS)} fleet processes)`,
@@ -328,7 +345,9 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+if (process.argv[1]?.endsWith("power-status.ts")) {
+  main().catch((error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  });
+}

@@ -45,6 +45,10 @@ interface Session {
   consoleSessionId: number;
   privilege: number;
   exchange?: RakpExchange;
+  /** The RAKP 2 sent, sent again to a repeated RAKP 1 (the console resent it: our answer was late or lost). */
+  rakp2?: Buffer;
+  /** The RAKP 4 sent, likewise for a repeated RAKP 3. */
+  rakp4?: Buffer;
   keys?: SessionKeys;
   outSequence: number;
   lastUsed: number;
@@ -212,6 +216,10 @@ export class RmcpBmcFleet {
         const rakp1 = decodeRakp1(packet.payload);
         const pending = rakp1 ? bmc.sessions.get(rakp1.bmcSessionId) : undefined;
         if (!rakp1 || !pending || pending.keys) return;
+        if (pending.exchange && pending.rakp2 && pending.exchange.consoleRandom.equals(rakp1.consoleRandom)) {
+          reply(pending.rakp2);
+          return;
+        }
         const base = { tag: rakp1.tag, consoleSessionId: pending.consoleSessionId };
         const empty = Buffer.alloc(0);
         if (rakp1.username.toString("utf8") !== this.options.username || (rakp1.role & 0x0f) > 4) {
@@ -237,18 +245,21 @@ export class RmcpBmcFleet {
         pending.exchange = exchange;
         pending.lastUsed = now;
         const authCode = rakp2AuthCode(this.kuid(), exchange);
-        reply(
-          this.setUp(
-            PayloadType.rakp2,
-            encodeRakp2({ ...base, status: 0, bmcRandom: exchange.bmcRandom, bmcGuid: bmc.guid, authCode }),
-          ),
+        pending.rakp2 = this.setUp(
+          PayloadType.rakp2,
+          encodeRakp2({ ...base, status: 0, bmcRandom: exchange.bmcRandom, bmcGuid: bmc.guid, authCode }),
         );
+        reply(pending.rakp2);
         return;
       }
       case PayloadType.rakp3: {
         const rakp3 = decodeRakp3(packet.payload);
         const pending = rakp3 ? bmc.sessions.get(rakp3.bmcSessionId) : undefined;
-        if (!rakp3 || !pending?.exchange || pending.keys) return;
+        if (!rakp3 || !pending?.exchange) return;
+        if (pending.keys) {
+          if (pending.rakp4) reply(pending.rakp4);
+          return;
+        }
         const base = { tag: rakp3.tag, consoleSessionId: pending.consoleSessionId };
         const expected = rakp3AuthCode(this.kuid(), pending.exchange);
         if (
@@ -266,12 +277,11 @@ export class RmcpBmcFleet {
         const sik = sessionIntegrityKey(this.kuid(), pending.exchange);
         pending.keys = sessionKeys(sik);
         pending.lastUsed = now;
-        reply(
-          this.setUp(
-            PayloadType.rakp4,
-            encodeRakp4({ ...base, status: 0, icv: rakp4Icv(sik, pending.exchange) }),
-          ),
+        pending.rakp4 = this.setUp(
+          PayloadType.rakp4,
+          encodeRakp4({ ...base, status: 0, icv: rakp4Icv(sik, pending.exchange) }),
         );
+        reply(pending.rakp4);
         return;
       }
       case PayloadType.ipmi: {

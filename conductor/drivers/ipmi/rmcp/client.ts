@@ -440,8 +440,11 @@ export class RmcpClient {
       },
       answer(PayloadType.rakp4, decodeRakp4, 3),
     );
-    if (rakp4.status !== 0)
-      throw new Failure("auth", `the BMC refused the session (RAKP 4: ${statusText(rakp4.status)})`);
+    // NOTE: the password was proven by RAKP 2's code already; a refusal here is most often a resent RAKP 1
+    // the BMC answered with a new random number after our RAKP 3 was built on the first: worth another try
+    if (rakp4.status !== 0) {
+      throw new Failure("unreachable", `the BMC refused the session (RAKP 4: ${statusText(rakp4.status)})`);
+    }
     // NOTE: Kg, the BMC key, is Kuid on BMCs without one (ipmitool's -k unset); a BMC key is not supported
     const sik = sessionIntegrityKey(kuid, x);
     if (!timingSafeEqual(rakp4Icv(sik, x), rakp4.icv)) {
