@@ -4,6 +4,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseIpmiDriverInfo } from "../../conductor/drivers/ipmi/driver-info.ts";
 import { IpmiCommandError, Ipmitool } from "../../conductor/drivers/ipmi/ipmitool.ts";
 import { RmcpClient } from "../../conductor/drivers/ipmi/rmcp/client.ts";
+import { decodeDatagram, encodeV20, PayloadType } from "../../conductor/drivers/ipmi/rmcp/packet.ts";
+import type { V20Packet } from "../../conductor/drivers/ipmi/rmcp/packet.ts";
+import {
+  decodeOpenSessionResponse,
+  decodeRakp2,
+  encodeOpenSessionRequest,
+  encodeRakp1,
+  SUITE_3,
+} from "../../conductor/drivers/ipmi/rmcp/rakp.ts";
 import { ipmipowerStat } from "../../scripts/bench/ipmipower.ts";
 import { freeUdpPort } from "../helpers/ipmi-sim.ts";
 import { RmcpBmcFleet } from "../helpers/rmcp-fleet.ts";
@@ -78,6 +87,45 @@ describe("the stand-in RMCP+ fleet answers real IPMI clients", () => {
     );
     const byHost = new Map(answers.map((a) => [a.host, a.state]));
     for (const t of fleet.targets()) expect(byHost.get(t.host)).toBe(fleet.power(t.index) ? "on" : "off");
+  });
+
+  it("a repeated RAKP 1 gets the same RAKP 2, as a resend after a late answer must", async () => {
+    const socket = createSocket("udp4");
+    const answers: Buffer[] = [];
+    socket.on("message", (datagram) => answers.push(datagram));
+    await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", () => resolve()));
+    const target = fleet.targets()[3]!;
+    const send = (bytes: Buffer) =>
+      new Promise<void>((resolve) => socket.send(bytes, target.port, target.host, () => resolve()));
+    const setUp = (payloadType: number, payload: Buffer) =>
+      encodeV20({ payloadType, sessionId: 0, sequence: 0, payload });
+    try {
+      await send(
+        setUp(
+          PayloadType.openSessionRequest,
+          encodeOpenSessionRequest({ tag: 1, privilege: 4, consoleSessionId: 77, ...SUITE_3 }),
+        ),
+      );
+      await waitFor(() => answers.length === 1, { what: "the open session response", intervalMs: 5 });
+      const opened = decodeOpenSessionResponse((decodeDatagram(answers[0]!) as V20Packet).payload)!;
+      const rakp1 = encodeRakp1({
+        tag: 2,
+        bmcSessionId: opened.bmcSessionId,
+        consoleRandom: Buffer.alloc(16, 9),
+        role: 0x14,
+        username: Buffer.from(USER),
+      });
+      await send(setUp(PayloadType.rakp1, rakp1));
+      await send(setUp(PayloadType.rakp1, rakp1));
+      await waitFor(() => answers.length === 3, { what: "two RAKP 2", intervalMs: 5 });
+      expect(answers[2]).toEqual(answers[1]);
+      expect(decodeRakp2((decodeDatagram(answers[1]!) as V20Packet).payload)).toMatchObject({
+        status: 0,
+        consoleSessionId: 77,
+      });
+    } finally {
+      socket.close();
+    }
   });
 
   it("garbage sent to a stand-in BMC is dropped and it keeps answering (fast-check)", async () => {
