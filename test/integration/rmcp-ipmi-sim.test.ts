@@ -93,11 +93,14 @@ describe("native RMCP+ status against a real ipmi_sim", () => {
   });
 
   it("a silent BMC is unreachable (retryable) after the packet's retries", async () => {
+    const resentBefore = client.counters.resent;
     const error = await client
       .powerIsOn({ ...target, port: sim.port === 65535 ? 65534 : sim.port + 1 })
       .catch((e: unknown) => e);
     expect((error as IpmiCommandError).kind).toBe("unreachable");
     expect((error as IpmiCommandError).retryable).toBe(true);
+    // ipmitool's -R 2: the first packet went out three times
+    expect(client.counters.resent - resentBefore).toBe(2);
   });
 
   it("the password is in no argv of any program the test ran", () => {

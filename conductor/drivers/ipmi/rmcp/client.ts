@@ -94,6 +94,8 @@ class Failure extends Error {
  * HMAC keys.
  */
 export class RmcpClient {
+  /** Datagrams sent, and how many of them were resends after a silent packet timeout (benches, metrics). */
+  readonly counters = { sent: 0, resent: 0 };
   private socket?: Promise<Socket>;
   private readonly bySession = new Map<number, Conversation>();
   private readonly byAddress = new Map<string, Conversation>();
@@ -241,7 +243,9 @@ export class RmcpClient {
           reject(new Failure("unreachable", `the BMC did not answer (${exchange.what})`));
           return;
         }
+        if (sent > 0) this.counters.resent++;
         sent++;
+        this.counters.sent++;
         socket.send(exchange.datagram, conversation.port, conversation.address);
         timer = setTimeout(send, this.packetTimeoutMs);
       };
