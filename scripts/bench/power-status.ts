@@ -4,7 +4,7 @@
  * status), then a full sweep of 10^4 and 10^5 stand-in BMCs (wall time, conductor CPU-seconds, the fleet's
  * CPU apart: other processes, read from /proc/<pid>/stat).
  * Run: node --import tsx scripts/bench/power-status.ts [--calls 320] [--sizes 10000,100000]
- *   [--workers 256] [--ipmipower-sizes 10000] [--ipmipower-fanout 256]
+ *   [--workers 32] [--ipmipower-sizes 10000] [--ipmipower-fanout 256]
  */
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
@@ -311,7 +311,7 @@ async function main(): Promise<void> {
     options: {
       calls: { type: "string", default: "320" },
       sizes: { type: "string", default: "10000,100000" },
-      workers: { type: "string", default: "256" },
+      workers: { type: "string", default: "32" },
       port: { type: "string", default: "623" },
       // ipmipower at scale: the sizes it sweeps too, and its fanout (its default is 64)
       "ipmipower-sizes": { type: "string", default: "10000" },
