@@ -77,6 +77,16 @@ export const ConductorConfig = z.object({
       healthMonitoring: z.boolean().default(true),
     })
     .prefault({}),
+  ipmi: z
+    .object({
+      /**
+       * What reads power status for the ipmi hardware type (the power sync, GET states): "native" speaks
+       * IPMI v2.0 (RMCP+, cipher suite 3) from the conductor over one UDP socket; "ipmitool" runs one ipmitool
+       * per read. Power actions always use ipmitool; nodes whose ipmi_cipher_suite is not 3 read through it too.
+       */
+      statusClient: z.enum(["native", "ipmitool"]).default("native"),
+    })
+    .prefault({}),
   agent: z
     .object({
       fastTrack: z.boolean().default(false),

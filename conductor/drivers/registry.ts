@@ -13,6 +13,7 @@ import { deployImageDefaultsOf } from "./boot/deploy-images.ts";
 import { driverRegistry, type DriverRegistry, type HardwareType } from "./hardware-type.ts";
 import { IpmitoolConsole } from "./ipmi/console.ts";
 import { Ipmitool, type IpmitoolOptions } from "./ipmi/ipmitool.ts";
+import { RmcpClient } from "./ipmi/rmcp/client.ts";
 import { FakeManagement } from "./management/fake.ts";
 import { IpmitoolManagement } from "./management/ipmitool.ts";
 import { FakePower } from "./power/fake.ts";
@@ -129,6 +130,9 @@ export function redfishHardwareOf(
 /** The real thing: ipmitool power and boot device, iPXE (or PXE) boot, the agent for deploy, inspect and RAID. */
 export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolOptions = {}): HardwareType {
   const ipmitool = new Ipmitool(ipmitoolOptions);
+  // status reads go native unless configured otherwise; the same metrics hook sees both
+  const statusClient =
+    config.ipmi.statusClient === "native" ? new RmcpClient({ onCall: ipmitoolOptions.onCall }) : undefined;
   const defaults = deployImageDefaultsOf(config.boot);
   const kernelArgs = ["console=tty0", "console=ttyS0,115200n8"];
   // Arm servers' (and QEMU virt's) serial port is a PL011, ttyAMA0; the last console= is /dev/console.
@@ -150,7 +154,7 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
       storage_interface: "noop",
       vendor_interface: "ipmitool",
     },
-    power: new IpmitoolPower({ ipmitool }),
+    power: new IpmitoolPower({ ipmitool, statusClient }),
     management: new IpmitoolManagement({ ipmitool }),
     boot:
       config.boot.kind === "ipxe"
@@ -189,6 +193,7 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
       deploy_kernel: "URL of the deploy kernel. Required unless the conductor has a default.",
       deploy_ramdisk: "URL of the deploy ramdisk. Required unless the conductor has a default.",
     },
+    stop: async () => statusClient?.close(),
   };
 }
 

@@ -10,6 +10,8 @@ packages=(
   # gophercloud's bare metal acceptance tests (Metal3's client), built offline from the packaged source.
   golang-go golang-github-gophercloud-gophercloud-dev
   ipmitool openipmi
+  # FreeIPMI's ipmipower: the power status bench compares it with ipmitool and the native RMCP+ client.
+  freeipmi-tools
   # The lab's Redfish BMC is checked by the Redfish library Ironic itself uses.
   python3-sushy
   # strace: a test checks which files ipmitool opens (it must skip the system's enterprise number registry).

@@ -5,10 +5,17 @@ import type { CallOptions, DriverNode, PowerInterface } from "../interfaces.ts";
 import { parseIpmiDriverInfo } from "../ipmi/driver-info.ts";
 import type { IpmiDriverInfo } from "../ipmi/driver-info.ts";
 import { Ipmitool } from "../ipmi/ipmitool.ts";
+import type { RmcpClient } from "../ipmi/rmcp/client.ts";
 
 export interface IpmitoolPowerOptions {
   /** Shared runner: one per conductor, so per-BMC serialisation spans power and management. */
   ipmitool?: Ipmitool;
+  /**
+   * Reads `getPowerState` natively (RMCP+) instead of through ipmitool, for nodes on cipher suite 3 (the
+   * power sync's reads: one ipmitool process costs 7.6-11 ms of CPU, a native read a fraction of one).
+   * Changes, and the reads that wait for them, stay with ipmitool.
+   */
+  statusClient?: RmcpClient;
   /** How often to ask the BMC while waiting for a state change. Default 1 s. */
   pollIntervalMs?: number;
   /** How long a hard power change may take to show. Default 30 s. */
@@ -28,12 +35,14 @@ export function parsePowerStatus(stdout: string): PowerState {
 /** Power through IPMI (ipmitool lanplus). */
 export class IpmitoolPower implements PowerInterface {
   private readonly ipmitool: Ipmitool;
+  private readonly statusClient: RmcpClient | undefined;
   private readonly pollIntervalMs: number;
   private readonly powerTimeoutMs: number;
   private readonly softPowerTimeoutMs: number;
 
   constructor(options: IpmitoolPowerOptions = {}) {
     this.ipmitool = options.ipmitool ?? new Ipmitool();
+    this.statusClient = options.statusClient;
     this.pollIntervalMs = options.pollIntervalMs ?? 1000;
     this.powerTimeoutMs = options.powerTimeoutMs ?? 30_000;
     this.softPowerTimeoutMs = options.softPowerTimeoutMs ?? 120_000;
@@ -46,7 +55,21 @@ export class IpmitoolPower implements PowerInterface {
 
   /** @throws InvalidDriverInfo, IpmiCommandError */
   async getPowerState(node: DriverNode, options: CallOptions = {}): Promise<PowerState> {
-    return this.status(parseIpmiDriverInfo(node.driver_info), options.signal);
+    const info = parseIpmiDriverInfo(node.driver_info);
+    // NOTE: the native client speaks cipher suite 3 only; a node set to another keeps ipmitool
+    if (this.statusClient === undefined || info.ipmi_cipher_suite !== 3)
+      return this.status(info, options.signal);
+    const on = await this.statusClient.powerIsOn(
+      {
+        host: info.ipmi_address,
+        port: info.ipmi_port,
+        username: info.ipmi_username,
+        password: info.ipmi_password,
+        privilege: info.ipmi_priv_level,
+      },
+      { signal: options.signal },
+    );
+    return on ? "power on" : "power off";
   }
 
   /**
