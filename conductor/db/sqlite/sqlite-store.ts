@@ -99,18 +99,31 @@ class SqliteDialect implements Dialect {
     return this.now.run(sql, params);
   }
 
+  /** Transaction control statements, prepared once: `exec` parses its text again on every call. */
+  private readonly controls = new Map<string, Database.Statement>();
+  private control(
+    sql: "BEGIN IMMEDIATE" | "COMMIT" | "ROLLBACK" | `${"SAVEPOINT" | "RELEASE" | "ROLLBACK TO"} grouped`,
+  ) {
+    let statement = this.controls.get(sql);
+    if (statement === undefined) {
+      statement = this.db.prepare(sql);
+      this.controls.set(sql, statement);
+    }
+    statement.run();
+  }
+
   /** BEGIN IMMEDIATE: the write lock first, so no other process writes between this one's read and write. */
   async transaction<T>(work: (db: Executor) => Promise<T>): Promise<T> {
     while (this.busy) await this.busy;
     let done = (): void => undefined;
     this.busy = new Promise((resolve) => (done = resolve));
     try {
-      this.db.exec("BEGIN IMMEDIATE");
+      this.control("BEGIN IMMEDIATE");
       const result = await work(this.now);
-      this.db.exec("COMMIT");
+      this.control("COMMIT");
       return result;
     } catch (error) {
-      if (this.db.inTransaction) this.db.exec("ROLLBACK");
+      if (this.db.inTransaction) this.control("ROLLBACK");
       throw error;
     } finally {
       this.busy = null;
@@ -145,14 +158,14 @@ class SqliteDialect implements Dialect {
     try {
       await this.transaction(async (db) => {
         for (const { work } of queued) {
-          this.db.exec("SAVEPOINT grouped");
+          this.control("SAVEPOINT grouped");
           try {
             outcomes.push({ ok: true, value: await work(db) });
           } catch (error) {
-            this.db.exec("ROLLBACK TO grouped");
+            this.control("ROLLBACK TO grouped");
             outcomes.push({ ok: false, value: error });
           }
-          this.db.exec("RELEASE grouped");
+          this.control("RELEASE grouped");
         }
       });
     } catch (error) {
