@@ -6,6 +6,8 @@
 // …), each round on a fresh database; every figure is printed per round with the median per-round ratio against
 // each baseline. Node creation is also given for the first 1,000 creates and for the rest apart (a rate that
 // falls as the table grows shows there).
+// BENCH_NODES (default 10,000), BENCH_SAMPLES (default 30) and BENCH_SHOW_SAMPLES (default 200) size the run;
+// BENCH_CONDUCTOR_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/p" passes flags to every conductor's node process.
 import bcrypt from "bcryptjs";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -33,6 +35,7 @@ const BASELINE_REVS = (process.env.BENCH_BASELINE_REV ?? "").split(",").filter((
 /** The creates timed apart as "first" (the rest are "next"). */
 const FIRST = Math.min(1000, NODES);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (BASELINE_REVS.length > 0 ? 4 : 1));
+const NODE_ARGS = (process.env.BENCH_CONDUCTOR_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "");
 
 const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 /** Sent with every call (the bearer token once issued). */
@@ -159,7 +162,7 @@ async function main(): Promise<void> {
 }
 
 async function measure(dir: string, cwd: string | undefined): Promise<Measured> {
-  const { child, url } = await startBenchConductor(dir, { args: authArgs(dir), cwd });
+  const { child, url } = await startBenchConductor(dir, { args: authArgs(dir), cwd, nodeArgs: NODE_ARGS });
   try {
     await issueToken(url);
     let next = 0;

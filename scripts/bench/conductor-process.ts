@@ -5,7 +5,7 @@ import { createInterface } from "node:readline";
 /**
  * A conductor as its own process for a benchmark: a SQLite file in `dir` (or `options.db`, e.g. a PostgreSQL URL),
  * an OS-chosen port, no power sync; resolves with the URL it logs once listening. `options.cwd` runs another
- * checkout's conductor (a baseline revision).
+ * checkout's conductor (a baseline revision); `options.nodeArgs` go to node itself (`--cpu-prof`, heap flags).
  */
 export async function startBenchConductor(
   dir: string,
@@ -15,11 +15,13 @@ export async function startBenchConductor(
     name?: string;
     db?: string;
     cwd?: string;
+    nodeArgs?: readonly string[];
   } = {},
 ): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(
     process.execPath,
     [
+      ...(options.nodeArgs ?? []),
       ...["--import", "tsx", "conductor/main.ts", "--port", "0"],
       ...["--db", options.db ?? join(dir, "bench.sqlite"), "--data-dir", dir, "--power-sync-interval", "0"],
       ...(options.args ?? []),
