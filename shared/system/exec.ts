@@ -13,6 +13,11 @@ export interface ExecOptions {
   env?: Record<string, string>;
   /** Kill the child after this many milliseconds (SIGKILL) and reject with ExecTimeoutError. */
   timeoutMs?: number;
+  /**
+   * Interrupt the child (SIGINT) after this many milliseconds and still resolve with what it wrote: a run
+   * bounded by time, such as badblocks, which prints the block it reached when interrupted.
+   */
+  stopAfterMs?: number;
   signal?: AbortSignal;
   /** Bytes written to the child's stdin, then closed. */
   input?: string | Buffer;
@@ -87,9 +92,14 @@ export function exec(
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      clearTimeout(stop);
       options.signal?.removeEventListener("abort", onAbort);
       fn();
     };
+    const stop =
+      options.stopAfterMs === undefined
+        ? undefined
+        : setTimeout(() => child.kill("SIGINT"), options.stopAfterMs);
     const timer =
       options.timeoutMs === undefined
         ? undefined
