@@ -17,6 +17,7 @@ import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts
 import { silentLogger } from "../../shared/log.ts";
 import type { Inventory } from "../../shared/inventory.ts";
 import { exec } from "../../shared/system/exec.ts";
+import { fleetMac, fleetUuid } from "./fleet-ids.ts";
 
 const SELF = resolve(import.meta.dirname, "agents.ts");
 const HEARTBEAT_INTERVAL_MS = 5_000;
@@ -33,20 +34,11 @@ const { values } = parseArgs({
   },
 });
 
-function macOf(index: number): string {
-  const hex = (index + 1).toString(16).padStart(6, "0");
-  return `52:54:00:${hex.slice(0, 2)}:${hex.slice(2, 4)}:${hex.slice(4, 6)}`;
-}
-
-function uuidOf(index: number): string {
-  return `00000000-0000-4000-8000-${(index + 1).toString(16).padStart(12, "0")}`;
-}
-
 /** The gateway side: waits for every agent, then measures its own CPU time and RSS over the window. */
 async function gateway(): Promise<void> {
   const agents = Number(values.agents);
   const directory = new MemoryAgentDirectory();
-  for (let i = 0; i < agents; i++) directory.addNode({ uuid: uuidOf(i), macs: [macOf(i)] });
+  for (let i = 0; i < agents; i++) directory.addNode({ uuid: fleetUuid(i), macs: [fleetMac(i)] });
   const gw = createAgentGateway({
     directory,
     logger: silentLogger,
@@ -84,7 +76,7 @@ async function gateway(): Promise<void> {
   const wallUs = Number(process.hrtime.bigint() - wallStart) / 1_000;
   const calls = await Promise.all(
     Array.from({ length: Math.min(agents, 50) }, (_, i) =>
-      gw.call(uuidOf(i), { name: "get_clean_steps" }).then(() => 1),
+      gw.call(fleetUuid(i), { name: "get_clean_steps" }).then(() => 1),
     ),
   );
   const report = {
@@ -129,7 +121,7 @@ function inventoryFor(index: number): Inventory {
     interfaces: [
       {
         name: "eth0",
-        mac_address: macOf(index),
+        mac_address: fleetMac(index),
         ipv4_address: null,
         ipv6_address: null,
         has_carrier: true,

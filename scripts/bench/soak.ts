@@ -24,6 +24,7 @@ import { WebSocket } from "ws";
 import { encodeFrame, parseFrame } from "../../shared/protocol.ts";
 import { percentile } from "./percentile.ts";
 import { rssMiB, statusMiB } from "./rss.ts";
+import { fleetMac } from "./fleet-ids.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const { values } = parseArgs({
@@ -67,11 +68,6 @@ function call(
     req.on("error", fail);
     req.end(payload);
   });
-}
-
-function macOf(index: number): string {
-  const hex = (index + 1).toString(16).padStart(6, "0");
-  return `52:54:01:${hex.slice(0, 2)}:${hex.slice(2, 4)}:${hex.slice(4, 6)}`;
 }
 
 function openFilesLimit(): number {
@@ -131,7 +127,7 @@ async function enroll(url: string, count: number): Promise<void> {
       const uuid = (JSON.parse(node.text) as { uuid: string }).uuid;
       const port = await call(`${url}/v1/ports`, {
         method: "POST",
-        body: { node_uuid: uuid, address: macOf(i) },
+        body: { node_uuid: uuid, address: fleetMac(i, "52:54:01") },
       });
       if (port.status !== 201) throw new Error(`port create: ${port.status} ${port.text}`);
     }
@@ -148,7 +144,7 @@ function holdAgent(wsUrl: string, index: number, stats: { welcomed: number; drop
       encodeFrame({
         type: "hello",
         agent_version: "soak",
-        macs: [macOf(index)],
+        macs: [fleetMac(index, "52:54:01")],
         bmc_address: null,
         boot_id: `soak-boot-${index}`,
       }),

@@ -29,6 +29,7 @@ import { silentLogger } from "../../shared/log.ts";
 import type { Inventory } from "../../shared/inventory.ts";
 import type { SwarmStats } from "../../shared/swarm.ts";
 import { exec } from "../../shared/system/exec.ts";
+import { fleetMac, fleetUuid } from "./fleet-ids.ts";
 
 const SELF = resolve(import.meta.dirname, "swarm.ts");
 const MIB = 1024 * 1024;
@@ -50,17 +51,9 @@ const { values } = parseArgs({
   },
 });
 
-function macOf(index: number): string {
-  const hex = (index + 1).toString(16).padStart(6, "0");
-  return `52:54:01:${hex.slice(0, 2)}:${hex.slice(2, 4)}:${hex.slice(4, 6)}`;
-}
-function uuidOf(index: number): string {
-  return `00000000-0000-4000-9000-${(index + 1).toString(16).padStart(12, "0")}`;
-}
-
 function inventoryFor(index: number, disk: string, size: number): Inventory {
   return simulatedInventory({
-    macs: [macOf(index)],
+    macs: [fleetMac(index, "52:54:01")],
     disks: [{ name: disk, size, serial: `SWARM-${index}` }],
   });
 }
@@ -165,7 +158,8 @@ async function orchestrate(): Promise<void> {
     const store = await startStore(file, size, bandwidth);
 
     const directory = new MemoryAgentDirectory();
-    for (let i = 0; i < total; i++) directory.addNode({ uuid: uuidOf(i), macs: [macOf(i)] });
+    for (let i = 0; i < total; i++)
+      directory.addNode({ uuid: fleetUuid(i, "9"), macs: [fleetMac(i, "52:54:01")] });
     const tracker = new SwarmTracker({ logger: silentLogger });
     const gateway = createAgentGateway({
       directory,
@@ -204,7 +198,7 @@ async function orchestrate(): Promise<void> {
       const started = performance.now();
       const results = (await Promise.all(
         Array.from({ length: agents }, (_, i) =>
-          gateway.call(uuidOf(i), {
+          gateway.call(fleetUuid(i, "9"), {
             name: "write_image",
             args: {
               // a path per run: a wave is never joined by the previous run's lingering agents
