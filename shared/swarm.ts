@@ -100,22 +100,26 @@ export const SwarmReplySchema = z.object({
   answer: SwarmAnswerSchema,
 });
 
+/** A per-peer map from an agent's result: peers are nodes of one wave, so few (bounded like the peer list). */
+const perPeer = <T extends z.ZodType>(value: T) =>
+  z.record(Id, value).refine((map) => Object.keys(map).length <= 1024, "at most 1024 peers");
+
 /** Per-deploy figures, in the write_image result (driver_internal_info.deploy_result.swarm) and its event. */
 export const SwarmStatsSchema = z.object({
-  wave: z.string(),
+  wave: Id,
   chunk_bytes: z.number().int().positive(),
   bytes_from_store: z.number().int().nonnegative(),
   bytes_from_peers: z.number().int().nonnegative(),
   /** Bytes taken from each peer (by node UUID). */
-  per_peer: z.record(z.string(), z.number().int().nonnegative()),
+  per_peer: perPeer(z.number().int().nonnegative()),
   /** Bytes served to other agents until this agent's write ended (it serves on for the linger time). */
   bytes_served: z.number().int().nonnegative(),
   /** Chunks a peer got wrong (hash mismatch) and that were fetched again from the store. */
   bad_chunks: z.number().int().nonnegative(),
   /** Peers dropped for the wave, and why. */
-  dropped_peers: z.record(z.string(), z.string()),
+  dropped_peers: perPeer(z.string().max(64)),
   /** Set when the swarm stopped helping (tracker gone): the rest came from the store. */
-  fallback: z.string().optional(),
+  fallback: z.string().max(512).optional(),
 });
 export type SwarmStats = z.infer<typeof SwarmStatsSchema>;
 

@@ -95,7 +95,9 @@ export async function getInventory(deps: ApiDeps, request: Request): Promise<unk
 export function nodePorts(deps: ApiDeps, detail: boolean) {
   return async (request: Request): Promise<unknown> => {
     const { fields, description_contains } = parseQuery(
-      z.object({ fields: FieldsQuery.shape.fields, description_contains: z.string().optional() }).loose(),
+      z
+        .object({ fields: FieldsQuery.shape.fields, description_contains: z.string().max(4096).optional() })
+        .loose(),
       request.query,
     );
     checkPortFields(fields, request.apiMinor);

@@ -4,7 +4,7 @@ import { ChunkCache } from "../../agent/swarm/chunk-cache.ts";
 import { SwarmTracker } from "../../conductor/agents/swarm-tracker.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { parseFrame } from "../../shared/protocol.ts";
-import { bearerToken, chunkPath, parseChunkPath } from "../../shared/swarm.ts";
+import { SwarmStatsSchema, bearerToken, chunkPath, parseChunkPath } from "../../shared/swarm.ts";
 
 const SHA = "a".repeat(64);
 const OTHER = "b".repeat(64);
@@ -171,5 +171,30 @@ describe("ChunkCache", () => {
     cache.get(1);
     cache.put(3, Buffer.alloc(5));
     expect([cache.has(1), cache.has(2), cache.has(3)]).toEqual([true, false, true]);
+  });
+});
+
+describe("an agent's swarm figures (outside input, stored in driver_internal_info)", () => {
+  const stats = (peers: number, reason = "bad_bytes") => ({
+    wave: "w1",
+    chunk_bytes: 4194304,
+    bytes_from_store: 1,
+    bytes_from_peers: 2,
+    per_peer: Object.fromEntries(Array.from({ length: peers }, (_, i) => [`node-${i}`, i])),
+    bytes_served: 0,
+    bad_chunks: 0,
+    dropped_peers: Object.fromEntries(Array.from({ length: peers }, (_, i) => [`node-${i}`, reason])),
+  });
+
+  it("takes a wave's worth of peers and refuses more, or over-long texts, without throwing", () => {
+    expect(SwarmStatsSchema.safeParse(stats(1024)).success).toBe(true);
+    expect(SwarmStatsSchema.safeParse(stats(1025)).success).toBe(false);
+    expect(SwarmStatsSchema.safeParse(stats(1, "x".repeat(65))).success).toBe(false);
+    fc.assert(
+      fc.property(fc.anything({ maxDepth: 4 }), (value) => {
+        expect(() => SwarmStatsSchema.safeParse(value)).not.toThrow();
+      }),
+      { numRuns: 300 },
+    );
   });
 });
