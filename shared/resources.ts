@@ -107,24 +107,28 @@ export const PortRecord = z.object({
 export type PortRecord = z.infer<typeof PortRecord>;
 
 /** Node fields added after nodes were first stored, as a document written before them reads (zod's defaults). */
-export const NODE_LATER_FIELDS = {
-  service_step: {},
-  parent_node: null,
-  disable_power_off: false,
-  firmware_interface: "no-firmware",
-  instance_name: null,
-  health: null,
-} as const;
+/**
+ * The fields a record schema fills with a default: exactly those added after its records were first stored,
+ * so a document written before them lacks them. Derived from the schema, the one place they are declared.
+ */
+function laterFieldsOf(shape: Record<string, z.ZodType>): Readonly<Record<string, unknown>> {
+  return Object.fromEntries(
+    Object.entries(shape).flatMap(([key, field]) =>
+      field instanceof z.ZodDefault ? [[key, field.def.defaultValue]] : [],
+    ),
+  );
+}
 
-/** Port fields added after ports were first stored: a document written before them holds none of them. */
-export const PORT_LATER_FIELDS = { description: null, vendor: null, category: null } as const;
+export const NODE_LATER_FIELDS = laterFieldsOf(NodeRecord.shape);
+export const PORT_LATER_FIELDS = laterFieldsOf(PortRecord.shape);
 
-/** Port group fields added after port groups were first stored (1.102, 1.103). */
-export const PORTGROUP_LATER_FIELDS = { physical_network: null, category: null } as const;
-
-/** A stored record with the fields added after it was written set to their defaults. */
-export function withLaterFields<T extends object, D extends object>(record: T, later: D): T {
-  return { ...later, ...record };
+/** A stored record with the fields added after it was written set to their defaults (objects fresh). */
+export function withLaterFields<T extends object>(record: T, later: Readonly<Record<string, unknown>>): T {
+  const defaults = Object.entries(later).map(([key, value]) => [
+    key,
+    typeof value === "object" && value !== null ? structuredClone(value) : value,
+  ]);
+  return { ...Object.fromEntries(defaults), ...record };
 }
 
 /**
@@ -146,7 +150,9 @@ export function newPortRecord(
     extra: {},
     is_smartnic: false,
     name: null,
-    ...PORT_LATER_FIELDS,
+    description: null,
+    vendor: null,
+    category: null,
     created_at: new Date().toISOString(),
     updated_at: null,
     ...(given as Partial<PortRecord>),
@@ -172,6 +178,7 @@ export const PortgroupRecord = z.object({
   updated_at: nullableString,
 });
 export type PortgroupRecord = z.infer<typeof PortgroupRecord>;
+export const PORTGROUP_LATER_FIELDS = laterFieldsOf(PortgroupRecord.shape);
 
 export const ALLOCATION_STATES = ["allocating", "active", "error"] as const;
 
