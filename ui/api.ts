@@ -15,6 +15,8 @@ export interface Node {
   traits: string[];
   properties: Record<string, unknown>;
   instance_info: Record<string, unknown>;
+  /** Shown to roles that may see it (the last deploy's figures live here). */
+  driver_internal_info?: Record<string, unknown>;
   reservation: string | null;
   provision_updated_at: string | null;
   updated_at: string | null;

@@ -11,7 +11,7 @@ import {
   type Node,
   type StreamEvent,
 } from "./api.ts";
-import { bytes, eta, type Progress } from "./format.ts";
+import { bytes, deployFigures, eta, type Progress } from "./format.ts";
 
 /** Live state shared by the pages: the last progress of each write and whether the event stream is up. */
 interface Live {
@@ -324,6 +324,25 @@ function checksumOps(checksum: string): { op: string; path: string; value: strin
 
 type Action = { label: string; run: () => Promise<unknown>; confirm: string };
 
+/** The last image write: size, time, rate, and in a swarm where its bytes came from. */
+function DeployFigures({ result }: { result: unknown }) {
+  const rows = deployFigures(result);
+  if (rows.length === 0) return null;
+  return (
+    <>
+      <h3>Last deploy</h3>
+      <dl data-testid="deploy-result">
+        {rows.map(([label, value]) => (
+          <>
+            <dt>{label}</dt>
+            <dd>{value}</dd>
+          </>
+        ))}
+      </dl>
+    </>
+  );
+}
+
 function NodePage({ uuid, live, onAuth }: { uuid: string; live: Live; onAuth: () => void }) {
   const [node, setNode] = useState<Node | null>(null);
   const [extra, setExtra] = useState<{
@@ -564,6 +583,7 @@ function NodePage({ uuid, live, onAuth }: { uuid: string; live: Live; onAuth: ()
           ) : (
             <p class="muted">not inspected</p>
           )}
+          <DeployFigures result={shown.driver_internal_info?.deploy_result} />
           <h3>Traits</h3>
           <p>{shown.traits?.length ? shown.traits.join(", ") : <span class="muted">none</span>}</p>
         </div>

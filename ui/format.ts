@@ -30,3 +30,49 @@ export function eta(p: Progress): { percent: number | null; left: string } {
   const percent = Math.min(100, (100 * p.done) / p.total);
   return { percent, left: p.rate > 0 ? duration((p.total - p.done) / p.rate) : "…" };
 }
+
+const share = (part: number, whole: number): string =>
+  whole > 0 ? ` (${Math.round((100 * part) / whole)} %)` : "";
+const count = (v: unknown): number | null =>
+  typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : null;
+const entries = (v: unknown): [string, unknown][] =>
+  typeof v === "object" && v !== null && !Array.isArray(v) ? Object.entries(v) : [];
+
+/**
+ * The last deploy's figures (driver_internal_info.deploy_result, the agent's write_image result) as
+ * label/value rows: what was written and how fast, and in a swarm where the bytes came from (the store, each
+ * peer) and what went wrong with peers. What the page cannot read as a figure is left out, never thrown on.
+ */
+export function deployFigures(result: unknown): [string, string][] {
+  const r = Object.fromEntries(entries(result));
+  const rows: [string, string][] = [];
+  const image = count(r.image_bytes);
+  const written = count(r.bytes_written);
+  const ms = count(r.duration_ms);
+  if (image !== null) rows.push(["image", bytes(image)]);
+  if (written !== null) rows.push(["written", bytes(written)]);
+  if (ms !== null) {
+    rows.push(["took", duration(ms / 1000)]);
+    if (image !== null && ms > 0) rows.push(["rate", `${bytes((image * 1000) / ms)}/s`]);
+  }
+  const s = Object.fromEntries(entries(r.swarm));
+  const store = count(s.bytes_from_store);
+  const peers = count(s.bytes_from_peers);
+  if (store === null || peers === null) return rows;
+  rows.push(["from the store", bytes(store) + share(store, store + peers)]);
+  rows.push(["from peers", bytes(peers) + share(peers, store + peers)]);
+  const perPeer = entries(s.per_peer)
+    .map(([peer, n]): [string, number] => [peer, count(n) ?? 0])
+    .sort((a, b) => b[1] - a[1]);
+  // a wave has few peers, but the page names the biggest five and counts the rest
+  for (const [peer, n] of perPeer.slice(0, 5)) rows.push([`  peer ${peer.slice(0, 8)}`, bytes(n)]);
+  if (perPeer.length > 5) rows.push(["  other peers", String(perPeer.length - 5)]);
+  const served = count(s.bytes_served);
+  if (served !== null) rows.push(["served to peers", bytes(served)]);
+  const bad = count(s.bad_chunks);
+  if (bad) rows.push(["bad chunks refetched", String(bad)]);
+  for (const [peer, why] of entries(s.dropped_peers))
+    rows.push([`dropped ${peer.slice(0, 8)}`, typeof why === "string" ? why : JSON.stringify(why)]);
+  if (typeof s.fallback === "string" && s.fallback) rows.push(["swarm stopped", s.fallback]);
+  return rows;
+}

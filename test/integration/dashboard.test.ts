@@ -15,16 +15,29 @@ const MiB = 1024 * 1024;
 /** Set ANVIL_SCREENSHOTS=DIR to keep the pages as PNGs (docs/ has the ones taken this way). */
 const SHOTS = process.env.ANVIL_SCREENSHOTS;
 
-/** An image server that trickles its body (4 MiB/s) so a deploy lasts long enough to watch it move. */
+/**
+ * An image server that trickles its body (4 MiB/s) so a deploy lasts long enough to watch it move. It serves
+ * byte ranges as object stores do (a swarm deploy fetches its chunks by range).
+ */
 async function slowImageServer(image: Buffer): Promise<{ url: string; close(): Promise<void> }> {
   const server: Server = createServer((request, response) => {
-    response.writeHead(200, { "Content-Length": image.length, "Content-Type": "application/octet-stream" });
+    const range = /^bytes=(\d+)-(\d*)$/.exec(request.headers.range ?? "");
+    const first = range ? Number(range[1]) : 0;
+    const end = range?.[2] ? Math.min(Number(range[2]) + 1, image.length) : image.length;
+    const body = image.subarray(first, end);
+    response.writeHead(range ? 206 : 200, {
+      "Content-Length": body.length,
+      "Content-Type": "application/octet-stream",
+      "Accept-Ranges": "bytes",
+      ...(range ? { "Content-Range": `bytes ${first}-${end - 1}/${image.length}` } : {}),
+    });
+    if (request.method === "HEAD") return void response.end();
     let offset = 0;
     const timer = setInterval(() => {
-      const chunk = image.subarray(offset, offset + 256 * 1024);
+      const chunk = body.subarray(offset, offset + 256 * 1024);
       offset += chunk.length;
       response.write(chunk);
-      if (offset >= image.length) {
+      if (offset >= body.length) {
         clearInterval(timer);
         response.end();
       }
@@ -52,7 +65,12 @@ describe("the web dashboard in headless Chromium", () => {
   beforeAll(async () => {
     executable = await ensureAgentBuilt();
     images = await slowImageServer(image);
-    ctx = await startConductor({ timeoutCheckIntervalS: 1000 });
+    // Swarm deploys on: a lone node's wave takes every chunk from the store, and the page says so. Progress
+    // moves a 4 MiB chunk at a time: one chunk in flight, so the 16 MiB image shows several fill levels.
+    ctx = await startConductor({
+      timeoutCheckIntervalS: 1000,
+      deploy: { swarm: true, swarmLingerS: 0, swarmWindow: 1 },
+    });
     // a fleet of 1,000 fake-hardware nodes, 10 of them manageable
     for (let batch = 0; batch < 10; batch++) {
       await Promise.all(
@@ -177,6 +195,12 @@ describe("the web dashboard in headless Chromium", () => {
       .poll(() => page.locator('[data-testid="node-state"]').innerText(), { timeout: 60_000 })
       .toBe("active");
     expect(await page.evaluate("window.anvilMarker")).toBe(42);
+    // the last deploy's figures: the image's size, and in its (one-node) swarm every byte from the store
+    const figures = page.locator('[data-testid="deploy-result"]');
+    await expect.poll(() => figures.innerText().catch(() => ""), { timeout: 10_000 }).toContain("16.0 MiB");
+    const text = await figures.innerText();
+    expect(text).toMatch(/from the store\s+16\.0 MiB \(100 %\)/);
+    expect(text).toMatch(/from peers\s+0 B \(0 %\)/);
     if (SHOTS) await page.screenshot({ path: join(SHOTS, "dashboard-node.png"), fullPage: true });
   }, 180_000);
 
