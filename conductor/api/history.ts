@@ -4,7 +4,7 @@ import type { NodeHistoryRecord } from "../../shared/history.ts";
 import { clientAddress } from "../auth/fastify-auth.ts";
 import { checkNodePolicies } from "../auth/node-access.ts";
 import { maskPatch } from "../history/redact.ts";
-import type { Actor } from "../history/recorder.ts";
+import type { Actor, HistoryRecorder } from "../history/recorder.ts";
 import { type ApiDeps, baseUrl } from "./context.ts";
 import { notFound } from "./errors.ts";
 import { PageQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
@@ -33,8 +33,6 @@ function describe(
   const who = request.identity?.user ?? "anonymous";
   const key = `${method} ${route}`;
   switch (key) {
-    case "POST /v1/nodes":
-      return { eventType: "create", event: `Node created by ${who}`, changes: maskPatch(body) };
     case "PATCH /v1/nodes/:ident": {
       const paths = Array.isArray(body)
         ? body.map((op: { path?: unknown }) => String(op.path)).join(", ")
@@ -86,6 +84,26 @@ function describe(
   }
 }
 
+/**
+ * The history entry of POST /v1/nodes, stored in the node's own transaction (so a failed create leaves none,
+ * and it is readable as soon as the 201 is): the caller logs it (`history.log`) once the node is stored.
+ */
+export function createdEntry(
+  history: HistoryRecorder,
+  request: FastifyRequest,
+  node: string,
+): NodeHistoryRecord {
+  const who = request.identity?.user ?? "anonymous";
+  // the body as the client sent it, masked (by the recorder) as every entry's changes are
+  return history.entry({
+    node,
+    eventType: "create",
+    event: `Node created by ${who}`,
+    changes: request.body,
+    actor: actorOf(request),
+  });
+}
+
 function view(
   record: NodeHistoryRecord,
   base: string,
@@ -126,7 +144,8 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
   // the node as it was then (a PATCH may rename it)
   const arrived = new WeakMap<FastifyRequest, { at: Date; node?: string }>();
   app.addHook("preHandler", async (request) => {
-    if (request.method === "GET") return;
+    // a create's entry is written by its handler, with the node
+    if (request.method === "GET" || request.routeOptions.url === "/v1/nodes") return;
     const ident = (request.params as { ident?: string }).ident;
     const node = ident === undefined ? null : await deps.store.getNode(ident).catch(() => null);
     arrived.set(request, { at: new Date(), node: node?.uuid });
@@ -138,7 +157,8 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
 
   app.addHook("onResponse", async (request, reply) => {
     const route = request.routeOptions.url;
-    if (request.method === "GET" || reply.statusCode >= 400 || route === undefined) return;
+    if (request.method === "GET" || reply.statusCode >= 400 || route === undefined || route === "/v1/nodes")
+      return;
     const what = describe(route, request.method, request);
     const seen = arrived.get(request);
     if (!what) {
@@ -152,12 +172,7 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
       }
       return;
     }
-    const node =
-      route === "/v1/nodes"
-        ? String(reply.getHeader("location") ?? "")
-            .split("/")
-            .pop()
-        : seen?.node;
+    const node = seen?.node;
     if (!node) return;
     await history.record({ node, ...what, actor: actorOf(request), at: seen?.at });
   });

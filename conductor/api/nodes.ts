@@ -21,7 +21,7 @@ import { NotAcceptable } from "../errors.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
 import { badRequest } from "./errors.ts";
 import { checkNodeChassis } from "./chassis.ts";
-import { nodeHistory } from "./history.ts";
+import { createdEntry, nodeHistory } from "./history.ts";
 import { NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import * as actions from "./node-actions.ts";
 import { listNodes } from "./node-list.ts";
@@ -74,7 +74,10 @@ async function createNode(deps: ApiDeps, request: FastifyRequest, reply: Fastify
   await checkNodeChassis(deps, { ...body, previous: null, minor: request.apiMinor });
   // before 1.11 (no enroll state yet) a node starts available, as Ironic's initial_node_provision_state
   const initial = request.apiMinor < 11 ? "available" : "enroll";
-  const node = await deps.store.createNode(newNode(body, hw, initial));
+  const record = newNode(body, hw, initial);
+  const entry = deps.history && createdEntry(deps.history, request, record.uuid);
+  const node = await deps.store.createNode(record, entry);
+  if (entry) deps.history?.log(entry);
   deps.events.publish({ type: "created", node: node.uuid });
   await reply
     .code(201)

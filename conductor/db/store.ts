@@ -236,7 +236,12 @@ export type StoredDocuments = DocumentMethods<PortRecord, PortFilter, "Port", "P
 
 /** Persistence for nodes and the documents about them. Every method is atomic on its own. */
 export interface Store extends TokenStore, StoredDocuments {
-  createNode(node: NodeRecord): Promise<NodeRecord>;
+  /**
+   * Inserts a new node, and after it its first history entry when one is given: a create that conflicts
+   * leaves no entry, and the entry is readable once this settles (SQLite writes both in one transaction).
+   * @throws Duplicate naming the uuid, name or instance_uuid already taken
+   */
+  createNode(node: NodeRecord, history?: NodeHistoryRecord): Promise<NodeRecord>;
   /** By uuid or by name. */
   getNode(ident: string): Promise<NodeRecord | null>;
   listNodes(filter: NodeFilter, page: Page): Promise<NodeRecord[]>;

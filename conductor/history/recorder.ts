@@ -55,8 +55,23 @@ export class HistoryRecorder {
 
   /** Stores and logs one entry; a node deleted meanwhile only gets the log line. Never throws. */
   async record(entry: HistoryEntry): Promise<void> {
+    const record = this.entry(entry);
+    this.log(record);
+    try {
+      await this.deps.store.addNodeHistory(record);
+    } catch (error) {
+      // the node is gone (deleted while its work ran): the log line above is the record
+      this.deps.logger.debug({ err: error, node: entry.node }, "history entry not stored");
+    }
+  }
+
+  /**
+   * The stored form of an entry (its changes masked), for a caller that stores it with the change itself (a
+   * node's create, in the node's transaction) and then calls `log`.
+   */
+  entry(entry: HistoryEntry): NodeHistoryRecord {
     const actor = entry.actor ?? CONDUCTOR_ACTOR;
-    const record: NodeHistoryRecord = {
+    return {
       uuid: randomUUID(),
       node_uuid: entry.node,
       created_at: (entry.at ?? this.deps.now?.() ?? new Date()).toISOString(),
@@ -70,13 +85,11 @@ export class HistoryRecorder {
       request_id: actor.requestId,
       changes: entry.changes === undefined ? null : maskDeep(entry.changes),
     };
+  }
+
+  /** The entry's structured log line (every entry has one, stored or not). */
+  log(record: NodeHistoryRecord): void {
     this.deps.logger.info({ history: record }, "node history");
-    try {
-      await this.deps.store.addNodeHistory(record);
-    } catch (error) {
-      // the node is gone (deleted while its work ran): the log line above is the record
-      this.deps.logger.debug({ err: error, node: entry.node }, "history entry not stored");
-    }
   }
 
   /** The conductor's own events: provision transitions and power outcomes. */

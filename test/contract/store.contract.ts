@@ -19,6 +19,7 @@ import {
   type PortRecord,
   newPortRecord,
 } from "../../shared/resources.ts";
+import type { NodeHistoryRecord } from "../../shared/history.ts";
 import type { ProvisionState } from "../../shared/states.ts";
 import { useStores, type StoreHarness } from "./harness.ts";
 
@@ -101,6 +102,36 @@ export function storeContract(name: string, harness: StoreHarness): void {
       const b = await store.createNode(node());
       await expect(store.updateNode(b.uuid, { instance_uuid: "i-1" })).rejects.toThrow(Duplicate);
       await expect(store.updateNode(randomUUID(), {})).rejects.toThrow(NodeNotFound);
+    });
+
+    it("a create stores its first history entry with the node, or neither when it conflicts", async () => {
+      const entry = (nodeUuid: string, event: string): NodeHistoryRecord => ({
+        uuid: randomUUID(),
+        node_uuid: nodeUuid,
+        created_at: new Date().toISOString(),
+        severity: "INFO",
+        event,
+        event_type: "create",
+        conductor: "contract",
+        user: "ops",
+        project: null,
+        remote_address: null,
+        request_id: "req-1",
+        changes: { name: "with-history" },
+      });
+      // racing creates of one name (in one commit where the store groups writes): one node, one entry
+      const racers = [node({ name: "with-history" }), node({ name: "with-history" })];
+      const entries = racers.map((racer, i) => entry(racer.uuid, `racer ${i}`));
+      const outcomes = await Promise.allSettled(
+        racers.map((racer, i) => store.createNode(racer, entries[i])),
+      );
+      const won = outcomes.findIndex((o) => o.status === "fulfilled");
+      const lost = 1 - won;
+      expect(outcomes.filter((o) => o.status === "rejected")).toHaveLength(1);
+      expect((outcomes[lost] as PromiseRejectedResult).reason).toBeInstanceOf(Duplicate);
+      expect(await store.listNodeHistory(racers[won]!.uuid, {})).toEqual([entries[won]]);
+      expect(await store.getNode(racers[lost]!.uuid)).toBeNull();
+      expect(await store.listNodeHistory(racers[lost]!.uuid, {})).toEqual([]);
     });
 
     it("reservation is an atomic test-and-set: of 20 racing holders exactly one wins", async () => {

@@ -110,6 +110,32 @@ describe("node history (API 1.78)", () => {
       expect(everything).not.toContain(secret);
   });
 
+  it("a create's entry is readable as soon as its 201 is, its body masked", async () => {
+    const made = await as("/v1/nodes", {
+      method: "POST",
+      body: { driver: "fake-hardware", name: "h-at-once", driver_info: { ipmi_password: "AT-ONCE-SECRET" } },
+    });
+    expect(made.status).toBe(201);
+    const madeUuid = (made.body as { uuid: string }).uuid;
+    const listed = (await as(`/v1/nodes/${madeUuid}/history`)).body as { history: { uuid: string }[] };
+    expect(listed.history).toHaveLength(1);
+    const one = await as(`/v1/nodes/${madeUuid}/history/${listed.history[0]!.uuid}`);
+    expect(one.body).toMatchObject({
+      event: "Node created by ops",
+      event_type: "create",
+      changes: { name: "h-at-once", driver_info: { ipmi_password: "******" } },
+    });
+    // a refused twin leaves nothing behind: still one node of that name, one entry
+    const twin = await as("/v1/nodes", {
+      method: "POST",
+      body: { driver: "fake-hardware", name: "h-at-once" },
+    });
+    expect(twin.status).toBe(409);
+    expect(((await as(`/v1/nodes/${madeUuid}/history`)).body as { history: unknown[] }).history).toHaveLength(
+      1,
+    );
+  });
+
   it("pages with limit and marker", async () => {
     const first = (await as(`/v1/nodes/${uuid}/history?limit=2`)).body as {
       history: { uuid: string }[];

@@ -79,6 +79,15 @@ describe("hash ring", () => {
     expect(new Set(new HashRing(members(5)).lookup("x", 3)).size).toBe(3);
   });
 
+  it("a lone member owns every key, however many replicas are asked for", () => {
+    const ring = new HashRing(["only"]);
+    fc.assert(
+      fc.property(fc.string(), fc.integer({ min: 1, max: 5 }), (key, replicas) => {
+        expect(ring.lookup(key, replicas)).toEqual(["only"]);
+      }),
+    );
+  });
+
   it("groups: a node is owned only by its own group's members, none when the group has none", () => {
     const rings = new GroupedRings(
       new Map([

@@ -287,8 +287,11 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     });
   }
 
-  async createNode(node: NodeRecord): Promise<NodeRecord> {
-    await this.d.grouped((db) => this.writeNode(db, node, true));
+  async createNode(node: NodeRecord, history?: NodeHistoryRecord): Promise<NodeRecord> {
+    await this.d.grouped(async (db) => {
+      await this.writeNode(db, node, true);
+      if (history !== undefined) await this.insertHistory(db, history);
+    });
     return node;
   }
 
@@ -667,9 +670,12 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   }
 
   async addNodeHistory(entry: NodeHistoryRecord): Promise<void> {
+    await this.d.grouped((db) => this.insertHistory(db, entry));
+  }
+
+  private insertHistory(db: Executor, entry: NodeHistoryRecord): Promise<void> {
     const { uuid, node_uuid, created_at } = entry;
-    const row = { uuid, node_uuid, created_at, doc: JSON.stringify(entry) };
-    await this.d.grouped((db) => this.insert("node_history", row, { db }));
+    return this.insert("node_history", { uuid, node_uuid, created_at, doc: JSON.stringify(entry) }, { db });
   }
 
   listNodeHistory(nodeUuid: string, page: { limit?: number; marker?: string }): Promise<NodeHistoryRecord[]> {

@@ -11,6 +11,15 @@ import { MIGRATIONS } from "./migrations.ts";
  */
 export const STATEMENT_CACHE_SIZE = 256;
 
+/**
+ * WAL pages written before a commit also checkpoints them into the database file (SQLite's default: 1,000).
+ * NOTE: the checkpoint runs inside the COMMIT on the event loop and syncs both files; node creates dirty ~6
+ * index and table pages each, so the default checkpointed every ~10 group commits. In-process, 6,000 creates
+ * 8 at a time: COMMIT 1.2–1.7 ms each at 1,000 pages, 0.7–0.95 ms at 10,000 (hot index pages are copied
+ * back once per checkpoint however often they were rewritten). The WAL file grows to ~40 MiB at most.
+ */
+const WAL_CHECKPOINT_PAGES = 10_000;
+
 /** Parameters by name (`@p1`…): a statement may use one twice, and their order in the text is free. */
 function named(params: readonly SqlValue[]): Record<string, SqlValue> {
   const values: Record<string, SqlValue> = {};
@@ -49,6 +58,7 @@ class SqliteDialect implements Dialect {
     this.db = new Database(path);
     this.db.pragma("journal_mode = WAL");
     this.db.pragma("synchronous = NORMAL");
+    this.db.pragma(`wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
     this.db.pragma("foreign_keys = ON");
     this.db.pragma("busy_timeout = 5000");
     const version = this.db.pragma("user_version", { simple: true }) as number;
