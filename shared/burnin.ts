@@ -4,7 +4,7 @@ import { z } from "zod";
  * IPA's burn-in steps (ironic_python_agent/burnin.py): their command arguments, with IPA's defaults, and the
  * node's driver_info knobs (`agent_burnin_*`) the conductor reads them from. The agent runs Debian's
  * stress-ng (cpu, memory) and fio (disk, network), or e2fsprogs' badblocks for disks where there is no fio
- * (the ramdisk), and reports figures parsed from their output.
+ * (the arm64 ramdisk), and reports figures parsed from their output.
  */
 
 /** One day, IPA's default for the cpu and memory stressors. */
