@@ -468,8 +468,12 @@ describe("the conductor's side of a burn-in step", () => {
   it("refuses bad knobs before the agent is asked, and says how burnin_network pairs", async () => {
     const task = (driverInfo: Record<string, unknown>) =>
       ({ node: { driver_info: driverInfo } }) as unknown as DriverTask;
-    await expect(burninRun("burnin_network")(task({}), { runtime: 5 })).rejects.toThrow(
-      /burnin_network: invalid burn-in settings: .*agent_burnin_fio_network_config.*dynamic pairing is not supported/,
+    await expect(
+      burninRun("burnin_network")(task({ agent_burnin_fio_network_config: { role: "writer" } }), {
+        runtime: 5,
+      }),
+    ).rejects.toThrow(
+      /burnin_network: invalid burn-in settings: partner: .*agent_burnin_fio_network_config.*or neither for the conductor to pair the node/,
     );
     await expect(burninRun("burnin_cpu")(task({ agent_burnin_cpu_timeout: "soon" }), {})).rejects.toThrow(
       /^burnin_cpu: invalid burn-in settings: timeout: /,
