@@ -41,6 +41,7 @@ import { adoptBoot, takeOver } from "./operations/recovery.ts";
 import { failTimedOut } from "./operations/wait-timeouts.ts";
 import { createImageServing, type ImageServing } from "./images/image-serving.ts";
 import { registerImageRoutes } from "./images/image-routes.ts";
+import { NetworkBurninPairing } from "./drivers/deploy/burnin-pairing.ts";
 
 export interface Conductor {
   app: FastifyInstance;
@@ -153,6 +154,7 @@ export function createConductor(
       logger,
       agents: gateway,
       config,
+      burninPairing: new NetworkBurninPairing(),
       publicUrl,
       peerUrls: () =>
         membership

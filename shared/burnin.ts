@@ -4,7 +4,7 @@ import { z } from "zod";
  * IPA's burn-in steps (ironic_python_agent/burnin.py): their command arguments, with IPA's defaults, and the
  * node's driver_info knobs (`agent_burnin_*`) the conductor reads them from. The agent runs Debian's
  * stress-ng (cpu, memory) and fio (disk, network), or e2fsprogs' badblocks for disks where there is no fio
- * (the ramdisk), and reports figures parsed from their output.
+ * (the arm64 ramdisk), and reports figures parsed from their output.
  */
 
 /** One day, IPA's default for the cpu and memory stressors. */
@@ -149,8 +149,8 @@ function knobValue(value: unknown): unknown {
 /**
  * A burn-in step's command arguments: the node's driver_info knobs, overridden by the step's own args.
  * burnin_network's role and partner come from `agent_burnin_fio_network_config` (IPA's static pairing);
- * dynamic pairing through a tooz backend is not supported. The caller parses the result with the command's
- * schema, which names any bad knob.
+ * without it the conductor pairs the node with another (burninPairingSettings). The caller parses the result
+ * with the command's schema, which names any bad knob.
  */
 export function burninArgs(
   step: BurninStep,
@@ -178,4 +178,54 @@ export function burninArgs(
     }
   }
   return { ...args, ...stepArgs };
+}
+
+/** IPA's default pairing group (agent_burnin_fio_network_pairing_group_name). */
+export const BURNIN_PAIRING_GROUP = "ironic.network-burnin";
+
+/**
+ * IPA's dynamic pairing knobs, for burnin_network without `agent_burnin_fio_network_config`: nodes in the same
+ * group are paired two by two, each waiting up to `timeout` seconds for a partner. IPA meets in a tooz backend
+ * (`backend_url`, which it requires); Anvil's conductor is the meeting point, so the URL is accepted and unused.
+ */
+export const BurninPairingSettings = z
+  .object({
+    timeout: z.number().int().min(1).max(86_400).default(900),
+    group_name: z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[\x21-\x7e]+$/, "printable ASCII without spaces")
+      .default(BURNIN_PAIRING_GROUP),
+    backend_url: z.string().max(2048).optional(),
+  })
+  .strict();
+export type BurninPairingSettings = z.infer<typeof BurninPairingSettings>;
+
+const PAIRING_KEYS = {
+  timeout: "agent_burnin_fio_network_pairing_timeout",
+  group_name: "agent_burnin_fio_network_pairing_group_name",
+  backend_url: "agent_burnin_fio_network_pairing_backend_url",
+} as const;
+
+/**
+ * The node's pairing knobs (numbers given as strings too), IPA's defaults for the missing ones. Never throws:
+ * a bad knob comes back as the schema's issues, named by driver_info key.
+ */
+export function burninPairingSettings(
+  driverInfo: Readonly<Record<string, unknown>>,
+): { ok: true; settings: BurninPairingSettings } | { ok: false; problems: string[] } {
+  const raw: Record<string, unknown> = {};
+  for (const [field, key] of Object.entries(PAIRING_KEYS)) {
+    if (Object.hasOwn(driverInfo, key) && driverInfo[key] !== null) raw[field] = knobValue(driverInfo[key]);
+  }
+  const parsed = BurninPairingSettings.safeParse(raw);
+  if (parsed.success) return { ok: true, settings: parsed.data };
+  return {
+    ok: false,
+    problems: parsed.error.issues.map((issue) => {
+      const field = issue.path[0] as keyof typeof PAIRING_KEYS | undefined;
+      return `${field === undefined ? "(pairing)" : PAIRING_KEYS[field]}: ${issue.message}`;
+    }),
+  };
 }

@@ -12,8 +12,9 @@ const DEFAULT_LOOPS = 4;
  * fio then opens), mixed 4 KiB reads and writes with direct I/O, libaio at queue depth 32, every block
  * verified by CRC32C, for `loops` passes or `runtime` seconds. The per-disk figures (MB/s, IOPS, errors) are
  * the result; an I/O or verify error, or fio failing, fails the step naming the disks. Where there is no fio
- * (the ramdisk does not carry it: Debian's links ~84 MB of libraries), badblocks' write-read-verify test runs
- * instead, with the same knobs and the same figures (runBadblocks says how the knobs map).
+ * (the arm64 ramdisk: the x86 one carries fio built without its optional engines), badblocks'
+ * write-read-verify test runs instead, with the same knobs and the same figures (runBadblocks says how the
+ * knobs map).
  * @throws CodedError BAD_ARGS for a disk the machine does not have; COMMAND_FAILED as above.
  */
 export const burninDisk: CommandHandler<"burnin_disk"> = async (args, context) => {

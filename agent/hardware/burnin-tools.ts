@@ -9,7 +9,7 @@ export interface StoppableCall extends ToolCall {
 
 /**
  * The burn-in tools (IPA's burnin.py): stress-ng for the cpu and vm stressors, fio for disks and the network,
- * and e2fsprogs' badblocks for disks where fio is not carried (the ramdisk).
+ * and e2fsprogs' badblocks for disks where there is no fio (the arm64 ramdisk).
  * Linux runs Debian's binaries (the ramdisk carries them); the simulated machine answers as they would.
  */
 export interface BurninTools {

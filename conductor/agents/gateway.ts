@@ -78,6 +78,8 @@ export interface AgentGateway {
     options?: CallOptions,
   ): Promise<unknown>;
   isConnected(uuid: string): boolean;
+  /** The address a live session's agent dialled from, without an IPv4-mapped prefix. */
+  addressOf(uuid: string): string | undefined;
   onConnected(listener: ConnectedListener): void;
   onDisconnected(listener: DisconnectedListener): void;
   /** Nodes whose agent has a live session here. */
@@ -561,6 +563,11 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
     attach,
     call,
     isConnected: (uuid) => sessions.has(uuid),
+    addressOf(uuid) {
+      const address = sessions.get(uuid)?.address;
+      if (address === undefined || address === "") return undefined;
+      return address.startsWith("::ffff:") ? address.slice(7) : address;
+    },
     sessionNodes: () => [...sessions.keys()],
     redirect(uuid, owner) {
       const conn = sessions.get(uuid);

@@ -7,6 +7,7 @@ import type { UrlSigner } from "../images/image-request.ts";
 import type { VmediaImages } from "../images/vmedia-images.ts";
 import type { DeployLogStore } from "../history/deploy-logs.ts";
 import type { AgentControl } from "./agent-control.ts";
+import type { NetworkBurninPairing } from "./deploy/burnin-pairing.ts";
 import type { BootInterface, DriverNode, ManagementInterface, PowerInterface } from "./out-of-band.ts";
 
 /** Everything a flow may use while it holds a node's lock. */
@@ -34,6 +35,8 @@ export interface TaskDeps {
   vmediaImages?: VmediaImages;
   /** Where the deploy ramdisk's logs are kept (config deployLogs); unset: none are collected. */
   deployLogs?: DeployLogStore;
+  /** Where burnin_network's dynamic pairing meets (one per conductor); unset: one made for these deps. */
+  burninPairing?: NetworkBurninPairing;
 }
 
 /** The power changes a task makes on its own (an operator's soft variants go through the power operation). */

@@ -165,8 +165,7 @@ done
 # iproute2's ip: busybox's cannot create VLANs or bonds (netconfig needs both).
 # tcpdump: the agent's LLDP collector captures one frame per NIC with it, as Node has no AF_PACKET socket
 # (1.3 MB + libpcap 0.3 MB, about 0.6 MB compressed; lldpd would be larger and gives only parsed TLVs).
-# stress-ng: burnin_cpu and burnin_memory (fio, for burnin_disk/burnin_network, is not carried: Debian's links
-# ~84 MB of ceph, gluster, rdma and ICU libraries, past the 60 MiB budget).
+# stress-ng: burnin_cpu and burnin_memory (fio, for burnin_disk/burnin_network, is built below).
 tools=(ip lsblk blkid wipefs blkdiscard sfdisk partx mdadm sgdisk nvme hdparm smartctl dmidecode tcpdump stress-ng grub-install mkfs.fat)
 # burnin_disk without fio: e2fsprogs' badblocks, whose -w test writes, reads back and compares patterns over
 # the whole disk (35 kB + libext2fs 0.4 MB + libcom_err, about 0.2 MB compressed).
@@ -208,6 +207,16 @@ for platform in "${platforms[@]}"; do
   mkdir -p "$stage/usr/lib/grub/$platform"
   find "$sysroot/usr/lib/grub/$platform" -maxdepth 1 -type f ! -name '*.module' -exec cp {} "$stage/usr/lib/grub/$platform/" \;
 done
+# fio: burnin_disk and burnin_network (IPA's burnin.py runs it). Debian's binary links ~84 MB of ceph, gluster,
+# rdma and ICU libraries, past the 60 MiB budget: images/fio/build.sh builds Debian's source with the optional
+# engines off (net, libaio and psync stay), which needs libc, libm, libz and libaio only (about 0.4 MB
+# compressed). Not on arm64 (no cross toolchain here): there burnin_disk falls back to badblocks.
+fio_info=""
+if [ -z "$foreign" ]; then
+  fio_dir=$(bash "$root/images/fio/build.sh")
+  copy_with_libraries "$fio_dir/fio" /usr/bin/fio
+  fio_info=$(cat "$fio_dir/package")
+fi
 copy_with_libraries "$agent" /usr/bin/anvil-agent
 
 # Kernel modules: the ones drivers.md's table lists (its rows whose module column is one backticked name, in
@@ -270,6 +279,8 @@ printf 'HOMEHOST <none>\n' >"$stage/etc/mdadm/mdadm.conf"
   fi
   # burnin_disk without fio; NIC firmware versions
   if [ -n "$foreign" ]; then grep -E '^(e2fsprogs|ethtool) ' "$debian_dir/packages"; else dpkg-query -W -f='${Package} ${Version}\n' e2fsprogs ethtool; fi
+  # fio, built from its source package
+  if [ -n "$fio_info" ]; then echo "$fio_info"; fi
 } >"$stage/etc/anvil/build-info"
 
 # The build id names the content, so it is computed over everything but itself.

@@ -30,6 +30,8 @@ packages=(
   # The burn-in steps' tools (burnin_cpu/burnin_memory: stress-ng; burnin_disk/burnin_network: fio); the
   # loop-device tests run them for real.
   stress-ng fio
+  # The ramdisk's fio is built from Debian's source with the optional engines off (images/fio/build.sh).
+  gcc make libaio-dev zlib1g-dev
   # GRUB for install_bootloader (the ramdisk carries grub-install and its BIOS and UEFI platform files).
   grub2-common grub-pc-bin grub-efi-amd64-bin
   # Image tests (a self-signed HTTPS image server, bmaptool's block maps) and the image bench's curl | dd baseline.

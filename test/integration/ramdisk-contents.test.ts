@@ -137,6 +137,21 @@ describe("the deploy ramdisk's contents (unpacked on the host)", () => {
     );
   });
 
+  it("carries fio built without the optional engines' libraries, with the net, libaio and psync engines", async () => {
+    const engines = await runInRamdisk(unpacked, ["/usr/bin/fio", "--enghelp"]);
+    expect(engines.code, engines.stderr).toBe(0);
+    const listed = engines.stdout.split("\n").map((line) => line.trim());
+    expect(listed).toEqual(expect.arrayContaining(["net", "libaio", "psync"]));
+    expect(listed).not.toContain("rbd");
+    // only the libraries those engines need came along: none of Debian's fio's ceph, gluster or rdma ones
+    const libs = await runInRamdisk(unpacked, ["/bin/sh", "-c", "ls /usr/lib/x86_64-linux-gnu"]);
+    expect(libs.stdout).toMatch(/^libaio\.so\.1$/m);
+    expect(libs.stdout).not.toMatch(/librados|librbd|libgfapi|libibverbs|libicudata/);
+    expect(await readFile(join(unpacked, "etc/anvil/build-info"), "utf8")).toMatch(
+      /^fio \S+ \(source, optional engines off\)$/m,
+    );
+  });
+
   it("carries exactly drivers.md's modules with their dependencies, and loads them in its order", async () => {
     const listed = await readDocumentedModules();
     // the doc's families, spot-checked, so a table the parser misreads cannot pass as empty or partial

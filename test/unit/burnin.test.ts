@@ -431,14 +431,49 @@ describe("the burn-in commands on the simulated machine", () => {
       message: expect.stringMatching(/^burnin_network: fio \(network\) as writer/),
     });
   });
+
+  it("burnin_network's reader retries while its writer is not listening (fio's errno in the JSON report)", async () => {
+    const ctx = context();
+    const tools = ctx.backend.burnin;
+    let refused = 0;
+    Object.defineProperty(ctx.backend, "burnin", {
+      value: {
+        ...tools,
+        fio: async (args: readonly string[], options: Parameters<BurninTools["fio"]>[1]) => {
+          if (args.includes("--rw=read") && refused < 2) {
+            refused += 1;
+            // fio 3.33 with --output-format=json: the error lines on stdout, before the report; stderr empty
+            const report = { "fio version": "fio-3.33", jobs: [{ jobname: "reader", error: 111 }] };
+            return {
+              code: 2,
+              signal: null,
+              stdout: `fio: pid=9888, err=111/file:engines/net.c:800, func=connect, error=Connection refused\n${JSON.stringify(report)}`,
+              stderr: "",
+            };
+          }
+          return tools.fio(args, options);
+        },
+      },
+    });
+    const result = (await burninNetwork(
+      { role: "reader", partner: "192.0.2.9", runtime: 5, retry_interval: 1 },
+      ctx,
+    )) as { directions: { role: string }[] };
+    expect(refused).toBe(2);
+    expect(result.directions.map((d) => d.role)).toEqual(["reader", "writer"]);
+  });
 });
 
 describe("the conductor's side of a burn-in step", () => {
   it("refuses bad knobs before the agent is asked, and says how burnin_network pairs", async () => {
     const task = (driverInfo: Record<string, unknown>) =>
       ({ node: { driver_info: driverInfo } }) as unknown as DriverTask;
-    await expect(burninRun("burnin_network")(task({}), { runtime: 5 })).rejects.toThrow(
-      /burnin_network: invalid burn-in settings: .*agent_burnin_fio_network_config.*dynamic pairing is not supported/,
+    await expect(
+      burninRun("burnin_network")(task({ agent_burnin_fio_network_config: { role: "writer" } }), {
+        runtime: 5,
+      }),
+    ).rejects.toThrow(
+      /burnin_network: invalid burn-in settings: partner: .*agent_burnin_fio_network_config.*or neither for the conductor to pair the node/,
     );
     await expect(burninRun("burnin_cpu")(task({ agent_burnin_cpu_timeout: "soon" }), {})).rejects.toThrow(
       /^burnin_cpu: invalid burn-in settings: timeout: /,

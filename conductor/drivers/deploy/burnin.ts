@@ -6,13 +6,16 @@ import {
   BurninMemoryArgs,
   BurninNetworkArgs,
   burninArgs,
+  burninPairingSettings,
   type BurninStep,
 } from "../../../shared/burnin.ts";
 import type { CommandArgs } from "../../../shared/protocol.ts";
 import { Invalid } from "../../errors.ts";
 import { agentCommand } from "../agent-command.ts";
+import { DriverError } from "../errors.ts";
 import type { AgentStepRun, StepArgs } from "../step.ts";
-import type { DriverTask as Task } from "../task-context.ts";
+import type { DriverTask as Task, TaskDeps } from "../task-context.ts";
+import { NetworkBurninPairing, type Pairing } from "./burnin-pairing.ts";
 
 /** A burn-in command may run past its own time by this much before the conductor gives up on it. */
 const MARGIN_S = 900;
@@ -43,6 +46,45 @@ function waitSeconds(step: BurninStep, args: Record<string, unknown>): number {
   }
 }
 
+/** Deps without a meeting point of their own (tests' harnesses) get one, kept as long as they are. */
+const fallbackPairings = new WeakMap<TaskDeps, NetworkBurninPairing>();
+
+function pairingOf(deps: TaskDeps): NetworkBurninPairing {
+  if (deps.burninPairing !== undefined) return deps.burninPairing;
+  let pairing = fallbackPairings.get(deps);
+  if (pairing === undefined) {
+    pairing = new NetworkBurninPairing();
+    fallbackPairings.set(deps, pairing);
+  }
+  return pairing;
+}
+
+/**
+ * burnin_network without a static pairing (no role and partner): the conductor pairs this node with the next
+ * one of its group to ask (IPA's dynamic pairing, whose tooz group the conductor stands in for), telling
+ * each its role and its partner's address, the one the partner's agent dialled the conductor from.
+ * @throws Invalid for bad pairing knobs; DriverError when the agent's address is unknown or no partner comes.
+ */
+async function pairDynamically(task: Task): Promise<Pairing> {
+  const knobs = burninPairingSettings(task.node.driver_info);
+  if (!knobs.ok) throw new Invalid(`burnin_network: invalid pairing settings: ${knobs.problems.join("; ")}`);
+  const address = task.deps.agents.addressOf?.(task.node.uuid);
+  if (address === undefined) {
+    throw new DriverError(
+      `burnin_network: the agent's address is unknown, so no partner can reach it; set driver_info agent_burnin_fio_network_config to {"role": "writer"|"reader", "partner": "<address>"}`,
+    );
+  }
+  const { group_name: group, timeout } = knobs.settings;
+  task.log.info({ group, timeoutS: timeout, address }, "burnin_network: waiting for a partner");
+  const pairing = await pairingOf(task.deps).join(
+    group,
+    { node: task.node.uuid, address },
+    { timeoutMs: timeout * 1000, signal: task.signal },
+  );
+  task.log.info({ ...pairing }, "burnin_network: paired");
+  return pairing;
+}
+
 /** One line of figures for the node's history. */
 export function burninSummary(step: BurninStep, result: unknown): string {
   const r = (result ?? {}) as {
@@ -71,12 +113,18 @@ export function burninSummary(step: BurninStep, result: unknown): string {
 export function burninRun(step: BurninStep): AgentStepRun {
   return async (task: Task, stepArgs: StepArgs) => {
     const merged = burninArgs(step, task.node.driver_info, stepArgs as Record<string, unknown>);
+    let pairing: Pairing | undefined;
+    if (step === "burnin_network" && merged.role === undefined && merged.partner === undefined) {
+      pairing = await pairDynamically(task);
+      merged.role = pairing.role;
+      merged.partner = pairing.partner;
+    }
     const parsed = SCHEMAS[step].safeParse(merged);
     if (!parsed.success) {
       const problems = parsed.error.issues.map((i) => `${i.path.join(".") || "(args)"}: ${i.message}`);
       const hint =
         step === "burnin_network" && (merged.role === undefined || merged.partner === undefined)
-          ? ' (set driver_info agent_burnin_fio_network_config to {"role": "writer"|"reader", "partner": "<address>"}; dynamic pairing is not supported)'
+          ? ' (set driver_info agent_burnin_fio_network_config to {"role": "writer"|"reader", "partner": "<address>"}, or neither for the conductor to pair the node)'
           : "";
       throw new Invalid(`${step}: invalid burn-in settings: ${problems.join("; ")}${hint}`);
     }
@@ -86,20 +134,26 @@ export function burninRun(step: BurninStep): AgentStepRun {
       { name: step, args: args as CommandArgs<typeof step> },
       { timeoutMs: Math.max(task.deps.config.agent.commandTimeoutS, waitSeconds(step, args)) * 1000 },
     );
-    await task.mergeInternalInfo({ [`${step}_result`]: result });
+    const recorded =
+      pairing === undefined
+        ? result
+        : { ...(result as object), pairing: { group: pairing.group, partner_node: pairing.partner_node } };
+    await task.mergeInternalInfo({ [`${step}_result`]: recorded });
     await task.deps.store.addNodeHistory({
       uuid: randomUUID(),
       node_uuid: task.node.uuid,
       created_at: new Date().toISOString(),
       severity: "INFO",
-      event: burninSummary(step, result),
+      event:
+        burninSummary(step, result) +
+        (pairing === undefined ? "" : ` (paired with node ${pairing.partner_node} as ${pairing.role})`),
       event_type: "burnin",
       conductor: task.deps.holder,
       user: null,
       project: null,
       remote_address: null,
       request_id: null,
-      changes: { [`${step}_result`]: result },
+      changes: { [`${step}_result`]: recorded },
     });
   };
 }
