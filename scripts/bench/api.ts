@@ -42,12 +42,10 @@ const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 /** Sent with every call (the bearer token once issued). */
 const auth: Record<string, string> = {};
 
-function call(
-  url: string,
-  method: string,
-  body?: unknown,
-  version = "1.78",
-): Promise<{ status: number; text: string }> {
+/** `method` is "GET" or "POST", "GET latest" asks for the newest microversion (else 1.78). */
+function call(url: string, method: string, body?: unknown): Promise<{ status: number; text: string }> {
+  const version = method.endsWith(" latest") ? "latest" : "1.78";
+  method = method.split(" ")[0] ?? method;
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = request(url, {
@@ -210,7 +208,7 @@ async function measure(dir: string, cwd: string | undefined): Promise<Measured> 
       if (res.status !== 200) throw new Error("bad detail");
     });
     const detailNewest = await timed(SAMPLES, async () => {
-      const res = await call(`${url}/v1/nodes/detail?limit=1000`, "GET", undefined, "latest");
+      const res = await call(`${url}/v1/nodes/detail?limit=1000`, "GET latest");
       if (res.status !== 200 || (JSON.parse(res.text) as { nodes: unknown[] }).nodes.length !== 1000)
         throw new Error("bad detail (latest)");
     });
