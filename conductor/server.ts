@@ -333,6 +333,12 @@ export function createConductor(
         await reconcileConsoles();
       };
       await freeOrphans({ everyHolder: true });
+      // nodes stored before their shown text (or by another form of it) get one, in the background: until
+      // then a detail page holding one of them is written by the view path
+      void store.fillShownTexts().then(
+        (filled) => filled > 0 && logger.info({ filled }, "node detail texts written"),
+        (error: unknown) => logger.warn({ err: error }, "node detail texts not written"),
+      );
       gateway.attach(app.server, [consoleRoute]);
       const url = await app.listen({ host: config.host, port: config.port });
       listeningUrl = url;

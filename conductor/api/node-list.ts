@@ -8,6 +8,7 @@ import { checkFields } from "./node-request.ts";
 import { NodeListQuery, collection, effectiveLimit, nextLink, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
 import { SHARD_MINOR } from "./shards.ts";
+import { shownNodesJson, shownTextServes } from "./node-shown-page.ts";
 
 /** Ironic's MINOR_104_NODE_INSTANCE_NAME. */
 export const INSTANCE_NAME_MINOR = 104;
@@ -83,6 +84,25 @@ async function listPage(
       .type("application/json; charset=utf-8")
       .send(Buffer.concat([NODES_OPEN, built.json, Buffer.from(tail)]));
     return;
+  }
+  if (showDetail && query.fields === undefined && shownTextServes(ctx.minor)) {
+    // the full form at the newest version: spliced from each node's stored shown text (node-shown-page.ts)
+    const rows = await deps.store.listNodeShown(filter, page);
+    if (rows !== null) {
+      const next = nextLink({
+        count: rows.length,
+        last: rows.at(-1)?.uuid ?? null,
+        limit,
+        url,
+        query: request.query as Record<string, unknown>,
+      });
+      const tail = next === null ? "}" : `,"next":${JSON.stringify(next)}}`;
+      const json = shownNodesJson(rows, ctx, request.identity);
+      await reply
+        .type("application/json; charset=utf-8")
+        .send(Buffer.concat([NODES_OPEN, json, Buffer.from(tail)]));
+      return;
+    }
   }
   const nodes =
     !showDetail && summaryIsEnough(query.fields)

@@ -7,9 +7,10 @@ import {
 import type { AllocationRecord, NodeRecord, PortRecord, PortgroupRecord } from "../../shared/resources.ts";
 import { NODE_SUMMARY_FIELDS, type NodeSummary, type NodeSummaryField } from "../db/store.ts";
 import { SUMMARY_JSON_FIELDS } from "../db/summary-json.ts";
-import { MASK, maskSecrets } from "../../shared/secrets.ts";
+import { MASK } from "../../shared/secrets.ts";
+import { detailFields, nodeFieldAllowed, shownNodeField } from "../db/node-shown.ts";
 
-export { MASK };
+export { MASK, nodeFieldAllowed };
 
 const NODE_RECORD_FIELDS = Object.keys(NodeRecordSchema.shape);
 
@@ -22,54 +23,6 @@ export interface ViewContext {
   conductorOf(node: { uuid: string; conductor_group: string }): string | null;
 }
 
-/** Node fields and the microversion that introduced them (absent: present since 1.1). */
-const NODE_FIELD_VERSIONS: Record<string, number> = {
-  driver_internal_info: 3,
-  name: 5,
-  inspection_started_at: 6,
-  inspection_finished_at: 6,
-  clean_step: 7,
-  raid_config: 12,
-  target_raid_config: 12,
-  network_interface: 20,
-  resource_class: 21,
-  boot_interface: 31,
-  console_interface: 31,
-  deploy_interface: 31,
-  inspect_interface: 31,
-  management_interface: 31,
-  power_interface: 31,
-  raid_interface: 31,
-  vendor_interface: 31,
-  storage_interface: 33,
-  traits: 37,
-  rescue_interface: 38,
-  bios_interface: 40,
-  fault: 42,
-  deploy_step: 44,
-  conductor_group: 46,
-  automated_clean: 47,
-  protected: 48,
-  protected_reason: 48,
-  conductor: 49,
-  owner: 50,
-  description: 51,
-  allocation_uuid: 52,
-  retired: 61,
-  retired_reason: 61,
-  lessee: 65,
-  network_data: 66,
-  boot_mode: 75,
-  secure_boot: 75,
-  shard: 82,
-  parent_node: 83,
-  firmware_interface: 86,
-  service_step: 87,
-  disable_power_off: 95,
-  instance_name: 104,
-  health: 109,
-};
-
 /** Ironic's short list fields, in its order: what PostgreSQL keeps per node for the default page. */
 export const NODE_LIST_FIELDS = SUMMARY_JSON_FIELDS;
 
@@ -79,10 +32,6 @@ export const NODE_LIST_FIELDS = SUMMARY_JSON_FIELDS;
  */
 export function shortListInSql(minor: number): boolean {
   return NODE_LIST_FIELDS.every((field) => nodeFieldAllowed(field, minor));
-}
-
-export function nodeFieldAllowed(field: string, minor: number): boolean {
-  return (NODE_FIELD_VERSIONS[field] ?? 1) <= minor;
 }
 
 /** self + bookmark links for `path` (e.g. "nodes/<uuid>/ports"). */
@@ -95,35 +44,7 @@ function links(ctx: ViewContext, path: string): { href: string; rel: string }[] 
 
 /** One field of a node in API form: secrets masked at any depth, the conductor's name filled in. */
 function nodeField(node: NodeSummary | NodeRecord, field: string, ctx: ViewContext): unknown {
-  switch (field) {
-    case "conductor":
-      return ctx.conductorOf(node);
-    case "driver_info":
-    case "driver_internal_info":
-      return maskSecrets((node as NodeRecord)[field]);
-    case "instance_info": {
-      const info = (node as NodeRecord).instance_info;
-      return maskSecrets("configdrive" in info ? { ...info, configdrive: MASK } : info);
-    }
-    case "parent_node":
-      // a document written before the field existed has none
-      return (node as NodeRecord).parent_node ?? null;
-    case "firmware_interface":
-      return (node as NodeRecord).firmware_interface ?? "no-firmware";
-    case "service_step":
-      return (node as NodeRecord).service_step ?? {};
-    case "instance_name":
-    case "health":
-      // a document written before the field existed has none
-      return (node as NodeRecord)[field] ?? null;
-    case "disable_power_off": {
-      // null (removed, as Ironic stores it) shows as null; a document older than the field reads false
-      const value = (node as NodeRecord).disable_power_off;
-      return value === undefined ? false : value;
-    }
-    default:
-      return (node as Record<string, unknown>)[field];
-  }
+  return field === "conductor" ? ctx.conductorOf(node) : shownNodeField(node as NodeRecord, field);
 }
 
 /** Fields a node document may lack (added later, or not stored): shown by nodeField's defaults. */
@@ -131,18 +52,6 @@ const LATER_NODE_FIELDS = new Set([
   ...["conductor", "parent_node", "firmware_interface", "service_step", "disable_power_off"],
   ...["instance_name", "health"],
 ]);
-
-const detailFieldsByMinor = new Map<number, string[]>();
-
-/** The fields of the full form at a microversion (computed once per version). */
-function detailFields(minor: number): string[] {
-  let fields = detailFieldsByMinor.get(minor);
-  if (!fields) {
-    fields = [...NODE_RECORD_FIELDS, "conductor"].filter((f) => nodeFieldAllowed(f, minor));
-    detailFieldsByMinor.set(minor, fields);
-  }
-  return fields;
-}
 
 /**
  * A node as the API shows it. `fields` selects; without it, `detail` decides between the short list form

@@ -123,9 +123,33 @@ const RESERVATION = "** Redacted - requires baremetal:node:get:reservation permi
 const INTERNAL = { content: "** Redacted - Requires baremetal:node:get:driver_internal_info permission. **" };
 const DRIVER_INFO = { content: "** Redacted - requires baremetal:node:get:driver_info permission. **" };
 
+/** node_sanitize's fields, each with the rule that lets a caller see it and the note it reads as otherwise. */
+const SANITIZED: readonly (readonly [string, PolicyName, string | { content: string }])[] = [
+  ["last_error", "baremetal:node:get:last_error", LAST_ERROR],
+  ["reservation", "baremetal:node:get:reservation", RESERVATION],
+  ["driver_internal_info", "baremetal:node:get:driver_internal_info", INTERNAL],
+  ["driver_info", "baremetal:node:get:driver_info", DRIVER_INFO],
+];
+
 /**
- * Ironic's node_sanitize for callers below baremetal:node:get:filter_threshold (project users): last_error,
- * reservation, driver_internal_info and driver_info are replaced by a note unless their own rule passes.
+ * Ironic's node_sanitize for callers below baremetal:node:get:filter_threshold (project users): the fields
+ * among last_error, reservation, driver_internal_info and driver_info whose own rule fails, each with the
+ * note (a fresh value) it reads as. Empty for callers who see everything.
+ */
+export function nodeRedactions(
+  who: Identity,
+  node: Pick<NodeRecord, "owner" | "lessee">,
+): [field: string, note: string | { content: string }][] {
+  const target = nodeTarget(node);
+  if (allowed("baremetal:node:get:filter_threshold", who, target)) return [];
+  return SANITIZED.filter(([, rule]) => !allowed(rule, who, target)).map(([field, , note]) => [
+    field,
+    typeof note === "string" ? note : { ...note },
+  ]);
+}
+
+/**
+ * Ironic's node_sanitize (nodeRedactions) on a view: each redacted field it has is replaced by its note.
  * Changes `view` in place and returns it.
  */
 export function redactNodeView<V extends Record<string, unknown>>(
@@ -133,16 +157,8 @@ export function redactNodeView<V extends Record<string, unknown>>(
   who: Identity,
   node: Pick<NodeRecord, "owner" | "lessee">,
 ): V {
-  const target = nodeTarget(node);
-  if (allowed("baremetal:node:get:filter_threshold", who, target)) return view;
   const out = view as Record<string, unknown>;
-  const redact = (field: string, rule: PolicyName, value: unknown): void => {
-    if (field in out && !allowed(rule, who, target)) out[field] = value;
-  };
-  redact("last_error", "baremetal:node:get:last_error", LAST_ERROR);
-  redact("reservation", "baremetal:node:get:reservation", RESERVATION);
-  redact("driver_internal_info", "baremetal:node:get:driver_internal_info", { ...INTERNAL });
-  redact("driver_info", "baremetal:node:get:driver_info", { ...DRIVER_INFO });
+  for (const [field, note] of nodeRedactions(who, node)) if (field in out) out[field] = note;
   return view;
 }
 

@@ -29,6 +29,18 @@ export interface SummaryJsonPage {
   lastUuid: string | null;
 }
 
+/** A node of a detail page as stored: its shown text and what each request adds to it. */
+export interface ShownNode {
+  uuid: string;
+  conductor_group: string;
+  owner: string | null;
+  lessee: string | null;
+  /** The shown text: `{"uuid":…` up to `conductor`, the object left open */
+  shown: string;
+  /** Where each redactable member of it starts and ends (node-shown.ts's REDACTABLE_NODE_FIELDS) */
+  cuts: readonly number[];
+}
+
 export const NODE_SORT_KEYS = [
   "id",
   "uuid",
@@ -260,6 +272,14 @@ export interface Store extends TokenStore, StoredDocuments {
    * listNodeSummaries, each object carrying SUMMARY_JSON_FIELDS and links under `linkBase`.
    */
   listNodeSummaryJson(filter: NodeFilter, page: Page, linkBase: string): Promise<SummaryJsonPage>;
+  /**
+   * The detail page's rows as their shown texts (conductor/db/node-shown.ts): the same rows, order and paging
+   * as listNodes, with the columns a request adds to each. null when a node of the page has no shown text in
+   * this form (stored before it, unshowable, or being written): the caller shows that page by the view path.
+   */
+  listNodeShown(filter: NodeFilter, page: Page): Promise<ShownNode[] | null>;
+  /** Writes the shown text of each node without one in this form (run at start). @returns how many */
+  fillShownTexts(): Promise<number>;
   /**
    * Nodes whose boot files were written by a conductor not in `live`: in one of `waitStates` with
    * driver_internal_info.ramdisk_prepared_by set, or `active` with instance_prepared_by set. Read from indexes,

@@ -56,7 +56,7 @@ export function storedSummariesJson(rows: readonly (readonly [string, string])[]
  * `[a,b,…]` as bytes, written part by part. Never one page-sized string: V8 puts strings that large in its
  * large-object space, which only a full collection frees (a Buffer's bytes live outside the heap).
  */
-function arrayOf(parts: readonly string[]): Buffer {
+export function arrayOf(parts: readonly string[]): Buffer {
   let size = 2 + Math.max(0, parts.length - 1);
   for (const part of parts) size += Buffer.byteLength(part);
   const out = Buffer.allocUnsafe(size);

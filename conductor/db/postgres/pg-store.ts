@@ -110,6 +110,7 @@ class PgDialect implements Dialect {
   readonly path = (keys: readonly string[]): SqlValue => keys;
   readonly jsonSet = (expr: string, path: string, json: string): string =>
     `jsonb_set(${expr}, ${path}::text[], ${json}::jsonb)`;
+  readonly sameDoc = (column: string, text: string): string => `${column} = ${text}::jsonb`;
   readonly jsonRemove = (expr: string, path: string): string => `(${expr} #- ${path}::text[])`;
   readonly indexedBy = (): string => "";
   readonly claimSelect = claimSelect;

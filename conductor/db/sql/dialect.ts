@@ -36,6 +36,8 @@ export interface Dialect extends Executor {
   jsonIsTrue(column: string, key: string): string;
   /** A path parameter inside a JSON document (keys from code, never from a request). */
   path(keys: readonly string[]): SqlValue;
+  /** Whether JSON document column `column` holds the document whose text is parameter `text`. */
+  sameDoc(column: string, text: string): string;
   /** `expr` with `path` set to the JSON text parameter `json`, or removed. */
   jsonSet(expr: string, path: string, json: string): string;
   jsonRemove(expr: string, path: string): string;

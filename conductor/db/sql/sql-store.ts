@@ -20,10 +20,12 @@ import {
   type Page,
   type ReservedNode,
   type ShardCount,
+  type ShownNode,
   type Store,
   type StoredDocuments,
   type StoredToken,
 } from "../store.ts";
+import { SHOWN_FORM, shownColumns, storedCuts, unshowable } from "../node-shown.ts";
 import { lastUuidOf, storedSummariesJson, summaryLinksSql, type SummaryJsonPage } from "../summary-json.ts";
 import { Params, type Dialect, type Executor, type SqlValue } from "./dialect.ts";
 import * as tables from "./tables.ts";
@@ -211,7 +213,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
 
   private async writeNode(db: Executor, node: NodeRecord, insert: boolean): Promise<void> {
     const row: Row = Object.fromEntries(NODE_COLUMNS.map((column) => [column, node[column]]));
-    Object.assign(row, matchColumns(node), { doc: JSON.stringify(node) });
+    Object.assign(row, matchColumns(node), { doc: JSON.stringify(node) }, shownColumns(node));
     row.maintenance = this.d.bool(node.maintenance);
     row.retired = this.d.bool(node.retired);
     try {
@@ -253,7 +255,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     options: { where: Row | ((p: Params) => string); p?: Params; prefix?: string },
   ): Promise<T[]> {
     const { p = this.params(), where } = options;
-    const sets = equal(p, edit.columns).map((set) => `${set}, `);
+    const nodes = table === "nodes";
+    // a node's shown text is cleared with the edit (never stale), then written from the document (keepShown)
+    const sets = equal(p, nodes ? { ...edit.columns, shown: null } : edit.columns).map((set) => `${set}, `);
     let doc = "doc";
     for (const path of edit.remove) doc = this.d.jsonRemove(doc, p.add(this.d.path(path)));
     for (const [path, value] of edit.set) {
@@ -261,7 +265,76 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     }
     const sql = `${options.prefix ?? ""}UPDATE ${table} SET ${sets.join("")}doc = ${doc}
       WHERE ${typeof where === "function" ? where(p) : equal(p, where).join(" AND ")} RETURNING doc`;
-    return this.docs<T>(sql, p.values);
+    if (!nodes) return this.docs<T>(sql, p.values);
+    const rows = await this.d.all<{ doc: unknown }>(sql, p.values);
+    const docs = rows.map((row) => this.d.doc<T>(row.doc));
+    await this.keepShown(rows.map((row, i) => [row.doc, docs[i] as unknown as NodeRecord]));
+    return docs;
+  }
+
+  /**
+   * Writes the shown text (node-shown.ts) of nodes just edited, each only while its document is still the one
+   * it was made from (`stored`: as the database returned it): a later write has written its own.
+   */
+  private async keepShown(edited: readonly (readonly [unknown, NodeRecord | null])[]): Promise<number> {
+    let changed = 0;
+    for (const [stored, node] of edited) {
+      // a document that is no node (stored before the schema's checks) is shown by the view path
+      const { shown, shown_cuts } = node === null ? unshowable() : shownColumns(node);
+      const p = this.params();
+      const text = typeof stored === "string" ? stored : JSON.stringify(stored);
+      const uuid =
+        node?.uuid ?? (typeof stored === "object" ? (stored as { uuid?: unknown } | null)?.uuid : null);
+      changed += await this.d.run(
+        `UPDATE nodes SET shown = ${p.add(shown)}, shown_cuts = ${p.add(shown_cuts)}
+         WHERE ${uuid === undefined || uuid === null ? "" : `uuid = ${p.add(String(uuid))} AND `}${this.d.sameDoc("doc", p.add(text))}`,
+        p.values,
+      );
+    }
+    return changed;
+  }
+
+  /**
+   * Writes the shown text of every node that has none in this form (stored before the column, or by another
+   * form of it), a batch at a time: run at start. Until then such a node's page is shown by the view path.
+   * @returns how many rows were written
+   */
+  async fillShownTexts(batch = 500): Promise<number> {
+    let filled = 0;
+    for (;;) {
+      const p = this.params();
+      const rows = await this.d.all<{ doc: unknown }>(
+        `SELECT doc FROM nodes WHERE shown_cuts IS NULL OR shown_cuts NOT LIKE ${p.add(`${SHOWN_FORM}/%`)}
+         LIMIT ${p.add(batch)}`,
+        p.values,
+      );
+      const edited = rows.map((row): [unknown, NodeRecord | null] => {
+        try {
+          const node = this.d.doc<NodeRecord | null>(row.doc);
+          return [row.doc, typeof node === "object" && node !== null ? node : null];
+        } catch {
+          return [row.doc, null];
+        }
+      });
+      const changed = await this.keepShown(edited);
+      filled += changed;
+      // a batch that wrote nothing (every row rewritten meanwhile, or none left) ends the walk
+      if (rows.length < batch || changed === 0) return filled;
+    }
+  }
+
+  async listNodeShown(filter: NodeFilter, page: Page): Promise<ShownNode[] | null> {
+    const columns = "uuid, conductor_group, owner, lessee, shown, shown_cuts";
+    const { sql, p } = this.nodeSelect(() => columns, filter, page);
+    type ShownRow = [string, string, string | null, string | null, string | null, string | null];
+    const rows = await this.d.all<ShownRow>(sql, p.values, { raw: true });
+    const nodes: ShownNode[] = [];
+    for (const [uuid, conductor_group, owner, lessee, shown, shownCuts] of rows) {
+      const cuts = storedCuts(shown, shownCuts);
+      if (cuts === null || shown === null) return null;
+      nodes.push({ uuid, conductor_group, owner, lessee, shown, cuts });
+    }
+    return nodes;
   }
 
   /** Edits one node, only while its reservation is `ifReservedBy` when that is given. */

@@ -261,4 +261,11 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX runbooks_owner ON runbooks (owner);
   `,
+  `
+  -- Each node's "shown text" (conductor/db/node-shown.ts): its detail form at the newest microversion, secrets
+  -- masked, written by the store with every write of the node; GET /v1/nodes/detail splices its page from
+  -- these instead of parsing and rendering every document. Rows stored before are filled at start.
+  ALTER TABLE nodes ADD COLUMN shown TEXT;
+  ALTER TABLE nodes ADD COLUMN shown_cuts TEXT;
+  `,
 ];

@@ -207,6 +207,7 @@ class SqliteDialect implements Dialect {
   }
   readonly jsonSet = (expr: string, path: string, json: string): string =>
     `json_set(${expr}, ${path}, json(${json}))`;
+  readonly sameDoc = (column: string, text: string): string => `${column} = ${text}`;
   readonly jsonRemove = (expr: string, path: string): string => `json_remove(${expr}, ${path})`;
   readonly indexedBy = (index: string): string => ` INDEXED BY ${index}`;
   /**
