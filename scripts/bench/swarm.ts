@@ -12,7 +12,7 @@
  */
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { open, mkdtemp, rm, truncate, writeFile } from "node:fs/promises";
+import { access, open, mkdtemp, rm, truncate, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -48,6 +48,10 @@ const { values } = parseArgs({
     from: { type: "string", default: "0" },
     count: { type: "string", default: "0" },
     dir: { type: "string", default: "" },
+    /** A directory: the agent processes write V8 CPU profiles there (node --cpu-prof). */
+    profile: { type: "string", default: "" },
+    /** Cases to run, among alone, off, on (default: all). */
+    cases: { type: "string", default: "alone,off,on" },
   },
 });
 
@@ -77,7 +81,18 @@ async function agentsProcess(): Promise<void> {
       backoff: { initialMs: 200, maxMs: 2_000 },
     }).start();
   }
-  await new Promise(() => undefined); // run until killed
+  // run until killed, or (so that --cpu-prof writes its profile) until the orchestrator leaves a stop file
+  const stop = join(values.dir, "stop");
+  for (;;) {
+    await new Promise((done) => setTimeout(done, 500));
+    if (
+      await access(stop).then(
+        () => true,
+        () => false,
+      )
+    )
+      process.exit(0);
+  }
 }
 
 /** The store: Range-capable, every connection drawing from one token bucket of `bytesPerSecond`. */
@@ -177,7 +192,8 @@ async function orchestrate(): Promise<void> {
     const processes = Math.max(1, Math.min(Number(values.processes), total));
     const per = Math.ceil(total / processes);
     const load = new AbortController();
-    const tsx = [process.execPath, "--import", "tsx", SELF];
+    const profile = values.profile === "" ? [] : ["--cpu-prof", "--cpu-prof-dir", resolve(values.profile)];
+    const tsx = [process.execPath, ...profile, "--import", "tsx", SELF];
     const loaders = Array.from({ length: processes }, (_, p) =>
       exec(
         tsx[0] as string,
@@ -240,14 +256,18 @@ async function orchestrate(): Promise<void> {
       return row;
     };
 
-    const alone = await wave(1, false);
-    const rows: Array<Record<string, unknown>> = [alone];
+    const cases = new Set(values.cases.split(","));
+    const alone = cases.has("alone") ? await wave(1, false) : undefined;
+    const rows: Array<Record<string, unknown>> = alone ? [alone] : [];
     for (const agents of counts) {
-      rows.push(await wave(agents, false));
-      rows.push(await wave(agents, true));
+      if (cases.has("off")) rows.push(await wave(agents, false));
+      if (cases.has("on")) rows.push(await wave(agents, true));
     }
-    const aloneS = alone.wall_s as number;
-    const largest = rows.filter((r) => r.swarm === true).at(-1) as { store_images: number; wall_s: number };
+    const aloneS = (alone?.wall_s as number | undefined) ?? Number.NaN;
+    const largest = (rows.filter((r) => r.swarm === true).at(-1) ?? { store_images: NaN, wall_s: NaN }) as {
+      store_images: number;
+      wall_s: number;
+    };
     process.stdout.write(
       JSON.stringify(
         {
@@ -262,6 +282,10 @@ async function orchestrate(): Promise<void> {
         2,
       ) + "\n",
     );
+    if (profile.length > 0) {
+      await writeFile(join(dir, "stop"), "");
+      await Promise.race([Promise.all(loaders), new Promise((done) => setTimeout(done, 10_000))]);
+    }
     load.abort();
     await Promise.all(loaders);
     await gateway.close();

@@ -159,17 +159,17 @@ describe("ChunkCache", () => {
       fc.property(fc.array(fc.tuple(fc.nat({ max: 20 }), fc.nat({ max: 40 })), { maxLength: 60 }), (puts) => {
         const evicted: number[] = [];
         const cache = new ChunkCache(100, (i) => evicted.push(i));
-        for (const [index, length] of puts) cache.put(index, Buffer.alloc(length));
+        for (const [index, length] of puts) cache.put(index, [Buffer.alloc(length)]);
         expect(cache.size).toBeLessThanOrEqual(100);
         const last = puts.at(-1);
         if (last !== undefined) expect(cache.has(last[0])).toBe(last[1] <= 100);
       }),
     );
     const cache = new ChunkCache(10);
-    cache.put(1, Buffer.alloc(5));
-    cache.put(2, Buffer.alloc(5));
+    cache.put(1, [Buffer.alloc(5)]);
+    cache.put(2, [Buffer.alloc(5)]);
     cache.get(1);
-    cache.put(3, Buffer.alloc(5));
+    cache.put(3, [Buffer.alloc(5)]);
     expect([cache.has(1), cache.has(2), cache.has(3)]).toEqual([true, false, true]);
   });
 });
