@@ -114,6 +114,32 @@ describe("SwarmTracker", () => {
     });
   });
 
+  it("spreads store fetches: a member fetching one chunk waits while another takes the next", async () => {
+    const t = tracker();
+    const wave = join(t, "a");
+    join(t, "b");
+    expect(await t.ask("a", wave, 0)).toEqual({ kind: "store" });
+    let answered: string | undefined;
+    const aNext = t.ask("a", wave, 1).then((answer) => (answered = answer.kind));
+    await new Promise((settled) => setImmediate(settled));
+    expect(answered).toBeUndefined(); // a already fetches chunk 0
+    expect(await t.ask("b", wave, 1)).toEqual({ kind: "store" }); // b's hand is free
+    t.have("b", { wave, index: 1, sha256: SHA, store: true });
+    await aNext;
+    expect(answered).toBe("peers");
+    // a chunk nobody fetches goes to a waiting member as soon as its own fetch is done
+    const aThird = t.ask("a", wave, 2);
+    t.have("a", { wave, index: 0, sha256: SHA, store: true });
+    expect(await aThird).toEqual({ kind: "store" });
+  });
+
+  it("a member alone in its wave fetches its whole read-ahead window at once", async () => {
+    const t = tracker();
+    const wave = join(t, "a");
+    const answers = await Promise.all([0, 1, 2, 3].map((i) => t.ask("a", wave, i)));
+    expect(answers.map((a) => a.kind)).toEqual(["store", "store", "store", "store"]);
+  });
+
   it("a waiter whose assignee leaves becomes the assignee", async () => {
     const t = tracker();
     const wave = join(t, "a");
