@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { Agent, request } from "node:http";
 import { chunkPath } from "../../shared/swarm.ts";
 
@@ -33,16 +34,23 @@ export function peerAgent(): Agent {
   return new Agent({ keepAlive: true, maxSockets: 4, maxFreeSockets: 2 });
 }
 
+/** A chunk from a peer: the socket's buffers as they came (exactly the asked length), and their SHA-256. */
+export interface PeerChunk {
+  parts: Buffer[];
+  sha256: string;
+}
+
 /**
- * Fetches one chunk from a peer into a fresh buffer of exactly `length` bytes. The caller checks its hash.
+ * Fetches one chunk of exactly `length` bytes from a peer, hashing it as it arrives (while the bytes are
+ * still in cache, and overlapping the transfer). The caller compares the hash with the chunk's anchor.
  * @throws PeerFetchError; the signal's reason when aborted.
  */
-export function fetchFromPeer(options: PeerFetchOptions): Promise<Buffer> {
+export function fetchFromPeer(options: PeerFetchOptions): Promise<PeerChunk> {
   const { length, stallMs } = options;
   const url = new URL(chunkPath(options.wave, options.index), options.url);
   return new Promise((resolve, reject) => {
     let settled = false;
-    const finish = (error: Error | undefined, value?: Buffer): void => {
+    const finish = (error: Error | undefined, value?: PeerChunk): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
@@ -50,7 +58,7 @@ export function fetchFromPeer(options: PeerFetchOptions): Promise<Buffer> {
       if (error) {
         req.destroy();
         reject(error);
-      } else resolve(value as Buffer);
+      } else resolve(value as PeerChunk);
     };
     let timer = setTimeout(() => stalled(), stallMs);
     const stalled = (): void =>
@@ -83,20 +91,23 @@ export function fetchFromPeer(options: PeerFetchOptions): Promise<Buffer> {
           new PeerFetchError("bad_length", `peer ${url.host} offered ${declared} bytes, not ${length}`),
         );
       }
-      const chunk = Buffer.allocUnsafe(length);
+      // NOTE: an HTTP response's data buffers are its own (not views of a reused read buffer): kept as is.
+      const parts: Buffer[] = [];
+      const hash = createHash("sha256");
       let at = 0;
       res.on("data", (data: Buffer) => {
         touch();
         if (at + data.length > length) {
           return finish(new PeerFetchError("bad_length", `peer ${url.host} sent more than ${length} bytes`));
         }
-        data.copy(chunk, at);
+        parts.push(data);
+        hash.update(data);
         at += data.length;
       });
       res.on("end", () => {
         if (at !== length)
           finish(new PeerFetchError("unreachable", `peer ${url.host} stopped at ${at} of ${length} bytes`));
-        else finish(undefined, chunk);
+        else finish(undefined, { parts, sha256: hash.digest("hex") });
       });
       res.on("error", (error) =>
         finish(new PeerFetchError("unreachable", `peer ${url.host}: ${error.message}`)),

@@ -5,6 +5,7 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "../../shared/log.ts";
 import { bearerToken, parseChunkPath } from "../../shared/swarm.ts";
+import { chunkLength } from "./chunk-cache.ts";
 import type { ChunkCache } from "./chunk-cache.ts";
 
 export interface PeerServerOptions {
@@ -82,9 +83,12 @@ export class PeerServer {
     res.on("close", () => {
       this.uploads -= 1;
     });
-    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": chunk.length });
-    res.end(chunk, () => {
-      this.served += chunk.length;
+    const length = chunkLength(chunk);
+    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": length });
+    res.cork();
+    for (const part of chunk) res.write(part);
+    res.end(() => {
+      this.served += length;
     });
   }
 }

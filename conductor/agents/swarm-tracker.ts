@@ -10,6 +10,12 @@ export interface SwarmTrackerOptions {
   assigneeWaitMs?: number;
   /** Peers named per answer. Default 4. */
   peersPerAnswer?: number;
+  /**
+   * Store fetches one member makes at once while other members could take the next chunks. Default 1: in a
+   * wave moving in step, the first asker took every chunk of its read-ahead window, then fed all the others
+   * alone (an 8-node 64 MiB wave spent 5.4 s where its store needed 1.8 s).
+   */
+  storeFetchesPerMember?: number;
   /** Told of what an operator should see: a peer dropped for bad bytes, store bytes that disagree. */
   onEvent?: (event: SwarmTrackerEvent) => void;
 }
@@ -72,11 +78,13 @@ export class SwarmTracker {
   private readonly chunkBytes: number;
   private readonly waitMs: number;
   private readonly peersPerAnswer: number;
+  private readonly fetchesPerMember: number;
 
   constructor(private readonly options: SwarmTrackerOptions) {
     this.chunkBytes = options.chunkBytes ?? SWARM_CHUNK_BYTES;
     this.waitMs = options.assigneeWaitMs ?? 30_000;
     this.peersPerAnswer = options.peersPerAnswer ?? 4;
+    this.fetchesPerMember = options.storeFetchesPerMember ?? 1;
   }
 
   /** Adds the node to the image's wave (creating it), and answers with the wave's id and token. */
@@ -118,10 +126,13 @@ export class SwarmTracker {
     const peers = this.peersAnswer(wave, node, index);
     if (peers) return Promise.resolve(peers);
     const assignee = wave.assignees.get(index);
-    if (assignee === undefined || assignee === node || !wave.members.has(assignee)) {
+    if (assignee === node) return Promise.resolve({ kind: "store" });
+    if ((assignee === undefined || !wave.members.has(assignee)) && this.mayFetch(wave, node)) {
       wave.assignees.set(index, node);
       return Promise.resolve({ kind: "store" });
     }
+    // Someone else fetches it, or nobody yet and this member already fetches its share: the chunk goes to
+    // the next member that asks for it with a free hand, or to this one once its own fetch is done.
     return new Promise((resolve) => {
       const waiter: Waiter = {
         node,
@@ -143,7 +154,10 @@ export class SwarmTracker {
     const wave = this.waves.get(held.wave);
     const member = wave?.members.get(node);
     if (wave === undefined || member === undefined || index >= wave.chunks) return;
-    if (wave.assignees.get(index) === node) wave.assignees.delete(index);
+    if (wave.assignees.get(index) === node) {
+      wave.assignees.delete(index);
+      this.handOut(wave, node);
+    }
     const anchor = wave.anchors.get(index);
     if (anchor === undefined && fromStore) wave.anchors.set(index, sha256);
     else if (anchor !== sha256) {
@@ -169,6 +183,7 @@ export class SwarmTracker {
       if (wave.assignees.get(index) === node) {
         wave.assignees.delete(index);
         this.wake(wave, index);
+        this.handOut(wave, node);
       }
       return;
     }
@@ -221,6 +236,28 @@ export class SwarmTracker {
       this.leave(node);
   }
 
+  /** Whether `node` may take one more chunk from the store: under its share, or alone in the wave. */
+  private mayFetch(wave: Wave, node: string): boolean {
+    if (wave.members.size <= 1) return true;
+    let fetching = 0;
+    for (const assignee of wave.assignees.values()) if (assignee === node) fetching += 1;
+    return fetching < this.fetchesPerMember;
+  }
+
+  /** `node` finished a store fetch: the first chunk it waits for that nobody fetches becomes its own. */
+  private handOut(wave: Wave, node: string): void {
+    for (const [index, list] of wave.waiters) {
+      if (!this.mayFetch(wave, node)) return;
+      const assignee = wave.assignees.get(index);
+      if (assignee !== undefined && wave.members.has(assignee)) continue;
+      const waiter = list.find((w) => w.node === node);
+      if (waiter === undefined) continue;
+      this.removeWaiter(wave, index, waiter);
+      wave.assignees.set(index, node);
+      waiter.resolve({ kind: "store" });
+    }
+  }
+
   private peersAnswer(wave: Wave, node: string, index: number): SwarmAnswer | undefined {
     const sha256 = wave.anchors.get(index);
     if (sha256 === undefined) return undefined;
@@ -247,7 +284,7 @@ export class SwarmTracker {
         continue;
       }
       const assignee = wave.assignees.get(index);
-      if (assignee === undefined || !wave.members.has(assignee)) {
+      if ((assignee === undefined || !wave.members.has(assignee)) && this.mayFetch(wave, waiter.node)) {
         wave.assignees.set(index, waiter.node);
         waiter.resolve({ kind: "store" });
         continue;

@@ -7,15 +7,15 @@
  * every MiB and zeros elsewhere, so the store and the swarm move every byte (hashed in full, whole-image
  * sha256 verified) while each disk file holds only 1/16 of the image (the writer skips zero blocks on a target
  * that reads zeros). Usage:
- *   node --import tsx scripts/bench/swarm.ts [--size 1024] (MiB) [--bandwidth 200] (MiB/s) [--agents 8,16]
+ *   node --import tsx scripts/bench/swarm.ts [--size 1024] (MiB) [--bandwidth auto|MiB/s] [--agents 8,16]
  *     [--processes 4] [--cache 128] (MiB per agent)
  */
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { open, mkdtemp, rm, truncate, writeFile } from "node:fs/promises";
+import { access, open, mkdtemp, rm, truncate, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { COMMANDS } from "../../agent/commands/registry.ts";
@@ -32,13 +32,37 @@ import { exec } from "../../shared/system/exec.ts";
 import { fleetMac, fleetUuid } from "./fleet-ids.ts";
 
 const SELF = resolve(import.meta.dirname, "swarm.ts");
+
+interface Row {
+  agents: number;
+  swarm: boolean;
+  wall_s: number;
+  store_bytes: number;
+  store_images: number;
+  peer_images: number;
+  bad_chunks: number;
+  fallbacks: number;
+}
+
+/** SHA-256 MiB/s on one core (node:crypto), the best of three passes over 64 MiB. */
+function sha256MibPerSecond(): number {
+  const buffer = Buffer.alloc(64 * MIB, 0x5a);
+  let best = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < 3; i++) {
+    const started = performance.now();
+    createHash("sha256").update(buffer).digest();
+    best = Math.min(best, performance.now() - started);
+  }
+  return 64 / (best / 1000);
+}
 const MIB = 1024 * 1024;
 
 const { values } = parseArgs({
   options: {
     role: { type: "string", default: "orchestrate" },
     size: { type: "string", default: "1024" },
-    bandwidth: { type: "string", default: "200" },
+    /** MiB/s, or auto: from one node's unthrottled rate, so the store and not local CPU sets the pace. */
+    bandwidth: { type: "string", default: "auto" },
     agents: { type: "string", default: "8,16" },
     processes: { type: "string", default: "4" },
     cache: { type: "string", default: "128" },
@@ -48,6 +72,10 @@ const { values } = parseArgs({
     from: { type: "string", default: "0" },
     count: { type: "string", default: "0" },
     dir: { type: "string", default: "" },
+    /** A directory: the agent processes write V8 CPU profiles there (node --cpu-prof). */
+    profile: { type: "string", default: "" },
+    /** Cases to run, among alone, off, on (default: all). */
+    cases: { type: "string", default: "alone,off,on" },
   },
 });
 
@@ -77,17 +105,33 @@ async function agentsProcess(): Promise<void> {
       backoff: { initialMs: 200, maxMs: 2_000 },
     }).start();
   }
-  await new Promise(() => undefined); // run until killed
+  // run until killed, or (so that --cpu-prof writes its profile) until the orchestrator leaves a stop file
+  const stop = join(values.dir, "stop");
+  for (;;) {
+    await new Promise((done) => setTimeout(done, 500));
+    if (
+      await access(stop).then(
+        () => true,
+        () => false,
+      )
+    )
+      process.exit(0);
+  }
+}
+
+interface Store {
+  url: string;
+  served: () => number;
+  /** Bytes per second for every connection together (Infinity: unthrottled). */
+  setRate: (bytesPerSecond: number) => void;
+  close: () => Promise<void>;
 }
 
 /** The store: Range-capable, every connection drawing from one token bucket of `bytesPerSecond`. */
-async function startStore(
-  file: string,
-  size: number,
-  bytesPerSecond: number,
-): Promise<{ url: string; served: () => number; close: () => Promise<void> }> {
+async function startStore(file: string, size: number, bytesPerSecond: number): Promise<Store> {
   let served = 0;
   let nextFree = 0;
+  let rate = bytesPerSecond;
   const slice = 64 * 1024;
   const handle = await open(file, "r");
   const server = createServer((req, res) => {
@@ -110,7 +154,7 @@ async function startStore(
         const length = Math.min(slice, end - at + 1);
         const now = performance.now();
         const begin = Math.max(now, nextFree);
-        nextFree = begin + (length / bytesPerSecond) * 1000;
+        nextFree = begin + (length / rate) * 1000;
         if (nextFree - now > 1) await new Promise((done) => setTimeout(done, nextFree - now));
         const buffer = Buffer.allocUnsafe(length);
         await handle.read(buffer, 0, length, at);
@@ -125,6 +169,10 @@ async function startStore(
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     served: () => served,
+    setRate: (bytesPerSecond) => {
+      rate = bytesPerSecond;
+      nextFree = 0;
+    },
     close: async () => {
       server.closeAllConnections();
       await new Promise((done) => server.close(done));
@@ -135,7 +183,6 @@ async function startStore(
 
 async function orchestrate(): Promise<void> {
   const size = Number(values.size) * MIB;
-  const bandwidth = Number(values.bandwidth) * MIB;
   const counts = values.agents.split(",").map(Number);
   const total = Math.max(...counts);
   const dir = await mkdtemp(join(tmpdir(), "anvil-bench-swarm-"));
@@ -155,7 +202,7 @@ async function orchestrate(): Promise<void> {
     const sha256 = createHash("sha256").update(image).digest("hex");
     const file = join(dir, "image.raw");
     await writeFile(file, image);
-    const store = await startStore(file, size, bandwidth);
+    const store = await startStore(file, size, Number.POSITIVE_INFINITY);
 
     const directory = new MemoryAgentDirectory();
     for (let i = 0; i < total; i++)
@@ -177,7 +224,8 @@ async function orchestrate(): Promise<void> {
     const processes = Math.max(1, Math.min(Number(values.processes), total));
     const per = Math.ceil(total / processes);
     const load = new AbortController();
-    const tsx = [process.execPath, "--import", "tsx", SELF];
+    const profile = values.profile === "" ? [] : ["--cpu-prof", "--cpu-prof-dir", resolve(values.profile)];
+    const tsx = [process.execPath, ...profile, "--import", "tsx", SELF];
     const loaders = Array.from({ length: processes }, (_, p) =>
       exec(
         tsx[0] as string,
@@ -192,7 +240,7 @@ async function orchestrate(): Promise<void> {
     while (gateway.sessionNodes().length < total) await new Promise((done) => setTimeout(done, 100));
 
     let run = 0;
-    const wave = async (agents: number, swarm: boolean): Promise<Record<string, unknown>> => {
+    const wave = async (agents: number, swarm: boolean): Promise<Row> => {
       run += 1;
       const before = store.served();
       const started = performance.now();
@@ -224,7 +272,7 @@ async function orchestrate(): Promise<void> {
       const seconds = (performance.now() - started) / 1000;
       const storeBytes = store.served() - before;
       const peers = results.reduce((sum, r) => sum + (r.swarm?.bytes_from_peers ?? 0), 0);
-      const row = {
+      const row: Row = {
         agents,
         swarm,
         wall_s: +seconds.toFixed(2),
@@ -240,21 +288,66 @@ async function orchestrate(): Promise<void> {
       return row;
     };
 
-    const alone = await wave(1, false);
-    const rows: Array<Record<string, unknown>> = [alone];
+    // The machine's own limit: every agent hashes each byte (twice with the swarm: the chunk against its
+    // anchor, the image against its checksum) and writes it, on these few cores. One node against an
+    // unthrottled store shows what one node's pipeline does here (best of two: the first warms up).
+    const cores = availableParallelism();
+    const sha = sha256MibPerSecond();
+    const unthrottled = Math.min((await wave(1, false)).wall_s, (await wave(1, false)).wall_s);
+    const localMibS = Number(values.size) / unthrottled;
+    const auto = values.bandwidth === "auto";
+    // auto: the store rate at which the largest wave's local floor (every node's pipeline, cores shared)
+    // equals one node's time against the store: slower than that and the store sets the pace, as in a rack
+    // whose store uplink is far below the sum of its nodes' disks.
+    const storeMibS = auto ? Math.max(1, Math.floor((localMibS * cores) / total)) : Number(values.bandwidth);
+    store.setRate(storeMibS * MIB);
+    const limit = {
+      cores,
+      sha256_mib_per_s_per_core: Math.round(sha),
+      one_node_unthrottled_mib_per_s: Math.round(localMibS),
+      store_mib_per_s: storeMibS,
+      store_rate_chosen: auto
+        ? `one node's unthrottled rate x cores / ${total} nodes: one node alone is store-bound (${Math.round(localMibS)} > ${storeMibS} MiB/s), and ${total} nodes' local work fits in one node's store-bound time`
+        : "given (--bandwidth)",
+      // seconds no wave can beat here: the store's share, and the local CPU's (each node's pipeline at the
+      // unthrottled rate, plus with the swarm one more SHA-256 pass over every byte, on `cores` cores)
+      floors_s: Object.fromEntries(
+        counts.map((n) => [
+          n,
+          {
+            off: +Math.max(
+              (n * Number(values.size)) / storeMibS,
+              (n * Number(values.size)) / localMibS / cores,
+            ).toFixed(1),
+            on: +Math.max(
+              Number(values.size) / storeMibS,
+              (n * Number(values.size) * (1 / localMibS + 1 / sha)) / cores,
+            ).toFixed(1),
+          },
+        ]),
+      ),
+    };
+    process.stderr.write(`${JSON.stringify({ limit })}\n`);
+
+    const cases = new Set(values.cases.split(","));
+    const alone = cases.has("alone") ? await wave(1, false) : undefined;
+    const rows: Row[] = alone ? [alone] : [];
     for (const agents of counts) {
-      rows.push(await wave(agents, false));
-      rows.push(await wave(agents, true));
+      if (cases.has("off")) rows.push(await wave(agents, false));
+      if (cases.has("on")) rows.push(await wave(agents, true));
     }
-    const aloneS = alone.wall_s as number;
-    const largest = rows.filter((r) => r.swarm === true).at(-1) as { store_images: number; wall_s: number };
+    const aloneS = alone?.wall_s ?? Number.NaN;
+    const largest = (rows.filter((r) => r.swarm === true).at(-1) ?? { store_images: NaN, wall_s: NaN }) as {
+      store_images: number;
+      wall_s: number;
+    };
     process.stdout.write(
       JSON.stringify(
         {
           image_mib: Number(values.size),
-          store_mib_per_s: Number(values.bandwidth),
           agent_processes: processes,
-          rows: rows.map((r) => ({ ...r, x_alone: +((r.wall_s as number) / aloneS).toFixed(2) })),
+          limit,
+          rows: rows.map((r) => ({ ...r, x_alone: +(r.wall_s / aloneS).toFixed(2) })),
           goal_store_le_1_5_images: largest.store_images <= 1.5,
           goal_wave_le_2x_alone: largest.wall_s <= 2 * aloneS,
         },
@@ -262,6 +355,10 @@ async function orchestrate(): Promise<void> {
         2,
       ) + "\n",
     );
+    if (profile.length > 0) {
+      await writeFile(join(dir, "stop"), "");
+      await Promise.race([Promise.all(loaders), new Promise((done) => setTimeout(done, 10_000))]);
+    }
     load.abort();
     await Promise.all(loaders);
     await gateway.close();

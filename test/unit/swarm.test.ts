@@ -114,6 +114,32 @@ describe("SwarmTracker", () => {
     });
   });
 
+  it("spreads store fetches: a member fetching one chunk waits while another takes the next", async () => {
+    const t = tracker();
+    const wave = join(t, "a");
+    join(t, "b");
+    expect(await t.ask("a", wave, 0)).toEqual({ kind: "store" });
+    let answered: string | undefined;
+    const aNext = t.ask("a", wave, 1).then((answer) => (answered = answer.kind));
+    await new Promise((settled) => setImmediate(settled));
+    expect(answered).toBeUndefined(); // a already fetches chunk 0
+    expect(await t.ask("b", wave, 1)).toEqual({ kind: "store" }); // b's hand is free
+    t.have("b", { wave, index: 1, sha256: SHA, store: true });
+    await aNext;
+    expect(answered).toBe("peers");
+    // a chunk nobody fetches goes to a waiting member as soon as its own fetch is done
+    const aThird = t.ask("a", wave, 2);
+    t.have("a", { wave, index: 0, sha256: SHA, store: true });
+    expect(await aThird).toEqual({ kind: "store" });
+  });
+
+  it("a member alone in its wave fetches its whole read-ahead window at once", async () => {
+    const t = tracker();
+    const wave = join(t, "a");
+    const answers = await Promise.all([0, 1, 2, 3].map((i) => t.ask("a", wave, i)));
+    expect(answers.map((a) => a.kind)).toEqual(["store", "store", "store", "store"]);
+  });
+
   it("a waiter whose assignee leaves becomes the assignee", async () => {
     const t = tracker();
     const wave = join(t, "a");
@@ -159,17 +185,17 @@ describe("ChunkCache", () => {
       fc.property(fc.array(fc.tuple(fc.nat({ max: 20 }), fc.nat({ max: 40 })), { maxLength: 60 }), (puts) => {
         const evicted: number[] = [];
         const cache = new ChunkCache(100, (i) => evicted.push(i));
-        for (const [index, length] of puts) cache.put(index, Buffer.alloc(length));
+        for (const [index, length] of puts) cache.put(index, [Buffer.alloc(length)]);
         expect(cache.size).toBeLessThanOrEqual(100);
         const last = puts.at(-1);
         if (last !== undefined) expect(cache.has(last[0])).toBe(last[1] <= 100);
       }),
     );
     const cache = new ChunkCache(10);
-    cache.put(1, Buffer.alloc(5));
-    cache.put(2, Buffer.alloc(5));
+    cache.put(1, [Buffer.alloc(5)]);
+    cache.put(2, [Buffer.alloc(5)]);
     cache.get(1);
-    cache.put(3, Buffer.alloc(5));
+    cache.put(3, [Buffer.alloc(5)]);
     expect([cache.has(1), cache.has(2), cache.has(3)]).toEqual([true, false, true]);
   });
 });
