@@ -21,7 +21,8 @@ const text = fc
   .string({
     unit: fc.constantFrom("a", "Z", "0", " ", '"', "\\", "/", "é", "\u2028", "😀", "\n", ":", "@", "?"),
   })
-  .map((s) => s.slice(0, 12));
+  // cut by code points: half a surrogate pair is text no store keeps (the API refuses it: api-unstorable-text)
+  .map((s) => Array.from(s).slice(0, 12).join(""));
 /** Keys masking looks at (secret-like at any depth), keys it leaves, keys that need escaping. */
 const key = fc.constantFrom(
   ...["ipmi_password", "ipmi_address", "token", "auth_key", "key", "deploy_kernel", "image_url", "x"],
