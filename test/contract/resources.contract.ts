@@ -167,6 +167,7 @@ export function resourcesContract(name: string, harness: StoreHarness): void {
         properties: {},
         physical_network: null,
         category: null,
+        dynamic_portgroup: false,
         created_at: at(),
         updated_at: null,
       });
