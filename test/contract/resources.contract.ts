@@ -62,6 +62,8 @@ const template = (fields: Partial<DeployTemplateRecord> = {}): DeployTemplateRec
 const runbook = (fields: Partial<RunbookRecord> = {}): RunbookRecord => ({
   uuid: randomUUID(),
   name: `CUSTOM_RB_${randomUUID().replaceAll("-", "_").toUpperCase()}`,
+  description: null,
+  traits: [],
   steps: [{ interface: "raid", step: "delete_configuration", args: {}, order: 0 }],
   disable_ramdisk: false,
   extra: {},
