@@ -11,6 +11,8 @@ import { PageQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 
 /** Node history arrived in Ironic's API 1.78. */
 const HISTORY_MINOR = 78;
+/** Ironic's MINOR_113_NODE_HISTORY_PROJECT: the detailed list names the caller's project. */
+const HISTORY_PROJECT_MINOR = 113;
 const HistoryQuery = PageQuery.pick({ limit: true, marker: true, detail: true }).strict();
 
 type Params = { Params: { ident: string; event?: string } };
@@ -88,9 +90,10 @@ function describe(
 
 function view(
   record: NodeHistoryRecord,
-  base: string,
+  at: { base: string; minor: number },
   detail: "list" | "detail" | "show",
 ): Record<string, unknown> {
+  const { base, minor } = at;
   const href = `/nodes/${record.node_uuid}/history/${record.uuid}`;
   const out: Record<string, unknown> = {
     uuid: record.uuid,
@@ -100,6 +103,9 @@ function view(
   };
   if (detail !== "list")
     Object.assign(out, { event_type: record.event_type, conductor: record.conductor, user: record.user });
+  // one entry shows its project at every version (Anvil's own, with where the request came from)
+  if (detail === "show" || (detail === "detail" && minor >= HISTORY_PROJECT_MINOR))
+    out.project = record.project;
   if (detail === "show")
     Object.assign(out, {
       project: record.project,
@@ -176,7 +182,9 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
       collection({
         key: "history",
         items: records,
-        views: records.map((r) => view(r, base, detail || query.detail === true ? "detail" : "list")),
+        views: records.map((r) =>
+          view(r, { base, minor: request.apiMinor }, detail || query.detail === true ? "detail" : "list"),
+        ),
         limit,
         url: `${base}/v1/nodes/${node.uuid}/history${detail ? "/detail" : ""}`,
         query: request.query as Record<string, unknown>,
@@ -197,6 +205,6 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
     });
     const record = await deps.store.getNodeHistory(node.uuid, request.params.event ?? "");
     if (!record) throw notFound(`Node history record ${request.params.event ?? ""} could not be found.`);
-    return view(record, baseUrl(request), "show");
+    return view(record, { base: baseUrl(request), minor: request.apiMinor }, "show");
   });
 }
