@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
 
 /**
- * 1.111–1.115 over real HTTP: dynamic port group fields (1.111), runbook traits (1.112).
+ * 1.111–1.115 over real HTTP: dynamic port group fields (1.111), runbook traits (1.112), firmware
+ * components' identity fields (1.114).
  */
 let ctx: Awaited<ReturnType<typeof startConductor>>;
 let macs = 0;
@@ -294,5 +295,24 @@ describe("runbook traits (1.112)", () => {
       ),
       { numRuns: 40 },
     );
+  });
+});
+
+describe("firmware components' identity (1.114)", () => {
+  it("takes vendor, model and serial_number in ?fields= from 1.114; below, Ironic's 400 naming them", async () => {
+    const n = await node("1.114");
+    const get = (version: string, query: string) =>
+      api(`${ctx.url}/v1/nodes/${n.uuid}/firmware${query}`, { headers: at(version) });
+    const early = await get("1.113", "?fields=component,vendor,serial_number");
+    expect(early.status).toBe(400);
+    expect(faultOf(early.body)).toBe(
+      "Fields serial_number, vendor are not allowed in this API version. They require at least API version 1.114.",
+    );
+    expect((await get("1.113", "?fields=component,current_version")).status).toBe(200);
+    const at114 = await get("1.114", "?fields=component,vendor,model,serial_number");
+    expect(at114.status).toBe(200);
+    // the no-firmware interface records no components, as Ironic's for such a node
+    expect(at114.body).toEqual({ firmware: [] });
+    expect((await get("1.85", "")).status).toBe(404);
   });
 });
