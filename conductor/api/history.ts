@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { NodeHistoryRecord } from "../../shared/history.ts";
+import { type NodeHistoryRecord, type ProvisionSnapshot, snapshotOf } from "../../shared/history.ts";
 import { clientAddress } from "../auth/fastify-auth.ts";
 import { checkNodePolicies } from "../auth/node-access.ts";
 import { maskPatch } from "../history/redact.ts";
@@ -13,6 +13,8 @@ import { PageQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 const HISTORY_MINOR = 78;
 /** Ironic's MINOR_113_NODE_HISTORY_PROJECT: the detailed list names the caller's project. */
 const HISTORY_PROJECT_MINOR = 113;
+/** Ironic's MINOR_115_NODE_HISTORY_FIELDS: state, target_provision_state, duration_seconds. */
+const HISTORY_FIELDS_MINOR = 115;
 const HistoryQuery = PageQuery.pick({ limit: true, marker: true, detail: true }).strict();
 
 type Params = { Params: { ident: string; event?: string } };
@@ -106,6 +108,12 @@ function view(
   // one entry shows its project at every version (Anvil's own, with where the request came from)
   if (detail === "show" || (detail === "detail" && minor >= HISTORY_PROJECT_MINOR))
     out.project = record.project;
+  if (detail !== "list" && minor >= HISTORY_FIELDS_MINOR)
+    Object.assign(out, {
+      state: record.state ?? null,
+      target_provision_state: record.target_provision_state ?? null,
+      duration_seconds: record.duration_seconds ?? null,
+    });
   if (detail === "show")
     Object.assign(out, {
       project: record.project,
@@ -130,12 +138,12 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
 
   // a request's entry is dated when it arrived (so it sorts before the transitions it caused), and names
   // the node as it was then (a PATCH may rename it)
-  const arrived = new WeakMap<FastifyRequest, { at: Date; node?: string }>();
+  const arrived = new WeakMap<FastifyRequest, { at: Date; node?: string; snapshot?: ProvisionSnapshot }>();
   app.addHook("preHandler", async (request) => {
     if (request.method === "GET") return;
     const ident = (request.params as { ident?: string }).ident;
     const node = ident === undefined ? null : await deps.store.getNode(ident).catch(() => null);
-    arrived.set(request, { at: new Date(), node: node?.uuid });
+    arrived.set(request, { at: new Date(), node: node?.uuid, snapshot: node ? snapshotOf(node) : undefined });
     const route = request.routeOptions.url;
     // the background work this request starts is attributed to its caller
     if (node && (route === "/v1/nodes/:ident/states/provision" || route === "/v1/nodes/:ident/states/power"))
@@ -165,7 +173,8 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
             .pop()
         : seen?.node;
     if (!node) return;
-    await history.record({ node, ...what, actor: actorOf(request), at: seen?.at });
+    // the node's provisioning when the request arrived (a new node's is read when its entry is made)
+    await history.record({ node, ...what, actor: actorOf(request), at: seen?.at, snapshot: seen?.snapshot });
   });
 
   async function list(request: FastifyRequest<Params>, reply: FastifyReply, detail: boolean): Promise<void> {

@@ -133,6 +133,37 @@ describe("node history (API 1.78)", () => {
     for (const entry of list.history) expect(entry).not.toHaveProperty("project");
   });
 
+  it("1.115: detail and one entry show the state, its target and the seconds in the state left", async () => {
+    const read = async (version: string) =>
+      (
+        (await as(`/v1/nodes/${uuid}/history/detail`, { version })).body as {
+          history: Record<string, unknown>[];
+        }
+      ).history;
+    const entries = await read("1.115");
+    const reachedActive = entries.find((h) => String(h.event).includes('to "active"'))!;
+    expect(reachedActive).toMatchObject({ state: "active", target_provision_state: null });
+    expect(Number.isInteger(reachedActive.duration_seconds)).toBe(true);
+    expect(reachedActive.duration_seconds as number).toBeGreaterThanOrEqual(0);
+    const deploying = entries.find((h) => String(h.event).includes('to "deploying"'))!;
+    expect(deploying).toMatchObject({ state: "deploying", target_provision_state: "active" });
+    // a request's entry: the node as the request found it (available, never provisioned before: no duration
+    // unless it had a provision_updated_at)
+    const asked = entries.find((h) => String(h.event).includes('"active" requested'))!;
+    expect(asked).toMatchObject({ state: "available", target_provision_state: null });
+    const created = entries.find((h) => String(h.event).startsWith("Node created"))!;
+    expect(created).toMatchObject({ state: "enroll", duration_seconds: null });
+    const one = await as(`/v1/nodes/${uuid}/history/${String(deploying.uuid)}`, { version: "1.115" });
+    expect(one.body).toMatchObject({ state: "deploying", target_provision_state: "active" });
+    for (const entry of await read("1.114"))
+      for (const key of ["state", "target_provision_state", "duration_seconds"])
+        expect(entry).not.toHaveProperty(key);
+    const short = (await as(`/v1/nodes/${uuid}/history`, { version: "1.115" })).body as {
+      history: Record<string, unknown>[];
+    };
+    for (const entry of short.history) expect(entry).not.toHaveProperty("state");
+  });
+
   it("secrets never appear in the history or its log lines", async () => {
     const detail = await as(`/v1/nodes/${uuid}/history/detail`);
     const shown = await Promise.all(

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { historyState, snapshotOf } from "../../../shared/history.ts";
 import {
   BURNIN_DEFAULT_TIMEOUT_S,
   BurninCpuArgs,
@@ -87,10 +88,12 @@ export function burninRun(step: BurninStep): AgentStepRun {
       { timeoutMs: Math.max(task.deps.config.agent.commandTimeoutS, waitSeconds(step, args)) * 1000 },
     );
     await task.mergeInternalInfo({ [`${step}_result`]: result });
+    const at = new Date();
     await task.deps.store.addNodeHistory({
+      ...historyState(snapshotOf(task.node), at),
       uuid: randomUUID(),
       node_uuid: task.node.uuid,
-      created_at: new Date().toISOString(),
+      created_at: at.toISOString(),
       severity: "INFO",
       event: burninSummary(step, result),
       event_type: "burnin",
