@@ -98,6 +98,8 @@ export const PortCreateBody = z
     description: z.string().max(255).nullable().optional(),
     vendor: z.string().max(32).nullable().optional(),
     category: z.string().max(80).nullable().optional(),
+    /** 1.111: Ironic's PORT_SCHEMA `{'type': 'boolean'}`, a JSON boolean only */
+    available_for_dynamic_portgroup: z.boolean().optional(),
   })
   .strict();
 export type PortCreateBody = z.infer<typeof PortCreateBody>;

@@ -101,6 +101,8 @@ export const PortRecord = z.object({
   description: nullableString.default(null),
   vendor: nullableString.default(null),
   category: nullableString.default(null),
+  /** 1.111: offered to dynamic port groups (Ironic's default true; ports stored before it read as true) */
+  available_for_dynamic_portgroup: z.boolean().default(true),
   created_at: z.string(),
   updated_at: nullableString,
 });
@@ -153,6 +155,7 @@ export function newPortRecord(
     description: null,
     vendor: null,
     category: null,
+    available_for_dynamic_portgroup: true,
     created_at: new Date().toISOString(),
     updated_at: null,
     ...(given as Partial<PortRecord>),
@@ -174,6 +177,11 @@ export const PortgroupRecord = z.object({
   properties: JsonObject,
   physical_network: nullableString.default(null),
   category: nullableString.default(null),
+  /**
+   * 1.111: made by trait-based networking (read-only; Ironic's default false). Anvil makes no group
+   * dynamically, so it is false on every group; groups stored before it read as false.
+   */
+  dynamic_portgroup: z.boolean().default(false),
   created_at: z.string(),
   updated_at: nullableString,
 });

@@ -19,13 +19,28 @@ export type RunbookStep = z.infer<typeof RunbookStep>;
 export const RunbookSteps = z.array(RunbookStep).min(1).max(100).superRefine(noDuplicateSteps);
 
 /**
- * A runbook (1.92): named steps an operator runs by name as a manual clean or a service, on the nodes whose
- * traits include the runbook's name. An owned runbook is its project's; a public one anyone may read.
+ * A runbook name from 1.112 (Ironic's RUNBOOK_NAME_SCHEMA): RFC 3986 unreserved characters, so it can be
+ * named in a URL path; 1.92's trait names are a subset.
+ */
+export const RunbookName = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[A-Za-z0-9\-._~]+$/, "A runbook name is 1-255 letters, digits and '-._~'");
+
+/**
+ * A runbook (1.92): named steps an operator runs as a manual clean or a service. Which nodes may run it: from
+ * 1.112 those carrying one of its traits; for older clients those whose traits include its name. An owned
+ * runbook is its project's; a public one anyone may read.
  */
 export const RunbookRecord = z.object({
   uuid: z.string(),
-  /** a trait: standard or CUSTOM_…; a node must carry it to run the runbook */
-  name: Trait,
+  /** a trait below 1.112 (CUSTOM_… or standard), any RunbookName from 1.112 */
+  name: RunbookName,
+  /** 1.112: what it shows below 1.112 is left out; documents older than it read as null */
+  description: z.string().max(255).nullable().default(null),
+  /** 1.112: the traits a node carries one of to run it (set by /traits only; migration 1.112 seeded names) */
+  traits: z.array(Trait).default([]),
   steps: RunbookSteps,
   disable_ramdisk: z.boolean(),
   extra: JsonObject,
@@ -49,6 +64,16 @@ export const RunbookCreateBody = z
   })
   .strict();
 export type RunbookCreateBody = z.infer<typeof RunbookCreateBody>;
+
+/**
+ * POST /v1/runbooks from 1.112 (Ironic's RUNBOOK_MUTATION_SCHEMA_V112): any RunbookName, a description; no
+ * traits (those are set through /v1/runbooks/{ident}/traits).
+ */
+export const RunbookCreateBody112 = RunbookCreateBody.extend({
+  name: RunbookName,
+  description: z.string().max(255).nullable().optional(),
+}).strict();
+export type RunbookCreateBody112 = z.infer<typeof RunbookCreateBody112>;
 
 /**
  * A runbook's steps as a provision request's clean_steps or service_steps: by order (stable, so equal orders

@@ -37,6 +37,7 @@ export function parseJsonBody(text: string, options: { maxDepth: number }): unkn
 
 const UNSTORABLE_ESCAPE = /\\u(?:0000|[dD][89a-fA-F])/;
 /** A NUL, or half of a UTF-16 surrogate pair: text PostgreSQL refuses to store and SQLite would store garbled. */
+// eslint-disable-next-line no-control-regex
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const UNSTORABLE_WHY =
   "a key or string holds a NUL character (\\u0000) or a lone UTF-16 surrogate, which cannot be stored";

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { NodeHistoryRecord } from "../../shared/history.ts";
+import { type NodeHistoryRecord, type ProvisionSnapshot, snapshotOf } from "../../shared/history.ts";
+import type { NodeRecord } from "../../shared/resources.ts";
 import { clientAddress } from "../auth/fastify-auth.ts";
 import { checkNodePolicies } from "../auth/node-access.ts";
 import { maskPatch } from "../history/redact.ts";
@@ -11,6 +12,10 @@ import { PageQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
 
 /** Node history arrived in Ironic's API 1.78. */
 const HISTORY_MINOR = 78;
+/** Ironic's MINOR_113_NODE_HISTORY_PROJECT: the detailed list names the caller's project. */
+const HISTORY_PROJECT_MINOR = 113;
+/** Ironic's MINOR_115_NODE_HISTORY_FIELDS: state, target_provision_state, duration_seconds. */
+const HISTORY_FIELDS_MINOR = 115;
 const HistoryQuery = PageQuery.pick({ limit: true, marker: true, detail: true }).strict();
 
 type Params = { Params: { ident: string; event?: string } };
@@ -91,12 +96,13 @@ function describe(
 export function createdEntry(
   history: HistoryRecorder,
   request: FastifyRequest,
-  node: string,
+  node: NodeRecord,
 ): NodeHistoryRecord {
   const who = request.identity?.user ?? "anonymous";
   // the body as the client sent it, masked (by the recorder) as every entry's changes are
   return history.entry({
-    node,
+    node: node.uuid,
+    snapshot: snapshotOf(node),
     eventType: "create",
     event: `Node created by ${who}`,
     changes: request.body,
@@ -106,9 +112,10 @@ export function createdEntry(
 
 function view(
   record: NodeHistoryRecord,
-  base: string,
+  at: { base: string; minor: number },
   detail: "list" | "detail" | "show",
 ): Record<string, unknown> {
+  const { base, minor } = at;
   const href = `/nodes/${record.node_uuid}/history/${record.uuid}`;
   const out: Record<string, unknown> = {
     uuid: record.uuid,
@@ -118,6 +125,15 @@ function view(
   };
   if (detail !== "list")
     Object.assign(out, { event_type: record.event_type, conductor: record.conductor, user: record.user });
+  // one entry shows its project at every version (Anvil's own, with where the request came from)
+  if (detail === "show" || (detail === "detail" && minor >= HISTORY_PROJECT_MINOR))
+    out.project = record.project;
+  if (detail !== "list" && minor >= HISTORY_FIELDS_MINOR)
+    Object.assign(out, {
+      state: record.state ?? null,
+      target_provision_state: record.target_provision_state ?? null,
+      duration_seconds: record.duration_seconds ?? null,
+    });
   if (detail === "show")
     Object.assign(out, {
       project: record.project,
@@ -142,13 +158,13 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
 
   // a request's entry is dated when it arrived (so it sorts before the transitions it caused), and names
   // the node as it was then (a PATCH may rename it)
-  const arrived = new WeakMap<FastifyRequest, { at: Date; node?: string }>();
+  const arrived = new WeakMap<FastifyRequest, { at: Date; node?: string; snapshot?: ProvisionSnapshot }>();
   app.addHook("preHandler", async (request) => {
     // a create's entry is written by its handler, with the node
     if (request.method === "GET" || request.routeOptions.url === "/v1/nodes") return;
     const ident = (request.params as { ident?: string }).ident;
     const node = ident === undefined ? null : await deps.store.getNode(ident).catch(() => null);
-    arrived.set(request, { at: new Date(), node: node?.uuid });
+    arrived.set(request, { at: new Date(), node: node?.uuid, snapshot: node ? snapshotOf(node) : undefined });
     const route = request.routeOptions.url;
     // the background work this request starts is attributed to its caller
     if (node && (route === "/v1/nodes/:ident/states/provision" || route === "/v1/nodes/:ident/states/power"))
@@ -174,7 +190,8 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
     }
     const node = seen?.node;
     if (!node) return;
-    await history.record({ node, ...what, actor: actorOf(request), at: seen?.at });
+    // the node's provisioning when the request arrived (a new node's is read when its entry is made)
+    await history.record({ node, ...what, actor: actorOf(request), at: seen?.at, snapshot: seen?.snapshot });
   });
 
   async function list(request: FastifyRequest<Params>, reply: FastifyReply, detail: boolean): Promise<void> {
@@ -191,7 +208,9 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
       collection({
         key: "history",
         items: records,
-        views: records.map((r) => view(r, base, detail || query.detail === true ? "detail" : "list")),
+        views: records.map((r) =>
+          view(r, { base, minor: request.apiMinor }, detail || query.detail === true ? "detail" : "list"),
+        ),
         limit,
         url: `${base}/v1/nodes/${node.uuid}/history${detail ? "/detail" : ""}`,
         query: request.query as Record<string, unknown>,
@@ -212,6 +231,6 @@ export function nodeHistory(app: FastifyInstance, deps: ApiDeps): void {
     });
     const record = await deps.store.getNodeHistory(node.uuid, request.params.event ?? "");
     if (!record) throw notFound(`Node history record ${request.params.event ?? ""} could not be found.`);
-    return view(record, baseUrl(request), "show");
+    return view(record, { base: baseUrl(request), minor: request.apiMinor }, "show");
   });
 }

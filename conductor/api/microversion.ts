@@ -1,6 +1,6 @@
 /** Ironic API microversions: "1.N" compared by N. */
 export const MIN_VERSION = 1;
-export const MAX_VERSION = 110;
+export const MAX_VERSION = 115;
 export const MIN_VERSION_STRING = `1.${MIN_VERSION}`;
 export const MAX_VERSION_STRING = `1.${MAX_VERSION}`;
 

@@ -119,7 +119,11 @@ export async function provision(deps: ApiDeps, request: Request, reply: FastifyR
   };
   const node = await nodeFor(deps, request, "baremetal:node:set_provision_state");
   checkAbortVersion(body.target, node.provision_state, request.apiMinor);
-  const withSteps = await runbookSteps(deps.store, request.identity, { node, body });
+  const withSteps = await runbookSteps(deps.store, request.identity, {
+    node,
+    body,
+    minor: request.apiMinor,
+  });
   await deps.provisioner.provision(node, withSteps);
   await accepted(request, reply, node.uuid);
 }

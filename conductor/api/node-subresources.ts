@@ -5,7 +5,7 @@ import { listScope } from "../auth/node-access.ts";
 import { PolicyForbidden, type PolicyName } from "../auth/policy.ts";
 import { setMaintenance, setTraits } from "../operations/update-node.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
-import { notFound } from "./errors.ts";
+import { badRequest, notFound } from "./errors.ts";
 import { CHILD_NODES_MINOR } from "./node-list.ts";
 import { type IdentParams, nodeFor } from "./node-request.ts";
 import { FieldsQuery, PageQuery, parseQuery } from "./query.ts";
@@ -135,13 +135,23 @@ export async function listChildren(
 /** Ironic's MINOR_86_FIRMWARE_INTERFACE. */
 export const FIRMWARE_MINOR = 86;
 
+/** Ironic's MINOR_114_FIRMWARE_IDENTITY: components show vendor, model and serial_number. */
+export const FIRMWARE_IDENTITY_MINOR = 114;
+const IDENTITY_FIELDS = ["model", "serial_number", "vendor"];
+
 /**
  * GET /v1/nodes/{id}/firmware (1.86): the node's firmware components. Every Anvil node has the
- * `no-firmware` interface, which records none, so the list is empty, as Ironic's is for such a node.
+ * `no-firmware` interface, which records none, so the list is empty, as Ironic's is for such a node. Asking
+ * for 1.114's identity fields below 1.114 is Ironic's 400.
  */
 export async function listFirmware(deps: ApiDeps, request: Request): Promise<{ firmware: unknown[] }> {
   if (request.apiMinor < FIRMWARE_MINOR) throw notFound("The resource could not be found.");
-  parseQuery(PageQuery.pick({ fields: true, detail: true }).strict(), request.query);
+  const { fields } = parseQuery(PageQuery.pick({ fields: true, detail: true }).strict(), request.query);
+  const early = IDENTITY_FIELDS.filter((field) => fields?.includes(field));
+  if (early.length && request.apiMinor < FIRMWARE_IDENTITY_MINOR)
+    throw badRequest(
+      `Fields ${early.join(", ")} are not allowed in this API version. They require at least API version 1.${FIRMWARE_IDENTITY_MINOR}.`,
+    );
   await nodeFor(deps, request, "baremetal:node:firmware:get");
   return { firmware: [] };
 }

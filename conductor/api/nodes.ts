@@ -75,7 +75,7 @@ async function createNode(deps: ApiDeps, request: FastifyRequest, reply: Fastify
   // before 1.11 (no enroll state yet) a node starts available, as Ironic's initial_node_provision_state
   const initial = request.apiMinor < 11 ? "available" : "enroll";
   const record = newNode(body, hw, initial);
-  const entry = deps.history && createdEntry(deps.history, request, record.uuid);
+  const entry = deps.history && createdEntry(deps.history, request, record);
   const node = await deps.store.createNode(record, entry);
   if (entry) deps.history?.log(entry);
   deps.events.publish({ type: "created", node: node.uuid });

@@ -70,9 +70,15 @@ function requireVersion(request: FastifyRequest, minor = PORTGROUPS_MINOR): void
   if (request.apiMinor < minor) throw notFound("The resource could not be found.");
 }
 
-function checkFields(fields: readonly string[] | undefined): void {
+/** Ironic's MINOR_111_DYNAMIC_PORTGROUP: port groups show dynamic_portgroup. */
+const DYNAMIC_PORTGROUP_MINOR = 111;
+
+/** Unknown fields are a 400; dynamic_portgroup below 1.111 a 406 (Ironic's check_allowed_portgroup_fields). */
+function checkFields(fields: readonly string[] | undefined, minor: number): void {
   const unknown = (fields ?? []).filter((f) => !PORTGROUP_VIEW_FIELDS.has(f));
   if (unknown.length) throw badRequest(`Field(s) "${unknown.join(", ")}" are not valid`);
+  if (fields?.includes("dynamic_portgroup") && minor < DYNAMIC_PORTGROUP_MINOR)
+    throw new NotAcceptable("Request not acceptable.");
 }
 
 /** Ironic's check_port_policy_and_retrieve(portgroup=True). @throws NotFound, PolicyForbidden */
@@ -127,7 +133,7 @@ export function portgroupsPlugin(deps: ApiDeps) {
       const query = parseQuery(PortgroupListQuery, request.query);
       if (options.detail && query.fields !== undefined)
         throw badRequest("Can not specify ?detail=True and fields in the same request.");
-      checkFields(query.fields);
+      checkFields(query.fields, request.apiMinor);
       const scope = listScope("portgroup", request.identity);
       let nodeUuid = options.node?.uuid;
       if (query.node !== undefined) nodeUuid = (await visibleNode(deps, request.identity, query.node)).uuid;
@@ -200,7 +206,7 @@ export function portgroupsPlugin(deps: ApiDeps) {
     app.get<Ident>("/v1/portgroups/:ident", async (request) => {
       requireVersion(request);
       const { fields } = parseQuery(FieldsQuery, request.query);
-      checkFields(fields);
+      checkFields(fields, request.apiMinor);
       const { portgroup } = await loadPortgroup(deps, request.params.ident, {
         who: request.identity,
         rule: "baremetal:portgroup:get",
@@ -234,6 +240,7 @@ export function portgroupsPlugin(deps: ApiDeps) {
         properties: body.properties ?? {},
         physical_network: body.physical_network ?? null,
         category: body.category ?? null,
+        dynamic_portgroup: false,
         created_at: new Date().toISOString(),
         updated_at: null,
       });

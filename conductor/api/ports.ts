@@ -37,6 +37,7 @@ const WRITABLE = new Set([
   "description",
   "vendor",
   "category",
+  "available_for_dynamic_portgroup",
 ]);
 
 const PATCH_RULES: PatchRules = {
@@ -93,6 +94,17 @@ function checkPortListFilters(query: z.infer<typeof PortListQuery>, minor: numbe
 function checkVtep(connection: Record<string, unknown> | undefined, minor: number): void {
   if (connection && "vtep-logical-switch" in connection && (minor < 90 || minor >= 105))
     throw new NotAcceptable("Request not acceptable.");
+}
+
+/**
+ * A patched available_for_dynamic_portgroup: a JSON boolean as Ironic's schema (`{'type': 'boolean'}`),
+ * removal (null) its default, true. @throws ApiError(400)
+ */
+function dynamicPortgroupFlag(value: unknown): boolean {
+  if (value === null || value === undefined) return true;
+  if (typeof value !== "boolean")
+    throw badRequest(`Schema error for patch: ${pyRepr(value)} is not of type 'boolean'`);
+  return value;
 }
 
 /** @throws InvalidMacAddress (a 400) */
@@ -248,6 +260,7 @@ export function portsPlugin(deps: ApiDeps) {
           description: body.description,
           vendor: body.vendor,
           category: body.category,
+          available_for_dynamic_portgroup: body.available_for_dynamic_portgroup,
         }),
       );
       await reply
@@ -285,6 +298,11 @@ export function portsPlugin(deps: ApiDeps) {
       ] as const)
         if (touched.has(key))
           patched[key] = patched[key] === null ? unset : requireStrictBool(key, patched[key]);
+      // 1.111: Ironic's schema takes a JSON boolean only; removing it restores its default
+      if (touched.has("available_for_dynamic_portgroup"))
+        patched.available_for_dynamic_portgroup = dynamicPortgroupFlag(
+          patched.available_for_dynamic_portgroup,
+        );
       const checked = PortRecord.parse(patched);
       if (touched.has("physical_network")) {
         checkPhysicalNetwork(checked.physical_network);

@@ -1,7 +1,13 @@
 import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { JsonPatch, type ProvisionBody } from "../../shared/api.ts";
-import { RunbookCreateBody, RunbookRecord, runbookRequestSteps } from "../../shared/runbook.ts";
+import { z } from "zod";
+import { JsonPatch, type ProvisionBody, Trait } from "../../shared/api.ts";
+import {
+  RunbookCreateBody,
+  RunbookCreateBody112,
+  RunbookRecord,
+  runbookRequestSteps,
+} from "../../shared/runbook.ts";
 import { restoreMaskedSecrets } from "../../shared/secrets.ts";
 import type { Identity } from "../auth/identity.ts";
 import { listScope } from "../auth/node-access.ts";
@@ -18,14 +24,40 @@ import { STEP_LIST_JSON_FIELDS, maskedSteps, parseStepListBody } from "./step-li
 
 /** Ironic's MINOR_92_RUNBOOKS. */
 export const RUNBOOKS_VERSION = 92;
+/** Ironic's MINOR_112_RUNBOOK_TRAITS: runbook traits, description, names beyond traits. */
+export const RUNBOOK_TRAITS_VERSION = 112;
 
 const LIST_FIELDS = ["uuid", "name"];
 const SORTABLE = ["id", "uuid", "name", "created_at"];
-const PATCH_RULES = {
-  writable: new Set(["disable_ramdisk", "extra", "name", "owner", "public", "steps"]),
+/** A bound on one runbook's traits, as a node's (Ironic's MAX_TRAITS_PER_NODE; it sets none on runbooks). */
+const MAX_RUNBOOK_TRAITS = 50;
+
+const PATCHABLE = ["disable_ramdisk", "extra", "name", "owner", "public", "steps"];
+/** Ironic's _get_patch_allowed_fields: description from 1.112; traits never (they have their own routes). */
+const patchRulesAt = (minor: number) => ({
+  writable: new Set(minor >= RUNBOOK_TRAITS_VERSION ? [...PATCHABLE, "description"] : PATCHABLE),
   // NOTE: steps is a list; naming one step's key (/steps/0/order) is allowed, as Ironic does
   objectFields: new Set(["extra", "steps"]),
-};
+});
+
+/** PUT /v1/runbooks/{ident}/traits (Ironic's RUNBOOK_TRAITS_SCHEMA). */
+const RunbookTraitsBody = z.object({ traits: z.array(Trait).max(MAX_RUNBOOK_TRAITS) }).strict();
+
+const ONE_OR_ALL =
+  "A single runbook trait may be added via PUT /v1/runbooks/<runbook identifier>/traits/<trait> with no body, or all runbook traits may be replaced via PUT /v1/runbooks/<runbook identifier>/traits with the list of traits specified in the request body.";
+
+/** The traits routes exist from 1.112 (Ironic's _lookup: a 404 whatever the method). @throws NotFound */
+function requireTraitsVersion(request: FastifyRequest): void {
+  if (request.apiMinor < RUNBOOK_TRAITS_VERSION)
+    throw notFound("The API version does not allow runbook traits");
+}
+
+/** Whether a request carries a JSON body (Ironic's `api.request.body and api.request.json_body`). */
+const hasBody = (body: unknown): boolean =>
+  body !== undefined &&
+  body !== null &&
+  body !== "" &&
+  !(typeof body === "object" && Object.keys(body).length === 0);
 
 const RunbookListQuery = PageQuery.strict();
 
@@ -43,8 +75,18 @@ export async function runbookFor(
   const runbook = await store.getRunbook(request.ident);
   if (!runbook) throw notFound(`Runbook ${request.ident} could not be found.`);
   for (const rule of request.rules) authorize(rule, who, { owner: runbook.owner });
-  return runbook;
+  return withLaterFields(runbook);
 }
+
+/**
+ * A stored runbook with the 1.112 fields a document written without them lacks (one written by an older
+ * conductor after migration 1.112 seeded the others' traits): no description, no traits.
+ */
+const withLaterFields = (runbook: RunbookRecord): RunbookRecord => ({
+  ...runbook,
+  description: runbook.description ?? null,
+  traits: runbook.traits ?? [],
+});
 
 /** Ironic's PATCH policies: /owner and /public have their own rules, any other path the update rule. */
 function patchRules(patch: JsonPatch): PolicyName[] {
@@ -83,11 +125,15 @@ function ownerAndPublic(runbook: RunbookRecord, patch: JsonPatch): RunbookRecord
 /** Runbooks (Ironic 1.92): named steps an operator runs as a manual clean or a service. */
 export function runbooksPlugin(deps: ApiDeps) {
   return async (app: FastifyInstance): Promise<void> => {
-    const view = (request: FastifyRequest, runbook: RunbookRecord, fields?: readonly string[]) =>
-      resourceView(
-        { ...runbook, steps: maskedSteps(runbook.steps) },
+    const view = (request: FastifyRequest, runbook: RunbookRecord, fields?: readonly string[]) => {
+      const { description, traits, ...older } = withLaterFields(runbook);
+      // description and traits are shown from 1.112; below, naming them in ?fields= is an unknown field's 400
+      const shown = request.apiMinor >= RUNBOOK_TRAITS_VERSION ? { ...older, description, traits } : older;
+      return resourceView(
+        { ...shown, steps: maskedSteps(runbook.steps) },
         { fields, base: baseUrl(request), path: `runbooks/${runbook.uuid}` },
       );
+    };
 
     documentRoutes(app, {
       since: { minor: RUNBOOKS_VERSION, what: "runbooks" },
@@ -101,8 +147,9 @@ export function runbooksPlugin(deps: ApiDeps) {
       find: async (request, ident, action) => {
         if (action === "delete")
           return runbookFor(deps.store, request.identity, { ident, rules: ["baremetal:runbook:delete"] });
-        const runbook = await deps.store.getRunbook(ident);
-        if (!runbook) throw notFound(`Runbook ${ident} could not be found.`);
+        const stored = await deps.store.getRunbook(ident);
+        if (!stored) throw notFound(`Runbook ${ident} could not be found.`);
+        const runbook = withLaterFields(stored);
         // Ironic: a runbook the get rule refuses is still shown when it is public
         if (!runbook.public && !allowed("baremetal:runbook:get", request.identity, { owner: runbook.owner }))
           throw new PolicyForbidden("baremetal:runbook:get");
@@ -114,7 +161,12 @@ export function runbooksPlugin(deps: ApiDeps) {
 
     app.post("/v1/runbooks", async (request, reply) => {
       authorize("baremetal:runbook:create", request.identity);
-      const body = parseStepListBody(RunbookCreateBody, request.body, "runbook");
+      const from112 = request.apiMinor >= RUNBOOK_TRAITS_VERSION;
+      const body: RunbookCreateBody112 = parseStepListBody(
+        from112 ? RunbookCreateBody112 : RunbookCreateBody,
+        request.body,
+        "runbook",
+      );
       checkStoredJson(body, STEP_LIST_JSON_FIELDS, deps.config.api);
       let owner = body.owner ?? null;
       const project = request.identity.project;
@@ -129,6 +181,9 @@ export function runbooksPlugin(deps: ApiDeps) {
       const runbook = await deps.store.createRunbook({
         uuid: body.uuid ?? randomUUID(),
         name: body.name,
+        description: body.description ?? null,
+        // Ironic's: a new runbook has no traits, whatever the version (they are set through /traits)
+        traits: [],
         steps: body.steps,
         disable_ramdisk: body.disable_ramdisk ?? false,
         extra: body.extra ?? {},
@@ -146,7 +201,12 @@ export function runbooksPlugin(deps: ApiDeps) {
         ident: request.params.ident,
         rules: patchRules(patch),
       });
-      const { doc, touched } = applyJsonPatch(ownerAndPublic(runbook, patch), patch, PATCH_RULES);
+      // the 1.112 schema at every version, as Ironic's: a name given at 1.112 stays patchable by older clients
+      const { doc, touched } = applyJsonPatch(
+        ownerAndPublic(runbook, patch),
+        patch,
+        patchRulesAt(request.apiMinor),
+      );
       // a field removed or set to null takes its default, as Ironic's object fields do
       doc.extra ??= {};
       doc.public ??= false;
@@ -162,24 +222,98 @@ export function runbooksPlugin(deps: ApiDeps) {
       const { uuid: _uuid, created_at: _created, updated_at: _updated, ...changes } = checked;
       return view(request, await deps.store.updateRunbook(runbook.uuid, changes));
     });
+
+    const traitsOf = async (request: FastifyRequest<{ Params: { ident: string } }>, rule: PolicyName) => {
+      requireTraitsVersion(request);
+      return runbookFor(deps.store, request.identity, { ident: request.params.ident, rules: [rule] });
+    };
+    const setTraits = (runbook: RunbookRecord, traits: string[]) =>
+      deps.store.updateRunbook(runbook.uuid, { traits });
+
+    app.get<IdentParams>("/v1/runbooks/:ident/traits", async (request) => {
+      const runbook = await traitsOf(request, "baremetal:runbook:get");
+      return { traits: runbook.traits };
+    });
+
+    app.put<IdentParams>("/v1/runbooks/:ident/traits", async (request, reply) => {
+      const runbook = await traitsOf(request, "baremetal:runbook:update");
+      const given = request.body as { traits?: unknown } | null | undefined;
+      if (given === undefined || given === null || typeof given !== "object" || !("traits" in given))
+        throw badRequest(ONE_OR_ALL);
+      const { traits } = RunbookTraitsBody.parse(given);
+      await setTraits(runbook, [...new Set(traits)]);
+      await reply.code(204).send();
+    });
+
+    app.put<{ Params: { ident: string; trait: string } }>(
+      "/v1/runbooks/:ident/traits/:trait",
+      async (request, reply) => {
+        const runbook = await traitsOf(request, "baremetal:runbook:update");
+        const trait = Trait.parse(request.params.trait);
+        const given = request.body as { traits?: unknown } | undefined;
+        if (typeof given === "object" && given !== null && "traits" in given) throw badRequest(ONE_OR_ALL);
+        if (hasBody(given)) throw badRequest("No body should be provided when adding a trait");
+        if (!runbook.traits.includes(trait)) {
+          if (runbook.traits.length >= MAX_RUNBOOK_TRAITS)
+            throw badRequest(`A runbook may have at most ${MAX_RUNBOOK_TRAITS} traits.`);
+          await setTraits(runbook, [...runbook.traits, trait]);
+        }
+        const ident = encodeURIComponent(request.params.ident);
+        await reply
+          .code(204)
+          .header("Location", `${baseUrl(request)}/v1/runbooks/${ident}/traits/${trait}`)
+          .send();
+      },
+    );
+
+    app.delete<IdentParams>("/v1/runbooks/:ident/traits", async (request, reply) => {
+      const runbook = await traitsOf(request, "baremetal:runbook:update");
+      await setTraits(runbook, []);
+      await reply.code(204).send();
+    });
+
+    app.delete<{ Params: { ident: string; trait: string } }>(
+      "/v1/runbooks/:ident/traits/:trait",
+      async (request, reply) => {
+        const runbook = await traitsOf(request, "baremetal:runbook:update");
+        // Ironic's: removing a trait the runbook does not have is no error
+        if (runbook.traits.includes(request.params.trait))
+          await setTraits(
+            runbook,
+            runbook.traits.filter((t) => t !== request.params.trait),
+          );
+        await reply.code(204).send();
+      },
+    );
   };
 }
 
 /**
  * Ironic's _handle_runbook: a provision request naming a runbook (uuid or name) gets the runbook's steps as its
  * clean_steps (`clean`) or service_steps (`service`). The caller must pass baremetal:runbook:use for the
- * runbook, and the node must carry the runbook's name among its traits (1.92; 1.112's runbook traits are not
- * built). @throws NotFound, PolicyForbidden, Invalid
+ * runbook; from 1.112 the node must carry one of the runbook's traits (none set is its own 400), below 1.112
+ * the runbook's name among its traits, as Ironic decides by the request's version. @throws NotFound,
+ * PolicyForbidden, Invalid
  */
 export async function runbookSteps(
   store: Store,
   who: Identity,
-  request: { node: { uuid: string; traits: readonly string[] }; body: ProvisionBody },
+  request: { node: { uuid: string; traits: readonly string[] }; body: ProvisionBody; minor: number },
 ): Promise<ProvisionBody> {
   const { node, body } = request;
   if (!body.runbook) return body;
   const runbook = await runbookFor(store, who, { ident: body.runbook, rules: ["baremetal:runbook:use"] });
-  if (!node.traits.includes(runbook.name))
+  if (request.minor >= RUNBOOK_TRAITS_VERSION) {
+    const traits = [...new Set(runbook.traits)].sort();
+    if (traits.length === 0)
+      throw badRequest(
+        `Runbook ${runbook.uuid} has no traits configured. Please ask an administrator to add traits to the runbook.`,
+      );
+    if (!traits.some((trait) => node.traits.includes(trait)))
+      throw badRequest(
+        `This runbook has not been approved for use on this node ${node.uuid}. The node does not have any of the runbook's traits [${traits.map((t) => `'${t}'`).join(", ")}]. Please ask an administrator to add a matching trait to your node.`,
+      );
+  } else if (!node.traits.includes(runbook.name))
     throw badRequest(
       `This runbook has not been approved for use on this node ${node.uuid}. Please ask an administrator to add it to your node traits.`,
     );

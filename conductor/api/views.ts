@@ -121,6 +121,7 @@ const PORT_FIELD_VERSIONS: Record<string, number> = {
   description: 97,
   vendor: 100,
   category: 101,
+  available_for_dynamic_portgroup: 111,
 };
 
 /** Whether a port field exists at the requested microversion. */
@@ -146,6 +147,7 @@ export const PORTGROUP_LIST_FIELDS = ["uuid", "address", "name"];
 export const PORTGROUP_VIEW_FIELDS = new Set([
   ...["uuid", "name", "address", "node_uuid", "standalone_ports_supported", "internal_info", "extra"],
   ...["mode", "properties", "created_at", "updated_at", "links", "ports", "physical_network", "category"],
+  "dynamic_portgroup",
 ]);
 
 /** Port group fields newer than 1.23 and the microversion that shows them. */
@@ -154,6 +156,7 @@ const PORTGROUP_FIELD_VERSIONS: Record<string, number> = {
   properties: 26,
   physical_network: 102,
   category: 103,
+  dynamic_portgroup: 111,
 };
 
 /** Ironic's portgroup view: fields shown from their microversion, `ports` links beside `links`. */

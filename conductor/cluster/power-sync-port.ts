@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { historyState, snapshotOf } from "../../shared/history.ts";
 import type { NodeHealth } from "../../shared/states.ts";
 import { driverNodeOf } from "../drivers/driver-node.ts";
 import type { DriverNode } from "../drivers/interfaces.ts";
@@ -80,12 +81,14 @@ export function storePowerSyncPort(
       const before = listed.get(node.uuid)?.health ?? null;
       if (health === undefined || health === before) return;
       try {
-        await store.updateNode(node.uuid, { health }, { ifReservedBy: null });
+        const updated = await store.updateNode(node.uuid, { health }, { ifReservedBy: null });
         const event = `Node health status changed: health='${health ?? "None"}' (previously '${before ?? "None"}')`;
+        const at = new Date();
         await store.addNodeHistory({
+          ...historyState(snapshotOf(updated), at),
           uuid: randomUUID(),
           node_uuid: node.uuid,
-          created_at: new Date().toISOString(),
+          created_at: at.toISOString(),
           severity: health === "OK" || health === null ? "INFO" : "WARNING",
           event,
           event_type: "monitoring",

@@ -1,5 +1,10 @@
 import { randomUUID } from "node:crypto";
-import type { NodeHistoryRecord } from "../../shared/history.ts";
+import {
+  type NodeHistoryRecord,
+  type ProvisionSnapshot,
+  historyState,
+  snapshotOf,
+} from "../../shared/history.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { Store } from "../db/store.ts";
 import type { ConductorEvent } from "../events/hub.ts";
@@ -24,6 +29,8 @@ export interface HistoryEntry {
   actor?: Actor;
   /** When it happened (default now): a request's entry is dated when the request arrived. */
   at?: Date;
+  /** The node's provisioning at the event (default: read from the store when the entry is made). */
+  snapshot?: ProvisionSnapshot;
 }
 
 /**
@@ -55,7 +62,13 @@ export class HistoryRecorder {
 
   /** Stores and logs one entry; a node deleted meanwhile only gets the log line. Never throws. */
   async record(entry: HistoryEntry): Promise<void> {
-    const record = this.entry(entry);
+    const snapshot =
+      entry.snapshot ??
+      (await this.deps.store
+        .getNode(entry.node)
+        .then((node) => (node ? snapshotOf(node) : null))
+        .catch(() => null));
+    const record = this.entry(snapshot === null ? entry : { ...entry, snapshot });
     this.log(record);
     try {
       await this.deps.store.addNodeHistory(record);
@@ -67,14 +80,16 @@ export class HistoryRecorder {
 
   /**
    * The stored form of an entry (its changes masked), for a caller that stores it with the change itself (a
-   * node's create, in the node's transaction) and then calls `log`.
+   * node's create, in the node's transaction) and then calls `log`. Its state fields come from
+   * `entry.snapshot` (null without one).
    */
   entry(entry: HistoryEntry): NodeHistoryRecord {
     const actor = entry.actor ?? CONDUCTOR_ACTOR;
+    const at = entry.at ?? this.deps.now?.() ?? new Date();
     return {
       uuid: randomUUID(),
       node_uuid: entry.node,
-      created_at: (entry.at ?? this.deps.now?.() ?? new Date()).toISOString(),
+      created_at: at.toISOString(),
       severity: entry.severity ?? "INFO",
       event: entry.event,
       event_type: entry.eventType,
@@ -84,6 +99,7 @@ export class HistoryRecorder {
       remote_address: actor.remoteAddress,
       request_id: actor.requestId,
       changes: entry.changes === undefined ? null : maskDeep(entry.changes),
+      ...historyState(entry.snapshot ?? null, at),
     };
   }
 
@@ -110,6 +126,12 @@ export class HistoryRecorder {
         severity: failed ? "ERROR" : "INFO",
         changes: { from: event.from, event: event.event, to, target: event.target_provision_state ?? null },
         actor,
+        // the state reached, and how long the state left lasted (entered at from_since)
+        snapshot: {
+          state: to,
+          target: typeof event.target_provision_state === "string" ? event.target_provision_state : null,
+          since: typeof event.from_since === "string" ? event.from_since : null,
+        },
       });
     } else if (event.type === "power") {
       const error = typeof event.error === "string" ? event.error : null;

@@ -78,12 +78,15 @@ export class Task implements DriverTask {
   /** Moves the node through the state machine and records it. @throws InvalidTransition */
   async fire(event: ProvisionEvent, extra: Partial<NodeRecord> = {}): Promise<NodeRecord> {
     const from = this.node.provision_state;
+    const fromSince = this.node.provision_updated_at;
     await this.update({ ...transitionPatch(this.node, event), ...extra });
     this.log.info({ from, event, to: this.node.provision_state }, "provision state changed");
     this.deps.publish({
       type: "provision",
       node: this.node.uuid,
       from,
+      // when the node entered `from`: the history's duration of the state it left (1.115)
+      from_since: fromSince,
       event,
       provision_state: this.node.provision_state,
       target_provision_state: this.node.target_provision_state,

@@ -62,6 +62,8 @@ const template = (fields: Partial<DeployTemplateRecord> = {}): DeployTemplateRec
 const runbook = (fields: Partial<RunbookRecord> = {}): RunbookRecord => ({
   uuid: randomUUID(),
   name: `CUSTOM_RB_${randomUUID().replaceAll("-", "_").toUpperCase()}`,
+  description: null,
+  traits: [],
   steps: [{ interface: "raid", step: "delete_configuration", args: {}, order: 0 }],
   disable_ramdisk: false,
   extra: {},
@@ -167,6 +169,7 @@ export function resourcesContract(name: string, harness: StoreHarness): void {
         properties: {},
         physical_network: null,
         category: null,
+        dynamic_portgroup: false,
         created_at: at(),
         updated_at: null,
       });

@@ -8,6 +8,7 @@ import { nodeView, type ViewContext } from "../../conductor/api/views.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";
 import { NEWEST_NODE_FORM_MINOR } from "../../conductor/db/node-shown.ts";
+import { MAX_VERSION } from "../../conductor/api/microversion.ts";
 import type { NodeFilter, Store } from "../../conductor/db/store.ts";
 import { newNode } from "../../conductor/operations/node-record.ts";
 import type { NodeRecord } from "../../shared/resources.ts";
@@ -186,9 +187,9 @@ export function shownTextContract(name: string, harness: StoreHarness): void {
             fc.record({
               caller: callers,
               minor: fc.oneof(
-                fc.integer({ min: 1, max: 110 }),
-                fc.constantFrom(NEWEST_NODE_FORM_MINOR, 110),
-                fc.constantFrom(NEWEST_NODE_FORM_MINOR, 110),
+                fc.integer({ min: 1, max: MAX_VERSION }),
+                fc.constantFrom(NEWEST_NODE_FORM_MINOR, MAX_VERSION),
+                fc.constantFrom(NEWEST_NODE_FORM_MINOR, MAX_VERSION),
               ),
               base: fc.constantFrom("http://127.0.0.1:6385", 'http://h:1/p"\\é'),
             }),

@@ -118,6 +118,9 @@ export function storeContract(name: string, harness: StoreHarness): void {
         remote_address: null,
         request_id: "req-1",
         changes: { name: "with-history" },
+        state: "enroll",
+        target_provision_state: null,
+        duration_seconds: null,
       });
       // racing creates of one name (in one commit where the store groups writes): one node, one entry
       const racers = [node({ name: "with-history" }), node({ name: "with-history" })];

@@ -97,6 +97,73 @@ describe("node history (API 1.78)", () => {
     expect(String((one.body as { request_id: string }).request_id)).toMatch(/^req-/);
   });
 
+  it("1.113: detail shows the caller's project on each entry (none for the system), hidden below", async () => {
+    const tenant = basic("tenant", "tenant-pass");
+    const r = await api(`${ctx.url}/v1/nodes/${uuid}/states/power`, {
+      method: "PUT",
+      headers: { ...tenant, "X-OpenStack-Ironic-API-Version": "1.113" },
+      body: { target: "power on" },
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(202);
+    await waitForState({ url: ctx.url, headers: ops }, uuid, "active");
+    const read = async (version: string) =>
+      (
+        (await as(`/v1/nodes/${uuid}/history/detail`, { version })).body as {
+          history: Record<string, unknown>[];
+        }
+      ).history;
+    let entries = await read("1.113");
+    for (let i = 0; i < 50 && !entries.some((h) => String(h.event).startsWith("Power state is now")); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      entries = await read("1.113");
+    }
+    const asked = entries.find((h) => String(h.event).startsWith('Power "power on" requested by tenant'))!;
+    expect(asked).toMatchObject({ user: "tenant", project: "B" });
+    // the background outcome is the requester's, project included
+    expect(entries.find((h) => String(h.event).startsWith("Power state is now"))).toMatchObject({
+      project: "B",
+    });
+    expect(entries.find((h) => String(h.event).includes('"active" requested'))).toMatchObject({
+      project: null,
+    });
+    for (const entry of await read("1.112")) expect(entry).not.toHaveProperty("project");
+    const list = (await as(`/v1/nodes/${uuid}/history`, { version: "1.113" })).body as {
+      history: Record<string, unknown>[];
+    };
+    for (const entry of list.history) expect(entry).not.toHaveProperty("project");
+  });
+
+  it("1.115: detail and one entry show the state, its target and the seconds in the state left", async () => {
+    const read = async (version: string) =>
+      (
+        (await as(`/v1/nodes/${uuid}/history/detail`, { version })).body as {
+          history: Record<string, unknown>[];
+        }
+      ).history;
+    const entries = await read("1.115");
+    const reachedActive = entries.find((h) => String(h.event).includes('to "active"'))!;
+    expect(reachedActive).toMatchObject({ state: "active", target_provision_state: null });
+    expect(Number.isInteger(reachedActive.duration_seconds)).toBe(true);
+    expect(reachedActive.duration_seconds as number).toBeGreaterThanOrEqual(0);
+    const deploying = entries.find((h) => String(h.event).includes('to "deploying"'))!;
+    expect(deploying).toMatchObject({ state: "deploying", target_provision_state: "active" });
+    // a request's entry: the node as the request found it (available, never provisioned before: no duration
+    // unless it had a provision_updated_at)
+    const asked = entries.find((h) => String(h.event).includes('"active" requested'))!;
+    expect(asked).toMatchObject({ state: "available", target_provision_state: null });
+    const created = entries.find((h) => String(h.event).startsWith("Node created"))!;
+    expect(created).toMatchObject({ state: "enroll", duration_seconds: null });
+    const one = await as(`/v1/nodes/${uuid}/history/${String(deploying.uuid)}`, { version: "1.115" });
+    expect(one.body).toMatchObject({ state: "deploying", target_provision_state: "active" });
+    for (const entry of await read("1.114"))
+      for (const key of ["state", "target_provision_state", "duration_seconds"])
+        expect(entry).not.toHaveProperty(key);
+    const short = (await as(`/v1/nodes/${uuid}/history`, { version: "1.115" })).body as {
+      history: Record<string, unknown>[];
+    };
+    for (const entry of short.history) expect(entry).not.toHaveProperty("state");
+  });
+
   it("secrets never appear in the history or its log lines", async () => {
     const detail = await as(`/v1/nodes/${uuid}/history/detail`);
     const shown = await Promise.all(

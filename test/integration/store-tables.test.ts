@@ -40,6 +40,7 @@ const group = (nodeUuid: string, fields: Partial<PortgroupRecord> = {}): Portgro
   properties: {},
   physical_network: null,
   category: null,
+  dynamic_portgroup: false,
   created_at: at(),
   updated_at: null,
   ...fields,

@@ -19,6 +19,57 @@ function recorder(lastError: string | null = null) {
 }
 
 describe("history recorder", () => {
+  it("1.115: a transition records the state reached, its target and the whole seconds the state left lasted", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 10 ** 7 }), async (ms) => {
+        const stored: NodeHistoryRecord[] = [];
+        const now = new Date("2026-11-27T12:00:00.000Z");
+        const history = new HistoryRecorder({
+          store: { addNodeHistory: async (r) => void stored.push(r), getNode: async () => null },
+          logger: silentLogger,
+          conductor: "c1",
+          now: () => now,
+        });
+        await history.onEvent({
+          type: "provision",
+          node: "n1",
+          from: "deploying",
+          from_since: new Date(now.getTime() - ms).toISOString(),
+          event: "done",
+          provision_state: "active",
+          target_provision_state: null,
+        });
+        expect(stored[0]).toMatchObject({
+          state: "active",
+          target_provision_state: null,
+          duration_seconds: Math.floor(ms / 1000),
+        });
+      }),
+      { numRuns: 50 },
+    );
+  });
+
+  it("1.115: an entry without a snapshot reads the node; a node gone leaves the fields null", async () => {
+    const stored: NodeHistoryRecord[] = [];
+    const nodes: Record<string, unknown> = {
+      n1: { provision_state: "manageable", target_provision_state: null, provision_updated_at: null },
+    };
+    const history = new HistoryRecorder({
+      store: {
+        addNodeHistory: async (r) => void stored.push(r),
+        getNode: async (id) => (nodes[id] ?? null) as never,
+      },
+      logger: silentLogger,
+      conductor: "c1",
+    });
+    await history.record({ node: "n1", event: "x", eventType: "update" });
+    await history.record({ node: "gone", event: "y", eventType: "update" });
+    expect(stored.map((r) => [r.state, r.duration_seconds])).toEqual([
+      ["manageable", null],
+      [null, null],
+    ]);
+  });
+
   it("a failed transition is an ERROR entry whose event is the node's last_error", async () => {
     const { history, stored } = recorder("Timeout reached while waiting for callback for node n1");
     await history.onEvent({

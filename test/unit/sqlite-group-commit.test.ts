@@ -30,6 +30,9 @@ const historyOf = (nodeUuid: string): NodeHistoryRecord => ({
   remote_address: null,
   request_id: null,
   changes: null,
+  state: "enroll",
+  target_provision_state: null,
+  duration_seconds: null,
 });
 
 let dir: string;

@@ -16,6 +16,7 @@ const group = (uuid: string, extra: Partial<PortgroupRecord> = {}): PortgroupRec
   properties: {},
   physical_network: null,
   category: null,
+  dynamic_portgroup: false,
   created_at: "2026-01-01T00:00:00Z",
   updated_at: null,
   ...extra,

@@ -262,6 +262,13 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX runbooks_owner ON runbooks (owner);
   `,
   `
+  -- 1.112 runbook traits: a runbook runs on the nodes carrying one of its traits (in the document). Each
+  -- runbook stored before gets its name as its one trait, so the nodes that could run it still can (Ironic's
+  -- online migration migrate_runbook_names_to_traits).
+  UPDATE runbooks SET doc = json_set(doc, '$.traits', json_array(name))
+    WHERE json_valid(doc) AND json_type(doc, '$.traits') IS NULL;
+  `,
+  `
   -- Each node's "shown text" (conductor/db/node-shown.ts): its detail form at the newest microversion, secrets
   -- masked, written by the store with every write of the node; GET /v1/nodes/detail splices its page from
   -- these instead of parsing and rendering every document. Rows stored before are filled at start.

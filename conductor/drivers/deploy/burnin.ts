@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { historyState, snapshotOf } from "../../../shared/history.ts";
 import {
   BURNIN_DEFAULT_TIMEOUT_S,
   BurninCpuArgs,
@@ -139,10 +140,12 @@ export function burninRun(step: BurninStep): AgentStepRun {
         ? result
         : { ...(result as object), pairing: { group: pairing.group, partner_node: pairing.partner_node } };
     await task.mergeInternalInfo({ [`${step}_result`]: recorded });
+    const at = new Date();
     await task.deps.store.addNodeHistory({
+      ...historyState(snapshotOf(task.node), at),
       uuid: randomUUID(),
       node_uuid: task.node.uuid,
-      created_at: new Date().toISOString(),
+      created_at: at.toISOString(),
       severity: "INFO",
       event:
         burninSummary(step, result) +

@@ -1,0 +1,99 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PG_MIGRATIONS } from "../../conductor/db/postgres/migrations.ts";
+import { PgStore } from "../../conductor/db/postgres/pg-store.ts";
+import { MIGRATIONS } from "../../conductor/db/sqlite/migrations.ts";
+import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
+import type { Store } from "../../conductor/db/store.ts";
+import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+
+/**
+ * The 1.112 migration on a database written before it, whose runbooks had no traits (a node ran one by its
+ * name): each gets its name as its one trait, as Ironic's online migrate_runbook_names_to_traits; a runbook
+ * that already has traits keeps them. The "before" state is made by removing the key; the migration's own
+ * statement is then run (setting the version back would also run the later ones, which need not be repeatable).
+ */
+const at = (migrations: readonly string[]): number =>
+  migrations.findIndex((m) => m.includes("1.112 runbook"));
+
+async function seed(store: Store): Promise<{ old: string; set: string }> {
+  const make = (name: string, traits: string[]) =>
+    store.createRunbook({
+      uuid: randomUUID(),
+      name,
+      description: null,
+      traits,
+      steps: [{ interface: "raid", step: "delete_configuration", args: {}, order: 0 }],
+      disable_ramdisk: false,
+      extra: {},
+      public: false,
+      owner: null,
+      created_at: new Date().toISOString(),
+      updated_at: null,
+    });
+  return { old: (await make("CUSTOM_OLD", [])).uuid, set: (await make("CUSTOM_SET", ["CUSTOM_X"])).uuid };
+}
+
+async function check(store: Store, seeded: { old: string; set: string }): Promise<void> {
+  expect((await store.getRunbook(seeded.old))?.traits).toEqual(["CUSTOM_OLD"]);
+  expect((await store.getRunbook(seeded.set))?.traits).toEqual(["CUSTOM_X"]);
+}
+
+describe("the 1.112 runbook traits migration", () => {
+  const dir = mkdtempSync(join(tmpdir(), "anvil-runbook-traits-"));
+  let server: ThrowawayPostgres;
+  beforeAll(async () => {
+    server = await startPostgres();
+  }, 180_000);
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("is in both stores' migrations", () => {
+    expect(at(MIGRATIONS)).toBeGreaterThan(0);
+    expect(at(PG_MIGRATIONS)).toBeGreaterThan(0);
+  });
+
+  it("SQLite: a runbook without traits takes its name", async () => {
+    const path = join(dir, "old.sqlite");
+    const current = new SqliteStore(path);
+    const seeded = await seed(current);
+    await current.close();
+    const raw = new Database(path);
+    raw.exec(`UPDATE runbooks SET doc = json_remove(doc, '$.traits') WHERE name = 'CUSTOM_OLD'`);
+    raw.exec(MIGRATIONS[at(MIGRATIONS)]!);
+    raw.close();
+    const migrated = new SqliteStore(path);
+    try {
+      await check(migrated, seeded);
+    } finally {
+      await migrated.close();
+    }
+  });
+
+  it("PostgreSQL: the same", async () => {
+    const url = await server.freshDatabase("runbooktraits");
+    const current = new PgStore(url);
+    await current.open();
+    const seeded = await seed(current);
+    await current.close();
+    const sql = new pg.Client({ connectionString: url });
+    await sql.connect();
+    await sql.query(`UPDATE runbooks SET doc = doc - 'traits' WHERE name = 'CUSTOM_OLD'`);
+    await sql.query(PG_MIGRATIONS[at(PG_MIGRATIONS)]!);
+    await sql.end();
+    const migrated = new PgStore(url);
+    await migrated.open();
+    try {
+      await check(migrated, seeded);
+    } finally {
+      await migrated.close();
+    }
+  });
+});
