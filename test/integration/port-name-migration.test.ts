@@ -1,18 +1,15 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Database from "better-sqlite3";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PG_MIGRATIONS } from "../../conductor/db/postgres/migrations.ts";
-import { PgStore } from "../../conductor/db/postgres/pg-store.ts";
 import { MIGRATIONS } from "../../conductor/db/sqlite/migrations.ts";
-import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
 import type { Store } from "../../conductor/db/store.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { newNode } from "../../conductor/operations/node-record.ts";
 import { newPortRecord } from "../../shared/resources.ts";
+import { rewoundPostgres, rewoundSqlite } from "../helpers/migration-rewind.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 
 /**
@@ -49,7 +46,8 @@ const portNameAt = (migrations: readonly string[]): number =>
 
 /**
  * The tables the migrations after the 1.88 one create, dropped so that opening the store runs them again as
- * on a database from before 1.88. A later migration that alters an older table must be undone here too.
+ * on a database from before 1.88. A later migration that alters an older table must be undone here too (as
+ * the rewinds below drop the nodes' shown-text columns).
  */
 const tablesAfterPortNames = (migrations: readonly string[]): string[] =>
   migrations
@@ -68,44 +66,29 @@ describe("the 1.88 port name migration", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("SQLite: keeps each name on its oldest port and makes names unique", async () => {
-    const path = join(dir, "old.sqlite");
-    const current = new SqliteStore(path);
-    const uuids = await seed(current);
-    await current.close();
-    const raw = new Database(path);
-    raw.exec(`DROP INDEX ports_name; ALTER TABLE ports DROP COLUMN name;
-      UPDATE ports SET doc = json_set(doc, '$.name', 'dup') WHERE json_extract(doc, '$.name') IN ('first', 'second');`);
-    for (const table of tablesAfterPortNames(MIGRATIONS)) raw.exec(`DROP TABLE ${table}`);
-    raw.pragma(`user_version = ${portNameAt(MIGRATIONS)}`);
-    raw.close();
-    const migrated = new SqliteStore(path);
-    try {
-      await checkMigrated(migrated, uuids);
-    } finally {
-      await migrated.close();
-    }
-  });
+  it("SQLite: keeps each name on its oldest port and makes names unique", () =>
+    rewoundSqlite(join(dir, "old.sqlite"), {
+      seed,
+      check: checkMigrated,
+      rewind(raw) {
+        raw.exec(`DROP INDEX ports_name; ALTER TABLE ports DROP COLUMN name;
+          UPDATE ports SET doc = json_set(doc, '$.name', 'dup') WHERE json_extract(doc, '$.name') IN ('first', 'second');`);
+        for (const table of tablesAfterPortNames(MIGRATIONS)) raw.exec(`DROP TABLE ${table}`);
+        raw.exec(`ALTER TABLE nodes DROP COLUMN shown; ALTER TABLE nodes DROP COLUMN shown_cuts;`);
+        raw.pragma(`user_version = ${portNameAt(MIGRATIONS)}`);
+      },
+    }));
 
-  it("PostgreSQL: the same", async () => {
-    const url = await server.freshDatabase("portnames");
-    const current = new PgStore(url);
-    await current.open();
-    const uuids = await seed(current);
-    await current.close();
-    const sql = new pg.Client({ connectionString: url });
-    await sql.connect();
-    await sql.query(`ALTER TABLE ports DROP COLUMN name;
-      UPDATE ports SET doc = jsonb_set(doc, '{name}', '"dup"') WHERE doc ->> 'name' IN ('first', 'second');`);
-    for (const table of tablesAfterPortNames(PG_MIGRATIONS)) await sql.query(`DROP TABLE ${table}`);
-    await sql.query("UPDATE schema_version SET version = $1", [portNameAt(PG_MIGRATIONS)]);
-    await sql.end();
-    const migrated = new PgStore(url);
-    await migrated.open();
-    try {
-      await checkMigrated(migrated, uuids);
-    } finally {
-      await migrated.close();
-    }
-  });
+  it("PostgreSQL: the same", async () =>
+    rewoundPostgres(await server.freshDatabase("portnames"), {
+      seed,
+      check: checkMigrated,
+      async rewind(sql) {
+        await sql.query(`ALTER TABLE ports DROP COLUMN name;
+          UPDATE ports SET doc = jsonb_set(doc, '{name}', '"dup"') WHERE doc ->> 'name' IN ('first', 'second');`);
+        for (const table of tablesAfterPortNames(PG_MIGRATIONS)) await sql.query(`DROP TABLE ${table}`);
+        await sql.query(`ALTER TABLE nodes DROP COLUMN shown, DROP COLUMN shown_cuts`);
+        await sql.query("UPDATE schema_version SET version = $1", [portNameAt(PG_MIGRATIONS)]);
+      },
+    }));
 });

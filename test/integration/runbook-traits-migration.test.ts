@@ -2,14 +2,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Database from "better-sqlite3";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PG_MIGRATIONS } from "../../conductor/db/postgres/migrations.ts";
-import { PgStore } from "../../conductor/db/postgres/pg-store.ts";
 import { MIGRATIONS } from "../../conductor/db/sqlite/migrations.ts";
-import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
 import type { Store } from "../../conductor/db/store.ts";
+import { rewoundPostgres, rewoundSqlite } from "../helpers/migration-rewind.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 
 /**
@@ -60,40 +57,23 @@ describe("the 1.112 runbook traits migration", () => {
     expect(at(PG_MIGRATIONS)).toBeGreaterThan(0);
   });
 
-  it("SQLite: a runbook without traits takes its name", async () => {
-    const path = join(dir, "old.sqlite");
-    const current = new SqliteStore(path);
-    const seeded = await seed(current);
-    await current.close();
-    const raw = new Database(path);
-    raw.exec(`UPDATE runbooks SET doc = json_remove(doc, '$.traits') WHERE name = 'CUSTOM_OLD'`);
-    raw.exec(MIGRATIONS[at(MIGRATIONS)]!);
-    raw.close();
-    const migrated = new SqliteStore(path);
-    try {
-      await check(migrated, seeded);
-    } finally {
-      await migrated.close();
-    }
-  });
+  it("SQLite: a runbook without traits takes its name", () =>
+    rewoundSqlite(join(dir, "old.sqlite"), {
+      seed,
+      check,
+      rewind(raw) {
+        raw.exec(`UPDATE runbooks SET doc = json_remove(doc, '$.traits') WHERE name = 'CUSTOM_OLD'`);
+        raw.exec(MIGRATIONS[at(MIGRATIONS)]!);
+      },
+    }));
 
-  it("PostgreSQL: the same", async () => {
-    const url = await server.freshDatabase("runbooktraits");
-    const current = new PgStore(url);
-    await current.open();
-    const seeded = await seed(current);
-    await current.close();
-    const sql = new pg.Client({ connectionString: url });
-    await sql.connect();
-    await sql.query(`UPDATE runbooks SET doc = doc - 'traits' WHERE name = 'CUSTOM_OLD'`);
-    await sql.query(PG_MIGRATIONS[at(PG_MIGRATIONS)]!);
-    await sql.end();
-    const migrated = new PgStore(url);
-    await migrated.open();
-    try {
-      await check(migrated, seeded);
-    } finally {
-      await migrated.close();
-    }
-  });
+  it("PostgreSQL: the same", async () =>
+    rewoundPostgres(await server.freshDatabase("runbooktraits"), {
+      seed,
+      check,
+      async rewind(sql) {
+        await sql.query(`UPDATE runbooks SET doc = doc - 'traits' WHERE name = 'CUSTOM_OLD'`);
+        await sql.query(PG_MIGRATIONS[at(PG_MIGRATIONS)]!);
+      },
+    }));
 });
