@@ -84,7 +84,10 @@ export function exec(
       cwd: options.cwd,
       env: childEnvironment(options.env),
       stdio: ["pipe", "pipe", "pipe"],
+      // its own process group, so a stop reaches what it forked too (fio's jobs, stress-ng's workers)
+      detached: true,
     });
+    const kill = (signal: NodeJS.Signals): void => killGroup(child, signal);
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let settled = false;
@@ -97,18 +100,16 @@ export function exec(
       fn();
     };
     const stop =
-      options.stopAfterMs === undefined
-        ? undefined
-        : setTimeout(() => child.kill("SIGINT"), options.stopAfterMs);
+      options.stopAfterMs === undefined ? undefined : setTimeout(() => kill("SIGINT"), options.stopAfterMs);
     const timer =
       options.timeoutMs === undefined
         ? undefined
         : setTimeout(() => {
-            child.kill("SIGKILL");
+            kill("SIGKILL");
             finish(() => reject(new ExecTimeoutError(command, options.timeoutMs ?? 0)));
           }, options.timeoutMs);
     const onAbort = (): void => {
-      child.kill("SIGKILL");
+      kill("SIGKILL");
       finish(() => reject(options.signal?.reason ?? new Error("aborted")));
     };
     if (options.signal?.aborted) return onAbort();
@@ -129,6 +130,23 @@ export function exec(
     child.stdin.on("error", () => undefined); // a child that exits early closes its stdin: not our error
     child.stdin.end(options.input);
   });
+}
+
+/**
+ * Signals a child's whole process group (exec starts each child as a group's leader). Killing the leader
+ * alone left fio's 16 forked jobs running on after a timeout or an abort, each spinning on a core or still
+ * writing the disk the next step writes.
+ */
+function killGroup(
+  child: { pid?: number | undefined; kill(signal: NodeJS.Signals): boolean },
+  signal: NodeJS.Signals,
+) {
+  try {
+    if (child.pid !== undefined) return void process.kill(-child.pid, signal);
+  } catch {
+    // the group is gone already (or never formed): signal the child itself
+  }
+  child.kill(signal);
 }
 
 /**
