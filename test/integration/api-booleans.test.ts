@@ -63,7 +63,12 @@ describe("every API boolean is read by one strict reader", () => {
           const want = expectedBool(value);
           if (want === undefined) {
             expect(r.status).toBe(400);
-            expect(faultOf(r.body)).toContain(`Invalid ${field}: Unrecognized value`);
+            // a NUL is refused at the door, before any field's reader (api-unstorable-text)
+            expect(faultOf(r.body)).toContain(
+              typeof value === "string" && value.includes("\u0000")
+                ? "holds a NUL character"
+                : `Invalid ${field}: Unrecognized value`,
+            );
             expect(after).toBe(before);
           } else {
             expect(r.status).toBe(200);
