@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freeLoopbackPort } from "./free-port.ts";
 import { runOk } from "./run.ts";
 
 /** A throwaway Debian glance-api on loopback (scripts/setup/glance.sh): trusted headers, file store, SQLite. */
@@ -24,21 +24,10 @@ export interface ThrowawayGlance {
   stop(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
-
 /** Starts Glance; ~20 s on a busy 2-core machine (database creation, then eventlet's start). */
 export async function startGlance(): Promise<ThrowawayGlance> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-glance-"));
-  const port = await freePort();
+  const port = await freeLoopbackPort();
   await runOk("bash", ["scripts/setup/glance.sh", dir, String(port)]);
   const log = join(dir, "api.log");
   const out = openSync(log, "a");

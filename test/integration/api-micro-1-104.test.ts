@@ -5,6 +5,7 @@ import { storePowerSyncPort } from "../../conductor/cluster/power-sync-port.ts";
 import { MemoryMachine } from "../../scripts/lab/redfish/machine.ts";
 import { startRedfishBmc, type RedfishBmc } from "../../scripts/lab/redfish/server.ts";
 import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { at, microApi, type Body } from "../helpers/micro-api.ts";
 
 /**
  * 1.104–1.110 over real HTTP: node instance_name (1.104), OVN VTEP keys gone (1.105), port groups by shard
@@ -13,20 +14,7 @@ import { api, faultOf, startConductor, waitForState } from "../helpers/conductor
  */
 let ctx: Awaited<ReturnType<typeof startConductor>>;
 let bmc: RedfishBmc;
-let macs = 0;
-const at = (version: string) => ({ "X-OpenStack-Ironic-API-Version": version });
-const nextMac = () => `52:54:01:04:00:${(macs++ % 256).toString(16).padStart(2, "0")}`;
-type Body = Record<string, unknown>;
-
-async function node(version: string, fields: Body = {}): Promise<Body & { uuid: string }> {
-  const made = await api(`${ctx.url}/v1/nodes`, {
-    method: "POST",
-    headers: at(version),
-    body: { driver: "fake-hardware", ...fields },
-  });
-  expect(made.status, JSON.stringify(made.body)).toBe(201);
-  return made.body as Body & { uuid: string };
-}
+const { nextMac, node } = microApi(() => ctx.url, "52:54:01:04:00");
 
 const show = async (uuid: string, version: string): Promise<Body> =>
   (await api(`${ctx.url}/v1/nodes/${uuid}`, { headers: at(version) })).body as Body;

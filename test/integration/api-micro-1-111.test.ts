@@ -1,26 +1,14 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { at, microApi, type Body } from "../helpers/micro-api.ts";
 
 /**
  * 1.111–1.115 over real HTTP: dynamic port group fields (1.111), runbook traits (1.112), firmware
  * components' identity fields (1.114).
  */
 let ctx: Awaited<ReturnType<typeof startConductor>>;
-let macs = 0;
-const at = (version: string) => ({ "X-OpenStack-Ironic-API-Version": version });
-const nextMac = () => `52:54:01:11:00:${(macs++ % 256).toString(16).padStart(2, "0")}`;
-type Body = Record<string, unknown>;
-
-async function node(version: string, fields: Body = {}): Promise<Body & { uuid: string }> {
-  const made = await api(`${ctx.url}/v1/nodes`, {
-    method: "POST",
-    headers: at(version),
-    body: { driver: "fake-hardware", ...fields },
-  });
-  expect(made.status, JSON.stringify(made.body)).toBe(201);
-  return made.body as Body & { uuid: string };
-}
+const { nextMac, node } = microApi(() => ctx.url, "52:54:01:11:00");
 
 beforeAll(async () => {
   ctx = await startConductor({ fakeDelayMs: 0 });

@@ -12,7 +12,7 @@ import type { DriverTask, TaskDeps } from "../../conductor/drivers/task-context.
 import { BURNIN_PAIRING_GROUP, BurninNetworkArgs, burninPairingSettings } from "../../shared/burnin.ts";
 import type { FioJobResult } from "../../shared/burnin.ts";
 import { silentLogger } from "../../shared/log.ts";
-import { freeLoopbackPort } from "../helpers/fio-partner.ts";
+import { freeLoopbackPort } from "../helpers/free-port.ts";
 
 const A = { node: "aaaaaaaa-0000-4000-8000-000000000001", address: "192.0.2.1" };
 const B = { node: "bbbbbbbb-0000-4000-8000-000000000002", address: "192.0.2.2" };
