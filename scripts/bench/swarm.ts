@@ -42,6 +42,15 @@ interface Row {
   peer_images: number;
   bad_chunks: number;
   fallbacks: number;
+  /** With the swarm: per-agent figures as [min, median, max] (seconds, or counts). */
+  agents_detail?: Record<string, [number, number, number]>;
+}
+
+/** [min, median, max] of the values, rounded to 0.1. */
+function spread(values: number[]): [number, number, number] {
+  const sorted = [...values].sort((a, b) => a - b);
+  const round = (v: number | undefined): number => +(v ?? Number.NaN).toFixed(1);
+  return [round(sorted[0]), round(sorted[Math.floor(sorted.length / 2)]), round(sorted.at(-1))];
 }
 
 /** SHA-256 MiB/s on one core (node:crypto), the best of three passes over 64 MiB. */
@@ -268,7 +277,7 @@ async function orchestrate(): Promise<void> {
             },
           }),
         ),
-      )) as Array<{ swarm?: SwarmStats }>;
+      )) as Array<{ swarm?: SwarmStats; duration_ms?: number }>;
       const seconds = (performance.now() - started) / 1000;
       const storeBytes = store.served() - before;
       const peers = results.reduce((sum, r) => sum + (r.swarm?.bytes_from_peers ?? 0), 0);
@@ -282,6 +291,24 @@ async function orchestrate(): Promise<void> {
         bad_chunks: results.reduce((sum, r) => sum + (r.swarm?.bad_chunks ?? 0), 0),
         fallbacks: results.filter((r) => r.swarm?.fallback !== undefined).length,
       };
+      if (swarm) {
+        const stats = results.map((r) => r.swarm);
+        const seconds = (pick: (s: SwarmStats) => number | undefined): [number, number, number] =>
+          spread(stats.map((s) => (s === undefined ? Number.NaN : (pick(s) ?? Number.NaN) / 1000)));
+        const counts = (pick: (s: SwarmStats) => number | undefined): [number, number, number] =>
+          spread(stats.map((s) => (s === undefined ? Number.NaN : (pick(s) ?? Number.NaN))));
+        row.agents_detail = {
+          write_s: spread(results.map((r) => (r.duration_ms ?? Number.NaN) / 1000)),
+          starved_s: seconds((s) => s.starved_ms),
+          ask_s: seconds((s) => s.ask_ms),
+          peer_s: seconds((s) => s.peer_ms),
+          store_s: seconds((s) => s.store_ms),
+          chunks_from_store: counts((s) => s.chunks_from_store),
+          chunks_from_peers: counts((s) => s.chunks_from_peers),
+          busy_answers: counts((s) => s.busy_answers),
+          dropped_peers: counts((s) => Object.keys(s.dropped_peers).length),
+        };
+      }
       process.stderr.write(`${JSON.stringify(row)}\n`);
       if (process.env.SWARM_BENCH_DEBUG)
         process.stderr.write(`${JSON.stringify(results.map((r) => r.swarm))}\n`);
