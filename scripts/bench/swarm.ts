@@ -37,6 +37,8 @@ interface Row {
   agents: number;
   swarm: boolean;
   wall_s: number;
+  /** When the store sent its last byte of the wave, from the wave's start. */
+  store_done_s: number;
   store_bytes: number;
   store_images: number;
   peer_images: number;
@@ -131,6 +133,8 @@ async function agentsProcess(): Promise<void> {
 interface Store {
   url: string;
   served: () => number;
+  /** performance.now() of the last byte served. */
+  lastServedAt: () => number;
   /** Bytes per second for every connection together (Infinity: unthrottled). */
   setRate: (bytesPerSecond: number) => void;
   close: () => Promise<void>;
@@ -139,6 +143,7 @@ interface Store {
 /** The store: Range-capable, every connection drawing from one token bucket of `bytesPerSecond`. */
 async function startStore(file: string, size: number, bytesPerSecond: number): Promise<Store> {
   let served = 0;
+  let lastServedAt = 0;
   let nextFree = 0;
   let rate = bytesPerSecond;
   const slice = 64 * 1024;
@@ -169,6 +174,7 @@ async function startStore(file: string, size: number, bytesPerSecond: number): P
         await handle.read(buffer, 0, length, at);
         if (!res.write(buffer)) await once(res, "drain");
         served += length;
+        lastServedAt = performance.now();
       }
       res.end();
     })().catch(() => res.destroy());
@@ -178,6 +184,7 @@ async function startStore(file: string, size: number, bytesPerSecond: number): P
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     served: () => served,
+    lastServedAt: () => lastServedAt,
     setRate: (bytesPerSecond) => {
       rate = bytesPerSecond;
       nextFree = 0;
@@ -285,6 +292,7 @@ async function orchestrate(): Promise<void> {
         agents,
         swarm,
         wall_s: +seconds.toFixed(2),
+        store_done_s: +((store.lastServedAt() - started) / 1000).toFixed(2),
         store_bytes: storeBytes,
         store_images: +(storeBytes / size).toFixed(3),
         peer_images: +(peers / size).toFixed(3),
