@@ -20,7 +20,7 @@ export class PeerFetchError extends Error {
 /**
  * Keep-alive connections to peers, a few idle ones per peer. They read into small reused rings (the image
  * download's HTTP/1.1 client), so a peer's chunk allocates nothing on its way in (node:http allocated a fresh
- * buffer per socket read), and it is copied once, into its pooled chunk buffer.
+ * buffer per socket read), and its body is read straight into its pooled chunk buffer.
  */
 export class PeerConnections {
   private readonly idle = new Map<string, Http1Connection[]>();
@@ -120,13 +120,17 @@ export async function fetchFromPeer(options: PeerFetchOptions): Promise<PeerChun
       throw new PeerFetchError("bad_length", `peer ${url.host} offered ${declared} bytes, not ${length}`);
     }
     const hash = createHash("sha256");
+    const target = into.subarray(0, length);
+    // The socket reads the body into the chunk's buffer itself: only what came with the headers is copied.
+    connection.readInto(target);
     let at = 0;
     for (let piece = await response.read(); piece !== null; piece = await response.read()) {
       // Content-Length framing never yields past `length`; the check guards `into` all the same.
       if (at + piece.length > length)
         throw new PeerFetchError("bad_length", `peer ${url.host} sent more than ${length} bytes`);
       hash.update(piece);
-      piece.copy(into, at);
+      if (piece.buffer !== target.buffer || piece.byteOffset !== target.byteOffset + at)
+        piece.copy(target, at);
       at += piece.length;
     }
     connections.give(origin, connection);
