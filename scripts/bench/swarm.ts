@@ -12,7 +12,7 @@
  */
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { access, open, mkdtemp, rm, truncate, writeFile } from "node:fs/promises";
+import { access, open, mkdtemp, readFile, rm, truncate, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
@@ -37,6 +37,9 @@ interface Row {
   agents: number;
   swarm: boolean;
   wall_s: number;
+  /** CPU seconds the whole machine spent busy, and idle, during the wave (USER_HZ 100). */
+  cpu_busy_s: number;
+  cpu_idle_s: number;
   /** When the store sent its last byte of the wave, from the wave's start. */
   store_done_s: number;
   store_bytes: number;
@@ -46,6 +49,15 @@ interface Row {
   fallbacks: number;
   /** With the swarm: per-agent figures as [min, median, max] (seconds, or counts). */
   agents_detail?: Record<string, [number, number, number]>;
+}
+
+/** The machine's busy and idle CPU seconds so far (all cores, every process: /proc/stat). */
+async function machineCpu(): Promise<{ busy: number; idle: number }> {
+  const line = (await readFile("/proc/stat", "utf8")).split("\n")[0] ?? "";
+  const ticks = line.trim().split(/\s+/).slice(1).map(Number);
+  const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0);
+  const busy = ticks.slice(0, 8).reduce((sum, t) => sum + t, 0) - idle;
+  return { busy: busy / 100, idle: idle / 100 };
 }
 
 /** [min, median, max] of the values, rounded to 0.1. */
@@ -259,6 +271,7 @@ async function orchestrate(): Promise<void> {
     const wave = async (agents: number, swarm: boolean): Promise<Row> => {
       run += 1;
       const before = store.served();
+      const cpu = await machineCpu();
       const started = performance.now();
       const results = (await Promise.all(
         Array.from({ length: agents }, (_, i) =>
@@ -286,12 +299,15 @@ async function orchestrate(): Promise<void> {
         ),
       )) as Array<{ swarm?: SwarmStats; duration_ms?: number }>;
       const seconds = (performance.now() - started) / 1000;
+      const cpuAfter = await machineCpu();
       const storeBytes = store.served() - before;
       const peers = results.reduce((sum, r) => sum + (r.swarm?.bytes_from_peers ?? 0), 0);
       const row: Row = {
         agents,
         swarm,
         wall_s: +seconds.toFixed(2),
+        cpu_busy_s: +(cpuAfter.busy - cpu.busy).toFixed(1),
+        cpu_idle_s: +(cpuAfter.idle - cpu.idle).toFixed(1),
         store_done_s: +((store.lastServedAt() - started) / 1000).toFixed(2),
         store_bytes: storeBytes,
         store_images: +(storeBytes / size).toFixed(3),
