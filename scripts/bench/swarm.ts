@@ -49,6 +49,8 @@ interface Row {
   fallbacks: number;
   /** With the swarm: per-agent figures as [min, median, max] (seconds, or counts). */
   agents_detail?: Record<string, [number, number, number]>;
+  /** With the swarm: peers dropped by the wave's agents, counted by reason. */
+  drops?: Record<string, number>;
 }
 
 /** The machine's busy and idle CPU seconds so far (all cores, every process: /proc/stat). */
@@ -332,6 +334,9 @@ async function orchestrate(): Promise<void> {
           busy_answers: counts((s) => s.busy_answers),
           dropped_peers: counts((s) => Object.keys(s.dropped_peers).length),
         };
+        row.drops = {};
+        for (const reason of stats.flatMap((s) => Object.values(s?.dropped_peers ?? {})))
+          row.drops[reason] = (row.drops[reason] ?? 0) + 1;
       }
       process.stderr.write(`${JSON.stringify(row)}\n`);
       if (process.env.SWARM_BENCH_DEBUG)
