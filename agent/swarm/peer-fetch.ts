@@ -96,8 +96,10 @@ export async function fetchFromPeer(options: PeerFetchOptions): Promise<PeerChun
       connection = reused;
       response = await reused.get(url, headers);
     } catch (error) {
-      // An idle keep-alive connection the peer closed just now is no failure of the peer: dial again.
-      if (!(error instanceof ConnectionDroppedError)) throw error;
+      // An idle keep-alive connection the peer closed just now (the end seen, or a reset answering our
+      // request) is no failure of the peer: dial again.
+      if (!(error instanceof ConnectionDroppedError) && !(reused !== undefined && isReset(error)))
+        throw error;
       reused?.close();
       connection = await Http1Connection.open(url, {
         connectTimeoutMs: options.stallMs,
@@ -141,6 +143,11 @@ export async function fetchFromPeer(options: PeerFetchOptions): Promise<PeerChun
     signal?.throwIfAborted();
     throw asPeerFailure(error, url.host);
   }
+}
+
+function isReset(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return code === "ECONNRESET" || code === "EPIPE";
 }
 
 /** A short refusal's body, so the connection can carry the next request. */

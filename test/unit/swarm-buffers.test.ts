@@ -57,10 +57,10 @@ describe("swarm peer fetches on kept-alive connections", () => {
     for (const close of closers.splice(0)) await close();
   });
 
-  /** A peer serving `chunk` as chunk 0 of wave "w"; `dropSecond` cuts a connection at its second request. */
+  /** A peer serving `chunk` as chunk 0 of wave "w"; `cutSecond` cuts a connection at its second request. */
   async function peer(
     chunk: Buffer,
-    dropSecond: boolean,
+    cutSecond?: "end" | "reset",
   ): Promise<{ url: string; connections: () => number }> {
     let connections = 0;
     const requests = new WeakMap<Socket, number>();
@@ -68,7 +68,12 @@ describe("swarm peer fetches on kept-alive connections", () => {
       const socket = req.socket;
       const count = (requests.get(socket) ?? 0) + 1;
       requests.set(socket, count);
-      if (dropSecond && count === 2) return socket.destroy();
+      if (cutSecond !== undefined && count === 2) {
+        // as when the peer closed the idle connection just as the request came: a FIN, or a reset
+        if (cutSecond === "reset") socket.resetAndDestroy();
+        else socket.destroy();
+        return;
+      }
       if (req.url !== chunkPath("w", 0)) return res.writeHead(404, { "content-length": 0 }).end();
       res.writeHead(200, { "content-length": chunk.length }).end(chunk);
     });
@@ -96,7 +101,7 @@ describe("swarm peer fetches on kept-alive connections", () => {
 
   it("reuses one connection per peer, and bytes and hash are the peer's", async () => {
     const chunk = randomBytes(100_000);
-    const { url, connections } = await peer(chunk, false);
+    const { url, connections } = await peer(chunk);
     const pool = new PeerConnections();
     closers.push(async () => pool.close());
     for (let i = 0; i < 3; i++) {
@@ -116,17 +121,18 @@ describe("swarm peer fetches on kept-alive connections", () => {
     expect(connections()).toBe(1);
   });
 
-  it("a kept-alive connection the peer cut before answering is dialled again, not the peer's failure", async () => {
-    const chunk = randomBytes(100_000);
-    const { url, connections } = await peer(chunk, true);
-    const pool = new PeerConnections();
-    closers.push(async () => pool.close());
-    for (let i = 0; i < 2; i++) {
-      const got = await fetchFromPeer(fetchOptions(url, pool, Buffer.alloc(100_000)));
-      expect(got.data.equals(chunk)).toBe(true);
-    }
-    expect(connections()).toBe(2);
-  });
+  for (const cut of ["end", "reset"] as const)
+    it(`a kept-alive connection the peer cut (${cut}) before answering is dialled again, not the peer's failure`, async () => {
+      const chunk = randomBytes(100_000);
+      const { url, connections } = await peer(chunk, cut);
+      const pool = new PeerConnections();
+      closers.push(async () => pool.close());
+      for (let i = 0; i < 2; i++) {
+        const got = await fetchFromPeer(fetchOptions(url, pool, Buffer.alloc(100_000)));
+        expect(got.data.equals(chunk)).toBe(true);
+      }
+      expect(connections()).toBe(2);
+    });
 
   it("a fresh connection cut before its answer is the peer's failure", async () => {
     const server = createServer((req) => req.socket.destroy());
