@@ -120,6 +120,17 @@ export const SwarmStatsSchema = z.object({
   dropped_peers: perPeer(z.string().max(64)),
   /** Set when the swarm stopped helping (tracker gone): the rest came from the store. */
   fallback: z.string().max(512).optional(),
+  /** Chunks taken from the store (as assignee or fallback) and from peers. */
+  chunks_from_store: z.number().int().nonnegative().optional(),
+  chunks_from_peers: z.number().int().nonnegative().optional(),
+  /** Peers' 503 answers (at their upload bound): each sent this agent to another peer or a later round. */
+  busy_answers: z.number().int().nonnegative().optional(),
+  /** Milliseconds, summed over chunks: waiting for the tracker's answers, receiving from peers, from the store. */
+  ask_ms: z.number().nonnegative().optional(),
+  peer_ms: z.number().nonnegative().optional(),
+  store_ms: z.number().nonnegative().optional(),
+  /** Milliseconds the image pipeline (hash, decode, write) waited for its next chunk: its starved time. */
+  starved_ms: z.number().nonnegative().optional(),
 });
 export type SwarmStats = z.infer<typeof SwarmStatsSchema>;
 

@@ -53,7 +53,9 @@ export function deployFigures(result: unknown): [string, string][] {
   if (written !== null) rows.push(["written", bytes(written)]);
   if (ms !== null) {
     rows.push(["took", duration(ms / 1000)]);
-    if (image !== null && ms > 0) rows.push(["rate", `${bytes((image * 1000) / ms)}/s`]);
+    // a denormal duration makes the rate Infinity: no row rather than "Infinity TiB/s"
+    const rate = image !== null && ms > 0 ? (image * 1000) / ms : Number.NaN;
+    if (Number.isFinite(rate)) rows.push(["rate", `${bytes(rate)}/s`]);
   }
   const s = Object.fromEntries(entries(r.swarm));
   const store = count(s.bytes_from_store);

@@ -85,6 +85,8 @@ export class Http1Connection {
   private waitingSince: number | undefined;
   /** A phase (headers, trailers) that must end by a time, whatever the bytes' pace. */
   private deadline: { at: number; what: string } | undefined;
+  /** While set, the socket reads the body straight into `target`, the next byte at `next` (see readInto). */
+  private direct: { target: Buffer; next: number } | undefined;
   private readonly watchdog: NodeJS.Timeout;
   private readonly onAbort: () => void;
 
@@ -220,7 +222,20 @@ export class Http1Connection {
     this.deadline = { at: Date.now() + (this.options.headersTimeoutMs ?? this.options.stallTimeoutMs), what };
   }
 
+  /**
+   * Reads the rest of the current response's body straight into `target` (the socket's reads land there, not
+   * in the ring), for a body of exactly target.length bytes: call it after the headers, before the first
+   * read(). The pieces read() returns are then views of `target` at their place in the body (except those
+   * already received, which are views of the ring as ever). Reads never go past target's end.
+   */
+  readInto(target: Buffer): void {
+    let queued = 0;
+    for (const piece of this.pieces) queued += piece.data.length;
+    if (queued < target.length) this.direct = { target, next: queued };
+  }
+
   close(): void {
+    this.direct = undefined;
     clearInterval(this.watchdog);
     this.options.signal?.removeEventListener("abort", this.onAbort);
     this.reusable = false;
@@ -232,6 +247,8 @@ export class Http1Connection {
    * Pausing stops a plain socket at once, but TLS keeps delivering the records it already decrypted.
    */
   private readBuffer(): Buffer {
+    const direct = this.direct;
+    if (direct !== undefined) return direct.target.subarray(direct.next);
     if ((this.refs[this.nextSlot] ?? 0) === 0) return this.ring[this.nextSlot] as Buffer;
     return Buffer.allocUnsafe(SLOT_BYTES);
   }
@@ -244,9 +261,14 @@ export class Http1Connection {
       this.refs[slot] = (this.refs[slot] ?? 0) + 1;
       this.nextSlot = (slot + 1) % SLOTS;
     }
+    // Node asks for the next read's buffer right after this callback: past the body's end, the ring again.
+    if (this.direct !== undefined) {
+      this.direct.next += length;
+      if (this.direct.next >= this.direct.target.length) this.direct = undefined;
+    }
     this.notify();
     // The next read would land in a slot someone still reads: wait for it to be released.
-    if ((this.refs[this.nextSlot] ?? 0) > 0) {
+    if (this.direct === undefined && (this.refs[this.nextSlot] ?? 0) > 0) {
       this.paused = true;
       return false;
     }

@@ -75,18 +75,21 @@ export class PeerServer {
     const token = bearerToken(req.headers.authorization);
     if (wave === undefined || target === null || target.wave !== wave.id) return fail(404);
     if (token === null || !timingSafeEqual(digest(token), wave.tokenDigest)) return fail(401);
-    const chunk = wave.cache.get(target.index);
-    if (chunk === undefined) return fail(404);
+    if (!wave.cache.has(target.index)) return fail(404);
     if (this.uploads >= (this.options.maxUploads ?? 4)) return fail(503);
+    // Leased until the response is closed (sent or cut): only then may the chunk's buffer be reused.
+    const chunk = wave.cache.lease(target.index);
+    if (chunk === undefined) return fail(404);
     this.uploads += 1;
     res.socket?.setTimeout(this.options.idleTimeoutMs ?? 30_000, () => res.destroy());
     res.on("close", () => {
       this.uploads -= 1;
+      chunk.release();
     });
-    const length = chunkLength(chunk);
+    const length = chunkLength(chunk.parts);
     res.writeHead(200, { "content-type": "application/octet-stream", "content-length": length });
     res.cork();
-    for (const part of chunk) res.write(part);
+    for (const part of chunk.parts) res.write(part);
     res.end(() => {
       this.served += length;
     });

@@ -5,9 +5,8 @@ import type { SwarmAnswer, SwarmDropReason, SwarmRequest, SwarmStats } from "../
 import { redactQuery } from "../image/errors.ts";
 import { DownloadSession, ImageDownload } from "../image/fetch.ts";
 import type { FetchOptions } from "../image/fetch.ts";
-import { ChunkCache } from "./chunk-cache.ts";
-import type { Chunk } from "./chunk-cache.ts";
-import { PeerFetchError, fetchFromPeer, peerAgent } from "./peer-fetch.ts";
+import { ChunkCache, ChunkPool, HeldChunk } from "./chunk-cache.ts";
+import { PeerConnections, PeerFetchError, fetchFromPeer } from "./peer-fetch.ts";
 import type { PeerChunk } from "./peer-fetch.ts";
 import { PeerServer } from "./peer-server.ts";
 import type { SwarmLink } from "./swarm-link.ts";
@@ -30,6 +29,9 @@ interface Settings {
   lingerMs: number;
   askTimeoutMs: number;
 }
+
+/** The pieces the image pipeline gets: small enough to stay in the CPU's cache between its hash and copy. */
+const YIELD_BYTES = 256 * 1024;
 
 /** Rounds of asking the tracker again when every peer it named was busy, before the store. */
 const BUSY_ROUNDS = 8;
@@ -106,11 +108,12 @@ export class SwarmSource implements AsyncIterable<Buffer> {
   received = 0;
   readonly stats: SwarmStats;
   private readonly cache: ChunkCache;
+  private readonly pool: ChunkPool;
   private readonly stop = new AbortController();
   private readonly signal: AbortSignal;
   private readonly sessions: DownloadSession[] = [];
   private readonly dropped = new Map<string, SwarmDropReason>();
-  private readonly agent = peerAgent();
+  private readonly connections = new PeerConnections();
   private fallback: string | undefined;
   private readonly log: Logger;
 
@@ -131,6 +134,7 @@ export class SwarmSource implements AsyncIterable<Buffer> {
       options.fetch.signal === undefined
         ? this.stop.signal
         : AbortSignal.any([options.fetch.signal, this.stop.signal]);
+    this.pool = new ChunkPool(wave.chunkBytes);
     this.cache = new ChunkCache(wave.settings.cacheBytes, (index) =>
       options.link.notify({ type: "swarm_drop", wave: wave.wave, index, reason: "evicted" }),
     );
@@ -144,12 +148,23 @@ export class SwarmSource implements AsyncIterable<Buffer> {
       bytes_served: 0,
       bad_chunks: 0,
       dropped_peers: {},
+      chunks_from_store: 0,
+      chunks_from_peers: 0,
+      busy_answers: 0,
+      ask_ms: 0,
+      peer_ms: 0,
+      store_ms: 0,
+      starved_ms: 0,
     };
   }
 
+  /**
+   * The image's bytes in pieces of at most YIELD_BYTES: each is a view of a pooled chunk buffer, valid until
+   * the next iteration step (like a download's views of its receive ring).
+   */
   async *[Symbol.asyncIterator](): AsyncGenerator<Buffer> {
     const count = Math.ceil(this.total / this.wave.chunkBytes);
-    const inflight: Array<Promise<Chunk>> = [];
+    const inflight: Array<Promise<HeldChunk>> = [];
     let next = 0;
     try {
       for (let index = 0; index < count; index++) {
@@ -159,13 +174,30 @@ export class SwarmSource implements AsyncIterable<Buffer> {
           inflight.push(pending);
           next += 1;
         }
-        for (const part of await (inflight.shift() as Promise<Chunk>)) {
-          this.received += part.length;
-          yield part;
+        const waiting = performance.now();
+        const chunk = await (inflight.shift() as Promise<HeldChunk>);
+        this.count("starved_ms", performance.now() - waiting);
+        try {
+          for (const part of chunk.parts) {
+            // Small pieces: the consumer hashes then copies each while it is still in the CPU's cache.
+            for (let at = 0; at < part.length; at += YIELD_BYTES) {
+              const piece = part.subarray(at, at + YIELD_BYTES);
+              this.received += piece.length;
+              yield piece;
+            }
+          }
+        } finally {
+          chunk.release();
         }
       }
     } finally {
       if (this.received < this.total) this.close();
+      // Chunks fetched ahead and never consumed go back to the pool once they arrive.
+      for (const pending of inflight)
+        pending.then(
+          (chunk) => chunk.release(),
+          () => undefined,
+        );
     }
   }
 
@@ -173,11 +205,14 @@ export class SwarmSource implements AsyncIterable<Buffer> {
   close(): void {
     this.stop.abort(new Error("image stream closed"));
     for (const session of this.sessions) session.close();
+    this.connections.close();
   }
 
   /** The write succeeded: the figures, and the chunks stay served for the linger time, then the wave is left. */
   finish(): SwarmStats {
     this.stats.bytes_served = this.wave.server.served;
+    for (const figure of ["ask_ms", "peer_ms", "store_ms", "starved_ms"] as const)
+      this.stats[figure] = Math.round(this.stats[figure] ?? 0);
     const timer = setTimeout(() => void this.abandon(), this.wave.settings.lingerMs);
     timer.unref();
     return { ...this.stats };
@@ -188,19 +223,23 @@ export class SwarmSource implements AsyncIterable<Buffer> {
     this.close();
     this.options.link.notify({ type: "swarm_leave", wave: this.wave.wave });
     this.cache.clear();
-    this.agent.destroy();
+    this.pool.clear();
+    this.connections.close();
     await this.wave.server.close();
   }
 
-  private async chunk(index: number): Promise<Chunk> {
+  /** Chunk `index`, held for the caller (release it once read). */
+  private async chunk(index: number): Promise<HeldChunk> {
     const excluded = new Set<string>();
     for (let round = 0; this.fallback === undefined && round < BUSY_ROUNDS; round++) {
       let answer: SwarmAnswer;
+      const asked = performance.now();
       try {
         answer = await this.options.link.ask(
           { type: "swarm_ask", wave: this.wave.wave, index },
           this.wave.settings.askTimeoutMs,
         );
+        this.count("ask_ms", performance.now() - asked);
       } catch (error) {
         this.giveUp(`tracker unreachable: ${(error as Error).message}`);
         break;
@@ -223,13 +262,13 @@ export class SwarmSource implements AsyncIterable<Buffer> {
     return { start, end: Math.min(this.total, start + this.wave.chunkBytes) };
   }
 
-  private async fromStore(index: number, announce: boolean): Promise<Chunk> {
+  private async fromStore(index: number, announce: boolean): Promise<HeldChunk> {
     const { start, end } = this.range(index);
     const session = this.sessions.pop() ?? new DownloadSession();
-    // The download's parts are views of a reused buffer: each is copied into its own (a copy per part, not
-    // into one fresh 4 MiB buffer: that first touch of new memory cost 1.7 s of an assignee's profile).
-    const parts: Buffer[] = [];
+    // The download's parts are views of a reused buffer: each is copied into a pooled chunk buffer.
+    const buffer = this.pool.take();
     const hash = createHash("sha256");
+    const started = performance.now();
     let at = 0;
     try {
       const download = new ImageDownload(
@@ -239,22 +278,31 @@ export class SwarmSource implements AsyncIterable<Buffer> {
       );
       for await (const part of download) {
         if (at + part.length > end - start) throw new Error("the store sent more than the range asked for");
-        parts.push(Buffer.from(part));
         hash.update(part);
+        part.copy(buffer, at);
         at += part.length;
       }
       if (at !== end - start) throw new Error(`the store sent ${at} of the range's ${end - start} bytes`);
       this.sessions.push(session);
     } catch (error) {
+      this.pool.give(buffer);
       session.close();
       if (announce)
         this.options.link.notify({ type: "swarm_drop", wave: this.wave.wave, index, reason: "failed" });
       throw error;
     }
     this.stats.bytes_from_store += at;
+    this.count("chunks_from_store", 1);
+    this.count("store_ms", performance.now() - started);
     const digest = hash.digest("hex");
-    this.keep(index, parts, { digest, ...(announce ? { source: "store" as const } : {}) });
-    return parts;
+    const chunk = this.held(buffer.subarray(0, at), buffer);
+    this.keep(index, chunk, { digest, ...(announce ? { source: "store" as const } : {}) });
+    return chunk;
+  }
+
+  /** `data` (a view of the pooled `buffer`), held once for the caller; the buffer is pooled again when freed. */
+  private held(data: Buffer, buffer: Buffer): HeldChunk {
+    return new HeldChunk([data], () => this.pool.give(buffer));
   }
 
   /** The chunk from the first named peer whose bytes hash to the anchor; undefined when none gave it. */
@@ -262,11 +310,13 @@ export class SwarmSource implements AsyncIterable<Buffer> {
     index: number,
     answer: Extract<SwarmAnswer, { kind: "peers" }>,
     excluded: Set<string>,
-  ): Promise<Chunk | undefined> {
+  ): Promise<HeldChunk | undefined> {
     const { start, end } = this.range(index);
     for (const peer of answer.peers) {
       if (this.dropped.has(peer.node) || excluded.has(peer.node)) continue;
       let chunk: PeerChunk;
+      const buffer = this.pool.take();
+      const started = performance.now();
       try {
         chunk = await fetchFromPeer({
           url: peer.url,
@@ -275,14 +325,19 @@ export class SwarmSource implements AsyncIterable<Buffer> {
           index,
           length: end - start,
           stallMs: this.wave.settings.peerStallMs,
-          agent: this.agent,
+          connections: this.connections,
+          into: buffer,
           signal: this.signal,
         });
       } catch (error) {
+        this.pool.give(buffer);
         this.signal.throwIfAborted();
         if (!(error instanceof PeerFetchError)) throw error;
         // busy (at its upload bound) is worth asking again next round; the rest is not, for this chunk
-        if (error.failure === "busy") continue;
+        if (error.failure === "busy") {
+          this.count("busy_answers", 1);
+          continue;
+        }
         excluded.add(peer.node);
         if (error.failure === "missing") {
           this.options.link.notify({
@@ -301,6 +356,7 @@ export class SwarmSource implements AsyncIterable<Buffer> {
         continue;
       }
       if (chunk.sha256 !== answer.sha256) {
+        this.pool.give(buffer);
         this.stats.bad_chunks += 1;
         this.dropPeer(peer.node, index, {
           reason: "bad_bytes",
@@ -309,15 +365,32 @@ export class SwarmSource implements AsyncIterable<Buffer> {
         continue;
       }
       const length = end - start;
+      this.count("peer_ms", performance.now() - started);
+      this.count("chunks_from_peers", 1);
       this.stats.bytes_from_peers += length;
       this.stats.per_peer[peer.node] = (this.stats.per_peer[peer.node] ?? 0) + length;
-      this.keep(index, chunk.parts, { digest: chunk.sha256, source: "peer" });
-      return chunk.parts;
+      const held = this.held(chunk.data, buffer);
+      this.keep(index, held, { digest: chunk.sha256, source: "peer" });
+      return held;
     }
     return undefined;
   }
 
-  private keep(index: number, chunk: Chunk, from: { digest: string; source?: "store" | "peer" }): void {
+  private count(
+    figure:
+      | "chunks_from_store"
+      | "chunks_from_peers"
+      | "busy_answers"
+      | "ask_ms"
+      | "peer_ms"
+      | "store_ms"
+      | "starved_ms",
+    amount: number,
+  ): void {
+    this.stats[figure] = (this.stats[figure] ?? 0) + amount;
+  }
+
+  private keep(index: number, chunk: HeldChunk, from: { digest: string; source?: "store" | "peer" }): void {
     const { digest, source } = from;
     if (!this.cache.put(index, chunk) || source === undefined) return;
     this.options.link.notify({

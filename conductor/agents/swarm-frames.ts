@@ -51,7 +51,7 @@ export function handleSwarmFrame(
       });
       return;
     case "swarm_leave":
-      tracker?.leave(from.node);
+      tracker?.leave(from.node, frame.wave);
       return;
   }
 }

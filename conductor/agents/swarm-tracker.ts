@@ -200,9 +200,14 @@ export class SwarmTracker {
     }
   }
 
-  /** Takes `node` out of its wave (it finished, failed, or its link closed); its assigned chunks move on. */
-  leave(node: string): void {
+  /**
+   * Takes `node` out of wave `waveId` (it finished and stopped serving, or failed), or out of every wave (its
+   * link closed); its assigned chunks move on. A leave names its wave: an agent still serving an earlier
+   * wave's chunks (its linger time) while it writes the next image leaves the earlier wave only.
+   */
+  leave(node: string, waveId?: string): void {
     for (const wave of this.waves.values()) {
+      if (waveId !== undefined && wave.id !== waveId) continue;
       if (!wave.members.delete(node)) continue;
       for (const [index, list] of wave.waiters) {
         for (const waiter of list.filter((w) => w.node === node)) {

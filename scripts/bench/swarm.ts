@@ -12,7 +12,7 @@
  */
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { access, open, mkdtemp, rm, truncate, writeFile } from "node:fs/promises";
+import { access, open, mkdtemp, readFile, rm, truncate, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
@@ -37,11 +37,36 @@ interface Row {
   agents: number;
   swarm: boolean;
   wall_s: number;
+  /** CPU seconds the whole machine spent busy, and idle, during the wave (USER_HZ 100). */
+  cpu_busy_s: number;
+  cpu_idle_s: number;
+  /** When the store sent its last byte of the wave, from the wave's start. */
+  store_done_s: number;
   store_bytes: number;
   store_images: number;
   peer_images: number;
   bad_chunks: number;
   fallbacks: number;
+  /** With the swarm: per-agent figures as [min, median, max] (seconds, or counts). */
+  agents_detail?: Record<string, [number, number, number]>;
+  /** With the swarm: peers dropped by the wave's agents, counted by reason. */
+  drops?: Record<string, number>;
+}
+
+/** The machine's busy and idle CPU seconds so far (all cores, every process: /proc/stat). */
+async function machineCpu(): Promise<{ busy: number; idle: number }> {
+  const line = (await readFile("/proc/stat", "utf8")).split("\n")[0] ?? "";
+  const ticks = line.trim().split(/\s+/).slice(1).map(Number);
+  const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0);
+  const busy = ticks.slice(0, 8).reduce((sum, t) => sum + t, 0) - idle;
+  return { busy: busy / 100, idle: idle / 100 };
+}
+
+/** [min, median, max] of the values, rounded to 0.1. */
+function spread(values: number[]): [number, number, number] {
+  const sorted = [...values].sort((a, b) => a - b);
+  const round = (v: number | undefined): number => +(v ?? Number.NaN).toFixed(1);
+  return [round(sorted[0]), round(sorted[Math.floor(sorted.length / 2)]), round(sorted.at(-1))];
 }
 
 /** SHA-256 MiB/s on one core (node:crypto), the best of three passes over 64 MiB. */
@@ -122,6 +147,8 @@ async function agentsProcess(): Promise<void> {
 interface Store {
   url: string;
   served: () => number;
+  /** performance.now() of the last byte served. */
+  lastServedAt: () => number;
   /** Bytes per second for every connection together (Infinity: unthrottled). */
   setRate: (bytesPerSecond: number) => void;
   close: () => Promise<void>;
@@ -130,6 +157,7 @@ interface Store {
 /** The store: Range-capable, every connection drawing from one token bucket of `bytesPerSecond`. */
 async function startStore(file: string, size: number, bytesPerSecond: number): Promise<Store> {
   let served = 0;
+  let lastServedAt = 0;
   let nextFree = 0;
   let rate = bytesPerSecond;
   const slice = 64 * 1024;
@@ -160,6 +188,7 @@ async function startStore(file: string, size: number, bytesPerSecond: number): P
         await handle.read(buffer, 0, length, at);
         if (!res.write(buffer)) await once(res, "drain");
         served += length;
+        lastServedAt = performance.now();
       }
       res.end();
     })().catch(() => res.destroy());
@@ -169,6 +198,7 @@ async function startStore(file: string, size: number, bytesPerSecond: number): P
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     served: () => served,
+    lastServedAt: () => lastServedAt,
     setRate: (bytesPerSecond) => {
       rate = bytesPerSecond;
       nextFree = 0;
@@ -243,6 +273,7 @@ async function orchestrate(): Promise<void> {
     const wave = async (agents: number, swarm: boolean): Promise<Row> => {
       run += 1;
       const before = store.served();
+      const cpu = await machineCpu();
       const started = performance.now();
       const results = (await Promise.all(
         Array.from({ length: agents }, (_, i) =>
@@ -268,20 +299,45 @@ async function orchestrate(): Promise<void> {
             },
           }),
         ),
-      )) as Array<{ swarm?: SwarmStats }>;
+      )) as Array<{ swarm?: SwarmStats; duration_ms?: number }>;
       const seconds = (performance.now() - started) / 1000;
+      const cpuAfter = await machineCpu();
       const storeBytes = store.served() - before;
       const peers = results.reduce((sum, r) => sum + (r.swarm?.bytes_from_peers ?? 0), 0);
       const row: Row = {
         agents,
         swarm,
         wall_s: +seconds.toFixed(2),
+        cpu_busy_s: +(cpuAfter.busy - cpu.busy).toFixed(1),
+        cpu_idle_s: +(cpuAfter.idle - cpu.idle).toFixed(1),
+        store_done_s: +((store.lastServedAt() - started) / 1000).toFixed(2),
         store_bytes: storeBytes,
         store_images: +(storeBytes / size).toFixed(3),
         peer_images: +(peers / size).toFixed(3),
         bad_chunks: results.reduce((sum, r) => sum + (r.swarm?.bad_chunks ?? 0), 0),
         fallbacks: results.filter((r) => r.swarm?.fallback !== undefined).length,
       };
+      if (swarm) {
+        const stats = results.map((r) => r.swarm);
+        const seconds = (pick: (s: SwarmStats) => number | undefined): [number, number, number] =>
+          spread(stats.map((s) => (s === undefined ? Number.NaN : (pick(s) ?? Number.NaN) / 1000)));
+        const counts = (pick: (s: SwarmStats) => number | undefined): [number, number, number] =>
+          spread(stats.map((s) => (s === undefined ? Number.NaN : (pick(s) ?? Number.NaN))));
+        row.agents_detail = {
+          write_s: spread(results.map((r) => (r.duration_ms ?? Number.NaN) / 1000)),
+          starved_s: seconds((s) => s.starved_ms),
+          ask_s: seconds((s) => s.ask_ms),
+          peer_s: seconds((s) => s.peer_ms),
+          store_s: seconds((s) => s.store_ms),
+          chunks_from_store: counts((s) => s.chunks_from_store),
+          chunks_from_peers: counts((s) => s.chunks_from_peers),
+          busy_answers: counts((s) => s.busy_answers),
+          dropped_peers: counts((s) => Object.keys(s.dropped_peers).length),
+        };
+        row.drops = {};
+        for (const reason of stats.flatMap((s) => Object.values(s?.dropped_peers ?? {})))
+          row.drops[reason] = (row.drops[reason] ?? 0) + 1;
+      }
       process.stderr.write(`${JSON.stringify(row)}\n`);
       if (process.env.SWARM_BENCH_DEBUG)
         process.stderr.write(`${JSON.stringify(results.map((r) => r.swarm))}\n`);

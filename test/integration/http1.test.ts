@@ -120,6 +120,47 @@ describe("Http1Connection", () => {
     });
   }
 
+  for (const secure of [false, true]) {
+    it(`${secure ? "https" : "http"}: readInto lands the body in the caller's buffer, then the ring serves the next response`, async () => {
+      const handler: RequestListener = (req, res) => {
+        const body = req.url === "/small" ? BODY.subarray(0, 1000) : BODY;
+        res.writeHead(200, { "content-length": body.length });
+        // the head and the body's first bytes in one segment, then the rest in pieces
+        res.write(body.subarray(0, 777));
+        setTimeout(() => res.end(body.subarray(777)), 5);
+      };
+      const server = secure ? createHttpsServer(tls, handler) : createHttpServer(handler);
+      const url = new URL(`${await listen(server, secure ? "https" : "http")}/big`);
+      try {
+        const connection = await Http1Connection.open(url, { ...OPTIONS, ca: tls.cert });
+        const target = Buffer.alloc(BODY.length + 100, 0xee);
+        const response = await connection.get(url, {});
+        connection.readInto(target.subarray(0, BODY.length));
+        let at = 0;
+        let direct = 0;
+        for (let piece = await response.read(); piece !== null; piece = await response.read()) {
+          if (piece.buffer === target.buffer && piece.byteOffset === target.byteOffset + at)
+            direct += piece.length;
+          else piece.copy(target, at);
+          at += piece.length;
+        }
+        expect(at).toBe(BODY.length);
+        expect(target.subarray(0, BODY.length).equals(BODY)).toBe(true);
+        expect(target.subarray(BODY.length).every((byte) => byte === 0xee)).toBe(true); // never past its end
+        expect(direct).toBeGreaterThan(BODY.length / 2);
+        // the next response is read into the ring again, intact
+        const small = new URL("/small", url);
+        const next = await connection.get(small, {});
+        const { sha } = await readSlowly(next);
+        expect(sha).toBe(digest(BODY.subarray(0, 1000)));
+        expect(target.subarray(0, BODY.length).equals(BODY)).toBe(true);
+        connection.close();
+      } finally {
+        await close(server);
+      }
+    });
+  }
+
   it("decodes chunked bodies split across segments (extensions, trailers) and reuses the connection", async () => {
     const server = await scriptedServer(async (index, socket) => {
       const word = index === 0 ? "alpha" : "bravo";

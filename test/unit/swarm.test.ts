@@ -140,6 +140,22 @@ describe("SwarmTracker", () => {
     expect(answers.map((a) => a.kind)).toEqual(["store", "store", "store", "store"]);
   });
 
+  it("leaving an earlier wave (its linger time over) keeps the node in the wave it writes now", async () => {
+    const t = tracker();
+    const first = join(t, "a");
+    const second = t.join("a", {
+      image: "http://store/other",
+      checksum: "sha256:y",
+      size: 35,
+      endpoint: "http://127.0.0.1:1/",
+    });
+    if (second.kind !== "joined") throw new Error("not joined");
+    t.leave("a", first);
+    expect(await t.ask("a", second.wave, 0)).toEqual({ kind: "store" });
+    t.leave("a");
+    expect((await t.ask("a", second.wave, 1)).kind).toBe("refused");
+  });
+
   it("a waiter whose assignee leaves becomes the assignee", async () => {
     const t = tracker();
     const wave = join(t, "a");
