@@ -10,7 +10,8 @@
  * into phases from the event stream (`GET /v1/events`): accepted, agent's write_image step started, write
  * started (first progress frame), write_image done, active; with the agent's own write time (deploy_result).
  * Usage: node --import tsx scripts/bench/deploy-image.ts [--small] [--rounds 3] [--only dense|qcow2] [--profile] [--boot]
- *   --small: 1/8 sizes; --profile: this checkout's conductor runs with --cpu-prof (written to .tmp/bench-prof);
+ *   --small: 1/8 sizes; --profile: this checkout's conductor and its agent (from source) run with --cpu-prof
+ *   (written to .tmp/bench-prof);
  *   --boot: no fast track: every deploy boots the "ramdisk" (the agent process starts at wait call-back and
  *   stops once the node is active), so the call-back, lookup and step discovery are in the figure too
  * BENCH_BASELINE_REV=<revision>: that revision's conductor (git archive, same agent executable) deploys the
@@ -20,7 +21,7 @@
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream, symlinkSync } from "node:fs";
-import { mkdir, rm, stat, truncate } from "node:fs/promises";
+import { mkdir, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
@@ -169,12 +170,22 @@ const provision = (side: Side, target: string) =>
 
 /** Waits for the node's provision state `state`; @throws with last_error when it lands in a failed one. */
 async function reach(side: Side, from: number, state: string): Promise<Seen> {
-  const event = await side.events.waitFor(
-    from,
-    (e) =>
-      e.type === "provision" &&
-      (e.data.provision_state === state || String(e.data.provision_state).endsWith("failed")),
-  );
+  const event = await side.events
+    .waitFor(
+      from,
+      (e) =>
+        e.type === "provision" &&
+        (e.data.provision_state === state || String(e.data.provision_state).endsWith("failed")),
+      10 * 60_000,
+    )
+    .catch((error: unknown) => {
+      throw new Error(
+        `${side.name}: never reached ${state}; agent's log: ${side.agent?.stderr() ?? "(none)"}`,
+        {
+          cause: error,
+        },
+      );
+    });
   if (event.data.provision_state !== state) {
     const node = (await api(`${side.url}/v1/nodes/${side.uuid}`)).body as { last_error?: string };
     throw new Error(`${side.name}: ${String(event.data.provision_state)}: ${node.last_error}`);
@@ -210,6 +221,11 @@ async function deployOnce(side: Side, image: Image): Promise<DeployRun> {
   const accepted = seconds(t0);
   if (put.status !== 202)
     throw new Error(`${side.name}: PUT active ${put.status} ${JSON.stringify(put.body)}`);
+  if (values.boot) {
+    // the machine powers on into the ramdisk: its agent starts when the node waits for it
+    await reach(side, from, "wait call-back");
+    side.agent = side.boot();
+  }
   const active = await reach(side, from, "active");
   const events = side.events.seen.slice(from);
   const at = (match: (e: Seen) => boolean): number => {
@@ -440,11 +456,21 @@ async function main(): Promise<void> {
       );
     }
     const profileDir = resolve(".tmp/bench-prof");
+    // profiled, the agent runs from source under node --cpu-prof (the executable takes no node flags)
+    const agentWrapper = join(dir, "agent-profiled.sh");
+    if (values.profile) {
+      const main = resolve("agent/main.ts");
+      await writeFile(
+        agentWrapper,
+        `#!/bin/sh\nexec "${process.execPath}" --cpu-prof --cpu-prof-dir="${profileDir}/agent" --import tsx "${main}" "$@"\n`,
+        { mode: 0o755 },
+      );
+    }
     sides.push(
       await startSide({
         name: "this checkout",
         dir: join(dir, "here"),
-        executable,
+        executable: values.profile ? agentWrapper : executable,
         warmup: qcow2,
         mac: "52:54:00:28:00:02",
         ...(values.profile ? { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] } : {}),
