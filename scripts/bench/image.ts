@@ -18,9 +18,8 @@
  * the medians and the median per-round ratio of all of them, with the load average.
  */
 import { execFileSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { symlinkSync } from "node:fs";
-import { mkdir, open, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { join, resolve } from "node:path";
 import { HashingTap } from "../../agent/image/checksum.ts";
@@ -31,6 +30,7 @@ import { Qcow2Converter } from "../../agent/image/qcow2.ts";
 import { buildQcow2 } from "../../test/helpers/qcow2.ts";
 import type { WriteImageRequest, WriteImageResult } from "../../shared/image.ts";
 import { runOk } from "../../test/helpers/run.ts";
+import { makeSparseImage } from "./bench-images.ts";
 import {
   type Figure,
   type PairedRound,
@@ -316,25 +316,6 @@ function report(label: string, run: Run, against: { bytes: number; baseline?: Ru
   console.log(
     `${label.padEnd(34)} ${run.seconds.toFixed(2).padStart(7)} s ${mbps(bytes, run.seconds)} MB/s${ratio}${rss}${written}`,
   );
-}
-
-/** A raw image of `size` bytes with `fraction` of its MiBs random and the rest zeros (a sparse file). */
-async function makeSparseImage(path: string, size: number, fraction: number): Promise<void> {
-  await writeFile(path, "");
-  await truncate(path, size);
-  const handle = await open(path, "r+");
-  try {
-    const block = randomBytes(MiB);
-    for (let at = 0; at < size; at += MiB) {
-      // Deterministic spread: every tenth MiB (plus a little jitter) carries data.
-      if ((at / MiB) % Math.round(1 / fraction) === 0) {
-        block.writeUInt32LE(at / MiB, 0);
-        await handle.write(block, 0, MiB, at);
-      }
-    }
-  } finally {
-    await handle.close();
-  }
 }
 
 async function main(): Promise<void> {
