@@ -2,10 +2,11 @@ import { NodeRecord as NodeRecordSchema, type NodeRecord } from "../../shared/re
 import { MASK, maskSecrets } from "../../shared/secrets.ts";
 
 /**
- * How a stored node shows in the API, and the "shown text" each node row keeps: the node's full (detail) form
- * at the newest microversion as JSON, secrets masked, without what each request adds (`conductor`, which the
- * hash ring decides, and the links, which carry the request's base URL). GET /v1/nodes/detail writes its page
- * from these texts (node-list.ts) instead of building and stringifying a view object per node.
+ * How a stored node shows in the API, and the "shown text" kept for each node (table node_shown, beside the
+ * node's row, not in it, so the lists never read it): the node's full (detail) form at the newest microversion
+ * as JSON, secrets masked, without what each request adds (`conductor`, which the hash ring decides, and the
+ * links, which carry the request's base URL). GET /v1/nodes/detail writes its page from these texts
+ * (node-list.ts) instead of building and stringifying a view object per node.
  */
 
 const NODE_RECORD_FIELDS = Object.keys(NodeRecordSchema.shape);
@@ -123,7 +124,7 @@ if (REDACTABLE_NODE_FIELDS.includes(SHOWN_FIELDS[0] ?? "")) throw new Error("a s
  */
 export const SHOWN_FORM = `1:${SHOWN_FIELDS.join(",").length}.${SHOWN_FIELDS.length}.${NEWEST_NODE_FORM_MINOR}`;
 
-/** A node row's shown columns (see storedShown for how they read). */
+/** A node's shown columns in node_shown (see storedCuts for how they read). */
 export interface ShownColumns {
   /** `{"uuid":…,…,"health":…` (the members up to `conductor`, the object left open), or null: none */
   shown: string | null;

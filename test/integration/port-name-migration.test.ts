@@ -47,7 +47,7 @@ const portNameAt = (migrations: readonly string[]): number =>
 /**
  * The tables the migrations after the 1.88 one create, dropped so that opening the store runs them again as
  * on a database from before 1.88. A later migration that alters an older table must be undone here too (as
- * the rewinds below drop the nodes' shown-text columns).
+ * the rewinds below drop the trigger that keeps the nodes' shown texts).
  */
 const tablesAfterPortNames = (migrations: readonly string[]): string[] =>
   migrations
@@ -73,8 +73,8 @@ describe("the 1.88 port name migration", () => {
       rewind(raw) {
         raw.exec(`DROP INDEX ports_name; ALTER TABLE ports DROP COLUMN name;
           UPDATE ports SET doc = json_set(doc, '$.name', 'dup') WHERE json_extract(doc, '$.name') IN ('first', 'second');`);
+        raw.exec("DROP TRIGGER node_shown_stale");
         for (const table of tablesAfterPortNames(MIGRATIONS)) raw.exec(`DROP TABLE ${table}`);
-        raw.exec(`ALTER TABLE nodes DROP COLUMN shown; ALTER TABLE nodes DROP COLUMN shown_cuts;`);
         raw.pragma(`user_version = ${portNameAt(MIGRATIONS)}`);
       },
     }));
@@ -86,8 +86,8 @@ describe("the 1.88 port name migration", () => {
       async rewind(sql) {
         await sql.query(`ALTER TABLE ports DROP COLUMN name;
           UPDATE ports SET doc = jsonb_set(doc, '{name}', '"dup"') WHERE doc ->> 'name' IN ('first', 'second');`);
+        await sql.query("DROP TRIGGER node_shown_stale ON nodes; DROP FUNCTION node_shown_stale()");
         for (const table of tablesAfterPortNames(PG_MIGRATIONS)) await sql.query(`DROP TABLE ${table}`);
-        await sql.query(`ALTER TABLE nodes DROP COLUMN shown, DROP COLUMN shown_cuts`);
         await sql.query("UPDATE schema_version SET version = $1", [portNameAt(PG_MIGRATIONS)]);
       },
     }));

@@ -319,4 +319,27 @@ export const PG_MIGRATIONS: readonly string[] = [
   -- these instead of parsing and rendering every document. Rows stored before are filled at start.
   ALTER TABLE nodes ADD COLUMN shown TEXT, ADD COLUMN shown_cuts TEXT;
   `,
+  `
+  -- The shown texts move to a table of their own, one row per node keyed by the node's id: a node row
+  -- carried its document twice, so every list scan read (and every write rewrote) twice the bytes. Only the
+  -- detail page reads this table. A write of the document deletes the node's text in the same statement
+  -- (the trigger), so a text is never older than its document; the store then writes the new one. (Dropped
+  -- columns keep their bytes in a row until it is next written.)
+  CREATE TABLE node_shown (
+    node_id BIGINT PRIMARY KEY REFERENCES nodes (id) ON DELETE CASCADE,
+    shown TEXT,
+    shown_cuts TEXT NOT NULL
+  );
+  INSERT INTO node_shown (node_id, shown, shown_cuts)
+    SELECT id, shown, shown_cuts FROM nodes WHERE shown_cuts IS NOT NULL;
+  ALTER TABLE nodes DROP COLUMN shown, DROP COLUMN shown_cuts;
+  CREATE FUNCTION node_shown_stale() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    DELETE FROM node_shown WHERE node_id = NEW.id;
+    RETURN NULL;
+  END
+  $$;
+  CREATE TRIGGER node_shown_stale AFTER UPDATE OF doc ON nodes
+    FOR EACH ROW EXECUTE FUNCTION node_shown_stale();
+  `,
 ];
