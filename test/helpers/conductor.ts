@@ -141,7 +141,7 @@ export async function waitForState(
 }
 
 /**
- * Powers a node off and waits for the change to land. fake-hardware, as Ironic's, has no power state until
+ * Powers a node off and waits for the change to land and the node's lock to be released. fake-hardware, as Ironic's, has no power state until
  * a power action, and allocations skip a node without one: what devstack does to its fake nodes.
  */
 export async function powerOff(target: NodeTarget, node: string): Promise<void> {
@@ -155,8 +155,10 @@ export async function powerOff(target: NodeTarget, node: string): Promise<void> 
   await until(
     async () => {
       const body = (await api(`${url}/v1/nodes/${node}`, { headers })).body as Record<string, unknown>;
-      return body.power_state === "power off" && body.target_power_state === null ? true : undefined;
+      // the lock too: the change lands before the task that made it lets go of the node
+      const done = body.power_state === "power off" && body.target_power_state === null;
+      return done && body.reservation === null ? true : undefined;
     },
-    { what: `${node} to power off` },
+    { what: `${node} to power off and be released` },
   );
 }

@@ -4,7 +4,7 @@ import { runPowerSyncPass } from "../../conductor/cluster/power-sync.ts";
 import { storePowerSyncPort } from "../../conductor/cluster/power-sync-port.ts";
 import { MemoryMachine } from "../../scripts/lab/redfish/machine.ts";
 import { startRedfishBmc, type RedfishBmc } from "../../scripts/lab/redfish/server.ts";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, powerOff, startConductor, waitForState } from "../helpers/conductor.ts";
 import { at, microApi, type Body } from "../helpers/micro-api.ts";
 
 /**
@@ -96,7 +96,7 @@ describe("instance_name (1.104)", () => {
       await provision(n.uuid, "1.104", { target });
       await waitForState(ctx.url, n.uuid, target === "manage" ? "manageable" : "available");
     }
-    await api(`${ctx.url}/v1/nodes/${n.uuid}/states/power`, { method: "PUT", body: { target: "power off" } });
+    await powerOff(ctx.url, n.uuid);
     await provision(n.uuid, "1.104", { target: "active" });
     await waitForState(ctx.url, n.uuid, "active");
     expect((await show(n.uuid, "1.104")).instance_name).toBe("gone-soon");
@@ -160,7 +160,7 @@ describe("servicing without the ramdisk (1.108)", () => {
       await provision(n.uuid, "1.108", { target });
       await waitForState(ctx.url, n.uuid, target === "manage" ? "manageable" : "available");
     }
-    await api(`${ctx.url}/v1/nodes/${n.uuid}/states/power`, { method: "PUT", body: { target: "power off" } });
+    await powerOff(ctx.url, n.uuid);
     await provision(n.uuid, "1.108", { target: "active" });
     await waitForState(ctx.url, n.uuid, "active");
     const step = { interface: "vendor", step: "log_passthrough", args: {} };
@@ -240,7 +240,7 @@ describe("abort from wait call-back (1.110)", () => {
       await provision(n.uuid, "1.110", { target });
       await waitForState(ctx.url, n.uuid, target === "manage" ? "manageable" : "available");
     }
-    await api(`${ctx.url}/v1/nodes/${n.uuid}/states/power`, { method: "PUT", body: { target: "power off" } });
+    await powerOff(ctx.url, n.uuid);
     const deploy = await provision(n.uuid, "1.110", { target: "active" });
     expect(deploy.status, JSON.stringify(deploy.body)).toBe(202);
     await waitForState(ctx.url, n.uuid, "wait call-back");
