@@ -64,14 +64,28 @@ async function nodeJson(name: string): Promise<Record<string, unknown>> {
   return (await response.json()) as Record<string, unknown>;
 }
 
-/** Both nodes through one provision verb at once, each with the stock client's --wait. */
+/**
+ * Both nodes through one provision verb at once, each with the stock client's --wait (300 s: every verb here
+ * takes 75 s at most; a stuck node fails the file in 5 minutes, not in the 30 of the burn-in's own timeouts).
+ * A failure says whether a guest's NIC stalled (seen once in five runs: virtio-net's TX queue, under TCG).
+ */
 async function provisionBoth(verb: string, ...rest: string[]): Promise<number> {
   const t = Date.now();
-  await Promise.all(
-    lab!.state.nodes.map((node) =>
-      lab!.bm.run(["node", verb, node.name, ...rest, "--wait", "900"], { timeoutMs: 930_000 }),
-    ),
-  );
+  try {
+    await Promise.all(
+      lab!.state.nodes.map((node) =>
+        lab!.bm.run(["node", verb, node.name, ...rest, "--wait", "300"], { timeoutMs: 330_000 }),
+      ),
+    );
+  } catch (error) {
+    const stalls = await Promise.all(
+      lab!.state.nodes.map(async (node) => {
+        const text = await read(join(node.dir, "vm", "serial.log"));
+        return `${node.name}: ${text.match(/NETDEV WATCHDOG/g)?.length ?? 0} NETDEV WATCHDOG lines`;
+      }),
+    );
+    throw new Error(`${(error as Error).message}\n(${stalls.join("; ")})`, { cause: error });
+  }
   const ms = Date.now() - t;
   let key = `${verb} (both)`;
   for (let n = 2; key in timings; n++) key = `${verb} (both, ${n})`;
