@@ -71,7 +71,9 @@ function megabytesPerSecond(direction: z.infer<typeof Direction>): number {
 }
 
 /**
- * Reads fio's `--output-format json` report: the JSON object after any lines fio prints first (the net
+ * Reads fio's `--output-format json` report (each job's run time is its longest direction's: with
+ * group_reporting fio sums `job_runtime` over the group's jobs, 16 × the wall time for the network test's
+ * 16 streams, while a direction's `runtime` is the longest job's, the one its bandwidth is over): the JSON object after any lines fio prints first (the net
  * engine's "fio: waiting for connection"). Null when there is no readable report.
  */
 export function parseFioJson(stdout: string): FioJobResult[] | null {
@@ -94,7 +96,7 @@ export function parseFioJson(stdout: string): FioJobResult[] | null {
     write_mb_s: megabytesPerSecond(job.write),
     read_iops: Math.round(job.read.iops),
     write_iops: Math.round(job.write.iops),
-    runtime_ms: job.job_runtime ?? Math.max(job.read.runtime, job.write.runtime),
+    runtime_ms: Math.max(job.read.runtime, job.write.runtime) || (job.job_runtime ?? 0),
     error: job.error,
     total_errors: job.total_err ?? 0,
   }));

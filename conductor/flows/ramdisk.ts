@@ -22,9 +22,18 @@ export function ramdiskAgentParams(
 
 const agentParams = (task: Task): Record<string, string> => ramdiskAgentParams(task.deps);
 
-/** True when the node's agent is still connected from earlier work and fast track may skip a reboot. */
+/**
+ * True when fast track may skip a reboot: the node is powered on and its agent is still connected from earlier
+ * work. NOTE: the power state is asked as Ironic's is_fast_track asks it: a node powered off since (a
+ * teardown) still shows its dead agent's connection until the heartbeat times out (~30 s in the lab), and a
+ * deploy sent to it then waits a minute for get_deploy_steps and fails.
+ */
 export function canFastTrack(task: Task): boolean {
-  return task.deps.config.agent.fastTrack && task.deps.agents.isConnected(task.node.uuid);
+  return (
+    task.deps.config.agent.fastTrack &&
+    task.node.power_state === "power on" &&
+    task.deps.agents.isConnected(task.node.uuid)
+  );
 }
 
 /**

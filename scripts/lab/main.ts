@@ -16,8 +16,9 @@ const USAGE = `npm run lab -- <command> [options]
   status          what runs
   demo            up 1, walk the node from enroll to active with the stock baremetal CLI, then down
                   (--keep leaves the lab up; --tls and --auth as for up)
-  redfish-up      one node behind the lab Redfish BMC (QMP) on a bridge without DHCP, and a conductor on
-                  the bridge's address (root; default dir .tmp/redfish-lab): see docs/lab.md
+  redfish-up [N]  N nodes (default 1) behind the lab Redfish BMC (QMP) on one bridge without DHCP, and a
+                  conductor on the bridge's address (root; default dir .tmp/redfish-lab; --fast-track and
+                  --memory as for up): see docs/lab.md
   redfish-down    stop it, delete its bridge and disks
 options:
   --dir DIR       the lab's state (default .tmp/lab)
@@ -106,14 +107,21 @@ async function main(): Promise<void> {
       return;
     }
     case "redfish-up": {
-      const state = await redfishLabUp({ dir: values.dir === ".tmp/lab" ? ".tmp/redfish-lab" : dir });
-      const { node, bmc } = state;
+      const state = await redfishLabUp({
+        dir: values.dir === ".tmp/lab" ? ".tmp/redfish-lab" : dir,
+        nodes: Number(count ?? 1),
+        conductorArgs: values["fast-track"] ? ["--fast-track"] : [],
+        memoryMb: values.memory === undefined ? undefined : Number(values.memory),
+      });
+      const { bmc } = state;
       console.log(
         [
-          `${node.name}: MAC ${node.mac}, static ${node.ip}/${state.prefix} on ${state.bridge} (no DHCP)`,
-          `BMC ${bmc.url}${node.systemId} (user ${bmc.username}, password in ${bmc.passwordFile})`,
+          ...state.nodes.flatMap((node) => [
+            `${node.name}: MAC ${node.mac}, static ${node.ip}/${state.prefix} on ${state.bridge} (no DHCP)`,
+            `  BMC ${bmc.url}${node.systemId}, network_data ${node.networkDataFile}, console ${node.dir}/vm/serial.log`,
+          ]),
+          `BMC user ${bmc.username}, password in ${bmc.passwordFile}`,
           `conductor ${state.conductor?.url ?? "-"}, log ${state.conductor?.log ?? "-"}`,
-          `network_data ${node.networkDataFile}, console ${node.dir}/vm/serial.log`,
         ].join("\n"),
       );
       return;

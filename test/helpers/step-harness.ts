@@ -40,8 +40,8 @@ export class FakeAgents implements AgentControl {
  * steps (fake power, management, boot; fake RAID beside them). `restart()` builds a new provisioner on the
  * same store, as a conductor restart would.
  */
-export function stepHarness(options: { steps: Step[]; inBand?: boolean }) {
-  const config = defaultConfig({ fakeDelayMs: 0, agent: { fastTrack: false } });
+export function stepHarness(options: { steps: Step[]; inBand?: boolean; fastTrack?: boolean }) {
+  const config = defaultConfig({ fakeDelayMs: 0, agent: { fastTrack: options.fastTrack ?? false } });
   const store = new SqliteStore(":memory:");
   const agents = new FakeAgents();
   const events: { type: string; [key: string]: unknown }[] = [];

@@ -195,6 +195,22 @@ describe("parseFioJson", () => {
     expect(parseFioJson("")).toBeNull();
   });
 
+  it("gives a group-reported job the run time its bandwidth is over, not the sum over its jobs", () => {
+    // the shape of burnin_network's writer in the lab: 16 streams for ~10 s, fio's job_runtime their sum
+    const group = {
+      jobname: "writer",
+      error: 0,
+      total_err: 0,
+      job_runtime: 161_808,
+      read: { io_bytes: 0, bw: 0, iops: 0, runtime: 0 },
+      write: { io_bytes: 1_503_238_553, bw: 145_107, iops: 1_134.2, runtime: 10_117 },
+    };
+    expect(parseFioJson(report([group]))?.[0]).toMatchObject({ runtime_ms: 10_117, write_mb_s: 148.59 });
+    // a job with no I/O still says how long it ran
+    const idle = { ...group, write: { ...group.write, io_bytes: 0, runtime: 0 }, job_runtime: 42 };
+    expect(parseFioJson(report([idle]))?.[0]?.runtime_ms).toBe(42);
+  });
+
   it("never throws on any output, and its figures are finite and non-negative", () => {
     const direction = fc.record({
       io_bytes: fc.oneof(fc.nat(), fc.double(), fc.string()),

@@ -2,7 +2,13 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { planNetwork } from "../../agent/network/plan.ts";
 import { parseNetworkData } from "../../shared/network-data.ts";
-import { pickSubnet, staticNetworkData, withTapNic } from "../../scripts/lab/redfish-node.ts";
+import {
+  REDFISH_LAB_MAX_NODES,
+  labNodeIdentity,
+  pickSubnet,
+  staticNetworkData,
+  withTapNic,
+} from "../../scripts/lab/redfish-node.ts";
 import { labVmArgs } from "../../scripts/lab/vm-args.ts";
 
 const PLAN = { resolvConf: "/etc/resolv.conf", procSys: "/proc/sys", dhcpScript: "/bin/udhcpc.script" };
@@ -88,5 +94,39 @@ describe("the Redfish lab's subnet", () => {
   it("says so when every /24 is taken", () => {
     const all = Array.from({ length: 254 }, (_, i) => `10.213.${i + 1}.1/24`);
     expect(() => pickSubnet(all)).toThrow(/no free/);
+  });
+});
+
+describe("the Redfish lab's nodes on one bridge", () => {
+  it("keeps the first node what the single-node lab had: lab-01 at .10", () => {
+    expect(labNodeIdentity("a1b2c3", 0, "10.213.7")).toEqual({
+      name: "lab-01",
+      mac: "52:54:00:b0:a1:b2",
+      tap: "avma1b2c3t0",
+      ip: "10.213.7.10",
+    });
+    expect(labNodeIdentity("a1b2c3", 1, "10.213.7")).toMatchObject({ name: "lab-02", ip: "10.213.7.11" });
+  });
+
+  it("gives every node of a lab its own name, MAC, tap and address, all valid (generated)", () => {
+    fc.assert(
+      fc.property(fc.stringMatching(/^[0-9a-f]{6}$/), fc.integer({ min: 1, max: 254 }), (tag, third) => {
+        const nodes = Array.from({ length: REDFISH_LAB_MAX_NODES }, (_, i) =>
+          labNodeIdentity(tag, i, `10.213.${third}`),
+        );
+        for (const key of ["name", "mac", "tap", "ip"] as const)
+          expect(new Set(nodes.map((n) => n[key])).size).toBe(nodes.length);
+        for (const n of nodes) {
+          // a MAC staticNetworkData takes; a Linux interface name (at most 15 bytes)
+          expect(() => staticNetworkData({ mac: n.mac, ip: n.ip, prefix: 24 })).not.toThrow();
+          expect(n.tap.length).toBeLessThanOrEqual(15);
+        }
+      }),
+    );
+  });
+
+  it("refuses an index past the lab's size or a bad tag", () => {
+    expect(() => labNodeIdentity("a1b2c3", REDFISH_LAB_MAX_NODES, "10.213.7")).toThrow(/index/);
+    expect(() => labNodeIdentity("A1B2C3", 0, "10.213.7")).toThrow(/tag/);
   });
 });

@@ -207,6 +207,34 @@ describe("the step runner", () => {
     return { h, node, log };
   }
 
+  /** An in-band automated clean step on a fast-track conductor whose agent double is connected. */
+  async function fastTrackNode(powerState: "power on" | "power off") {
+    const log: string[] = [];
+    const step = testStep(log, { name: "agent_work", priority: 50 });
+    step.descriptor.requires_ramdisk = true;
+    const h = stepHarness({ steps: [step], inBand: true, fastTrack: true });
+    h.agents.reported = { clean_steps: [{ interface: "deploy", step: "agent_work", priority: 50 }] };
+    const created = await h.createNode();
+    const node = await h.store.updateNode(created.uuid, { power_state: powerState });
+    h.agents.connected.add(node.uuid);
+    await h.provisioner.provision(node, { target: "provide" });
+    await h.provisioner.settle();
+    return { h, node, log };
+  }
+
+  it("fast track: a powered-on node with its agent connected runs its steps with no boot", async () => {
+    const { h, node, log } = await fastTrackNode("power on");
+    expect(log).toEqual(["start agent_work", "agent_work"]);
+    expect(await h.node(node.uuid)).toMatchObject({ provision_state: "available", last_error: null });
+  });
+
+  it("fast track: a powered-off node boots its ramdisk, whatever connection its last agent left", async () => {
+    const { h, node, log } = await fastTrackNode("power off");
+    expect(log).toEqual([]);
+    expect(h.agents.calls).toEqual([]);
+    expect(await h.node(node.uuid)).toMatchObject({ provision_state: "clean wait", power_state: "power on" });
+  });
+
   it("a restart while the agent runs a step's command waits for it and asks for the same command id again", async () => {
     const { h, node, log } = await agentStepInFlight();
     h.agents.stalled.add("sync"); // the first conductor dies before the answer comes
