@@ -12,7 +12,7 @@ import { z } from "zod";
 import { exec } from "../../shared/system/exec.ts";
 import { alive, spawnDetached, stopPid } from "./daemon.ts";
 import { REPO_ROOT } from "./lab.ts";
-import { labVmArgs } from "./vm-args.ts";
+import { labVmArgs, type NicModel } from "./vm-args.ts";
 
 const RedfishLabNode = z.object({
   name: z.string(),
@@ -181,13 +181,15 @@ export interface RedfishLabOptions {
   conductor?: boolean;
   /** More conductor flags (e.g. --deploy-swarm), after the lab's own. */
   conductorArgs?: readonly string[];
+  /** The NIC QEMU emulates on each node's tap (default virtio). */
+  nicModel?: NicModel;
 }
 
 /** One node's disks, QEMU argv (its tap as NIC, IDE CD), System description and network_data. */
 async function prepareNode(
   dir: string,
   identity: { name: string; mac: string; tap: string; ip: string },
-  settings: { prefix: number; memoryMb: number },
+  settings: { prefix: number; memoryMb: number; nicModel?: NicModel },
 ): Promise<RedfishLabNode> {
   const { name, mac, tap, ip } = identity;
   const nodeDir = join(dir, name);
@@ -205,12 +207,10 @@ async function prepareNode(
   ];
   for (const disk of disks)
     await run("qemu-img", ["create", "-q", "-f", "qcow2", disk.file, `${disk.sizeGb}G`]);
-  const { memoryMb } = settings;
+  const { memoryMb, nicModel } = settings;
   const vcpus = 1;
-  const argv = [
-    ...withTapNic(labVmArgs({ dir: vmDir, name, mac, memoryMb, vcpus, disks, conductorPort: 1 }), tap),
-    ...["-pidfile", join(vmDir, "qemu.pid")],
-  ];
+  const vm = { dir: vmDir, name, mac, memoryMb, vcpus, disks, conductorPort: 1, nicModel };
+  const argv = [...withTapNic(labVmArgs(vm), tap), ...["-pidfile", join(vmDir, "qemu.pid")]];
   await writeFile(join(vmDir, "qemu.args"), argv.join("\n") + "\n");
   await writeFile(join(vmDir, "serial.log"), "");
   await writeFile(join(vmDir, "hook.log"), "");
@@ -283,7 +283,8 @@ export async function redfishLabUp(options: RedfishLabOptions): Promise<RedfishL
     await run("sysctl", ["-qw", `net.ipv6.conf.${bridge}.disable_ipv6=1`]).catch(() => "");
     const memoryMb = options.memoryMb ?? 768;
     const nodes: RedfishLabNode[] = [];
-    for (const identity of identities) nodes.push(await prepareNode(dir, identity, { prefix, memoryMb }));
+    for (const identity of identities)
+      nodes.push(await prepareNode(dir, identity, { prefix, memoryMb, nicModel: options.nicModel }));
     for (const node of nodes) {
       await run("ip", ["link", "set", node.tap, "master", bridge]);
       await run("ip", ["link", "set", node.tap, "up"]);
