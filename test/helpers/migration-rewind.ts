@@ -1,10 +1,41 @@
 // A migration test's one shape on both stores: write with today's store, rewind the database by hand to how
 // an older release left it, open it again (which migrates, or the test runs the statement itself), check.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import Database from "better-sqlite3";
 import pg from "pg";
+import { afterAll, beforeAll } from "vitest";
 import { PgStore } from "../../conductor/db/postgres/pg-store.ts";
 import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
 import type { Store } from "../../conductor/db/store.ts";
+import { startPostgres, type ThrowawayPostgres } from "./postgres.ts";
+
+/**
+ * A migration suite's fixtures, made in its describe: a temporary folder for SQLite files (`sqlite(name)`) and
+ * a throwaway PostgreSQL server (`postgres(name)`: a fresh database's URL), both gone after the suite.
+ */
+export function migrationFixtures(prefix: string): {
+  sqlite(name: string): string;
+  postgres(name: string): Promise<string>;
+} {
+  const dir = mkdtempSync(join(tmpdir(), `anvil-${prefix}-`));
+  let server: ThrowawayPostgres | undefined;
+  beforeAll(async () => {
+    server = await startPostgres();
+  }, 180_000);
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return {
+    sqlite: (name) => join(dir, name),
+    postgres: async (name) => {
+      if (!server) throw new Error("the PostgreSQL server is not up (used outside a test?)");
+      return server.freshDatabase(name);
+    },
+  };
+}
 
 export interface Rewound<T> {
   seed(store: Store): Promise<T>;

@@ -1,15 +1,11 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { defaultConfig } from "../../conductor/config.ts";
 import { MIGRATIONS } from "../../conductor/db/sqlite/migrations.ts";
 import { PG_MIGRATIONS } from "../../conductor/db/postgres/migrations.ts";
 import type { ShownNode, Store } from "../../conductor/db/store.ts";
 import { defaultDrivers } from "../../conductor/drivers/registry.ts";
 import { newNode } from "../../conductor/operations/node-record.ts";
-import { rewoundPostgres, rewoundSqlite } from "../helpers/migration-rewind.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { migrationFixtures, rewoundPostgres, rewoundSqlite } from "../helpers/migration-rewind.ts";
 
 /**
  * The migration that moves the nodes' shown texts from two columns of the node rows to the node_shown table,
@@ -50,19 +46,10 @@ const SQLITE_REWIND = `ALTER TABLE nodes ADD COLUMN shown TEXT; ALTER TABLE node
   DROP TRIGGER node_shown_stale; DROP TABLE node_shown;`;
 
 describe("the move of the shown texts to node_shown", () => {
-  const dir = mkdtempSync(join(tmpdir(), "anvil-shown-move-"));
-  let server: ThrowawayPostgres;
-
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 180_000);
-  afterAll(async () => {
-    await server?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const db = migrationFixtures("shown-move");
 
   it("SQLite: each text moves to node_shown and the node rows lose the columns", () =>
-    rewoundSqlite(join(dir, "old.sqlite"), {
+    rewoundSqlite(db.sqlite("old.sqlite"), {
       seed,
       check,
       rewind(raw) {
@@ -78,7 +65,7 @@ describe("the move of the shown texts to node_shown", () => {
     }));
 
   it("PostgreSQL: the same (no rewrite of the nodes after it: the moved texts are served)", async () =>
-    rewoundPostgres(await server.freshDatabase("shownmove"), {
+    rewoundPostgres(await db.postgres("shownmove"), {
       seed,
       check,
       async rewind(sql) {

@@ -1,7 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { PG_MIGRATIONS } from "../../conductor/db/postgres/migrations.ts";
 import { MIGRATIONS } from "../../conductor/db/sqlite/migrations.ts";
 import type { Store } from "../../conductor/db/store.ts";
@@ -9,8 +6,7 @@ import { defaultDrivers } from "../../conductor/drivers/registry.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { newNode } from "../../conductor/operations/node-record.ts";
 import { newPortRecord } from "../../shared/resources.ts";
-import { rewoundPostgres, rewoundSqlite } from "../helpers/migration-rewind.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { migrationFixtures, rewoundPostgres, rewoundSqlite } from "../helpers/migration-rewind.ts";
 
 /**
  * The 1.88 migration on a database written before it, where port names were stored in the documents only
@@ -55,19 +51,10 @@ const tablesAfterPortNames = (migrations: readonly string[]): string[] =>
     .flatMap((m) => [...m.matchAll(/CREATE TABLE (\w+)/g)].map((match) => match[1]!));
 
 describe("the 1.88 port name migration", () => {
-  const dir = mkdtempSync(join(tmpdir(), "anvil-port-name-"));
-  let server: ThrowawayPostgres;
-
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 180_000);
-  afterAll(async () => {
-    await server?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const db = migrationFixtures("port-name");
 
   it("SQLite: keeps each name on its oldest port and makes names unique", () =>
-    rewoundSqlite(join(dir, "old.sqlite"), {
+    rewoundSqlite(db.sqlite("old.sqlite"), {
       seed,
       check: checkMigrated,
       rewind(raw) {
@@ -80,7 +67,7 @@ describe("the 1.88 port name migration", () => {
     }));
 
   it("PostgreSQL: the same", async () =>
-    rewoundPostgres(await server.freshDatabase("portnames"), {
+    rewoundPostgres(await db.postgres("portnames"), {
       seed,
       check: checkMigrated,
       async rewind(sql) {

@@ -1,13 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs";
 import { randomUUID } from "node:crypto";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { PG_MIGRATIONS } from "../../conductor/db/postgres/migrations.ts";
 import { MIGRATIONS } from "../../conductor/db/sqlite/migrations.ts";
 import type { Store } from "../../conductor/db/store.ts";
-import { rewoundPostgres, rewoundSqlite } from "../helpers/migration-rewind.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { migrationFixtures, rewoundPostgres, rewoundSqlite } from "../helpers/migration-rewind.ts";
 
 /**
  * The 1.112 migration on a database written before it, whose runbooks had no traits (a node ran one by its
@@ -42,15 +38,7 @@ async function check(store: Store, seeded: { old: string; set: string }): Promis
 }
 
 describe("the 1.112 runbook traits migration", () => {
-  const dir = mkdtempSync(join(tmpdir(), "anvil-runbook-traits-"));
-  let server: ThrowawayPostgres;
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 180_000);
-  afterAll(async () => {
-    await server?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const db = migrationFixtures("runbook-traits");
 
   it("is in both stores' migrations", () => {
     expect(at(MIGRATIONS)).toBeGreaterThan(0);
@@ -58,7 +46,7 @@ describe("the 1.112 runbook traits migration", () => {
   });
 
   it("SQLite: a runbook without traits takes its name", () =>
-    rewoundSqlite(join(dir, "old.sqlite"), {
+    rewoundSqlite(db.sqlite("old.sqlite"), {
       seed,
       check,
       rewind(raw) {
@@ -68,7 +56,7 @@ describe("the 1.112 runbook traits migration", () => {
     }));
 
   it("PostgreSQL: the same", async () =>
-    rewoundPostgres(await server.freshDatabase("runbooktraits"), {
+    rewoundPostgres(await db.postgres("runbooktraits"), {
       seed,
       check,
       async rewind(sql) {
