@@ -160,6 +160,14 @@ describe("1.95 disable_power_off, power actions", () => {
     const before = power.of(node).length;
     expect((await setPower(node, "power on")).status).toBe(202);
     await until(async () => power.of(node).length === before + 1 || undefined, { what: "power on" });
+    // the call reaches the driver before the task lets go of the node: a reboot asked at once may get 409
+    await until(
+      async () => {
+        const shown = (await call(`/v1/nodes/${node}`)).body as Record<string, unknown>;
+        return (shown.reservation === null && shown.target_power_state === null) || undefined;
+      },
+      { what: "the power-on task to release the node" },
+    );
     expect((await setPower(node, "rebooting")).status).toBe(202);
     await until(async () => power.of(node).length === before + 2 || undefined, { what: "reboot" });
     expect(power.of(node).slice(before)).toEqual(["power on", "reboot"]);
