@@ -152,13 +152,22 @@ export async function powerOff(target: NodeTarget, node: string): Promise<void> 
     headers,
   });
   if (r.status !== 202) throw new Error(`power off ${node}: ${r.status} ${JSON.stringify(r.body)}`);
+  await powerSettled(target, node, "power off");
+}
+
+/**
+ * Waits until a power change has landed (`power_state` is `state`, no target) and the task that made it let
+ * go of the node: the driver is called before the task releases its lock, so an action sent as soon as the
+ * driver has been called may still get 409 NodeLocked.
+ */
+export async function powerSettled(target: NodeTarget, node: string, state: string): Promise<void> {
+  const { url, headers } = typeof target === "string" ? { url: target, headers: {} } : target;
   await until(
     async () => {
       const body = (await api(`${url}/v1/nodes/${node}`, { headers })).body as Record<string, unknown>;
-      // the lock too: the change lands before the task that made it lets go of the node
-      const done = body.power_state === "power off" && body.target_power_state === null;
-      return done && body.reservation === null ? true : undefined;
+      const settled = body.power_state === state && body.target_power_state === null;
+      return settled && body.reservation === null ? true : undefined;
     },
-    { what: `${node} to power off and be released` },
+    { what: `${node} to be ${state} and released` },
   );
 }

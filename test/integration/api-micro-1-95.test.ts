@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { basic, writeUserFiles, type TestUser } from "../helpers/auth.ts";
 import { boolSpelling, expectedBool } from "../helpers/bool-spellings.ts";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, powerSettled, startConductor, waitForState } from "../helpers/conductor.ts";
 import { CountingPower, fakeHardwareWith } from "../helpers/counting-power.ts";
 import { until } from "../helpers/wait.ts";
 
@@ -160,14 +160,7 @@ describe("1.95 disable_power_off, power actions", () => {
     const before = power.of(node).length;
     expect((await setPower(node, "power on")).status).toBe(202);
     await until(async () => power.of(node).length === before + 1 || undefined, { what: "power on" });
-    // the call reaches the driver before the task lets go of the node: a reboot asked at once may get 409
-    await until(
-      async () => {
-        const shown = (await call(`/v1/nodes/${node}`)).body as Record<string, unknown>;
-        return (shown.reservation === null && shown.target_power_state === null) || undefined;
-      },
-      { what: "the power-on task to release the node" },
-    );
+    await powerSettled({ url: ctx.url, headers: basic("sysadmin", "pw-sysadmin") }, node, "power on");
     expect((await setPower(node, "rebooting")).status).toBe(202);
     await until(async () => power.of(node).length === before + 2 || undefined, { what: "reboot" });
     expect(power.of(node).slice(before)).toEqual(["power on", "reboot"]);
