@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { LOG_FORMATS } from "../shared/log.ts";
 import { EraseConfigSchema } from "../shared/erase.ts";
+import { SWARM_PEER_TLS_MODES } from "../shared/swarm.ts";
 import { isLoopback, parseListenAddress } from "./listen-address.ts";
 
 /**
@@ -376,6 +377,11 @@ export const ConductorConfig = z.object({
       swarmWindow: z.number().int().min(1).max(32).default(4),
       /** Uploads each agent serves at once. */
       swarmMaxUploads: z.number().int().min(1).max(64).default(4),
+      /**
+       * Peer links: "link" makes them TLS keyed by each wave's secret when the agent's link to the conductor is
+       * TLS (and plain HTTP when it is plain); "off" keeps them plain HTTP whatever the link.
+       */
+      swarmPeerTls: z.enum(SWARM_PEER_TLS_MODES).default("link"),
     })
     .prefault({}),
   /** Disk erasing in cleaning (Ironic's [deploy] erase options), passed to the agent's erase_devices. */

@@ -17,18 +17,39 @@ const Index = z
   .nonnegative()
   .max(1 << 24);
 
-/** An http:// URL an agent serves its chunks at: an address and port, no path beyond "/", no credentials. */
+/**
+ * The URL an agent serves its chunks at: http://, or https:// when its peer links are TLS (keyed by the
+ * wave's secret, see the agent's peer TLS); an address and port, no path beyond "/", no credentials, no query.
+ */
 export const PeerEndpointSchema = z
   .string()
   .max(256)
-  .refine((text) => {
-    try {
-      const url = new URL(text);
-      return url.protocol === "http:" && url.username === "" && url.password === "" && url.pathname === "/";
-    } catch {
-      return false;
-    }
-  }, "expected http://ADDRESS:PORT/");
+  .refine(
+    (text) => peerEndpointScheme(text) !== null,
+    "expected http://ADDRESS:PORT/ or https://ADDRESS:PORT/",
+  );
+
+/** "http" or "https" for a well-formed peer endpoint, else null. Never throws. */
+export function peerEndpointScheme(text: string): "http" | "https" | null {
+  // an empty query or fragment ("…/?", "…/#") parses to none: refused as written, not normalised away
+  if (text.length > 256 || /[?#]/.test(text)) return null;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return null;
+  }
+  if (
+    url.username !== "" ||
+    url.password !== "" ||
+    url.pathname !== "/" ||
+    url.search !== "" ||
+    url.hash !== ""
+  )
+    return null;
+  if (url.hostname === "") return null;
+  return url.protocol === "http:" ? "http" : url.protocol === "https:" ? "https" : null;
+}
 
 /** Agent → conductor: join (or create) the wave of agents writing this image. */
 export const SwarmJoinSchema = z.object({
@@ -159,6 +180,9 @@ export function bearerToken(header: string | undefined): string | null {
   return match ? (match[1] as string) : null;
 }
 
+export const SWARM_PEER_TLS_MODES = ["link", "off"] as const;
+export type SwarmPeerTlsMode = (typeof SWARM_PEER_TLS_MODES)[number];
+
 /** write_image's `swarm` argument: present means take part; the fields tune the agent's side. */
 export const SwarmRequestSchema = z.object({
   /** Chunks fetched at once (the read-ahead window). Default 4. */
@@ -178,5 +202,10 @@ export const SwarmRequestSchema = z.object({
   max_uploads: z.number().int().min(1).max(64).optional(),
   /** How long the agent waits for a tracker answer (beyond this, the store). Default 60 s. */
   ask_timeout_s: z.number().positive().max(600).optional(),
+  /**
+   * Peer links: "link" (default) TLS when the agent's link to the conductor is TLS, plain when it is plain;
+   * "off" plain HTTP whatever the link.
+   */
+  peer_tls: z.enum(SWARM_PEER_TLS_MODES).optional(),
 });
 export type SwarmRequest = z.infer<typeof SwarmRequestSchema>;

@@ -15,6 +15,8 @@ import { ImageError, redactQuery } from "./errors.ts";
 export interface Http1Options {
   /** PEM certificate(s) trusted instead of the system's CAs (https only). */
   ca?: string;
+  /** More TLS options for https (a swarm peer's pre-shared key and its refusal of certificates). */
+  tls?: ConnectionOptions;
   connectTimeoutMs: number;
   /** Fail when no byte arrives for this long while we wait for one (headers, body or trailers). */
   stallTimeoutMs: number;
@@ -108,6 +110,7 @@ export class Http1Connection {
       servername: /^[\d.]+$|:/.test(host) ? undefined : host,
       ALPNProtocols: ["http/1.1"],
       ...(options.ca === undefined ? {} : { ca: options.ca }),
+      ...options.tls,
       onread,
     };
     this.socket = secure ? connectTls(tlsOptions) : connectTcp({ host, port, onread });

@@ -67,12 +67,15 @@ export class AgentLink {
   private readonly swarm: SwarmChannel;
   /** The local address of the current socket: the interface that reaches the conductor. */
   private localAddress: string | undefined;
+  /** Whether the current socket is wss:// (its certificate verified before the upgrade). */
+  private linkTls = false;
 
   constructor(private readonly options: AgentLinkOptions) {
     this.token = options.initialToken;
     this.swarm = new SwarmChannel(
       (frame) => this.send(frame),
       () => (this.welcomedSocket === undefined ? undefined : this.localAddress),
+      () => this.welcomedSocket !== undefined && this.linkTls,
     );
     this.trust = new ConductorTrust(options.pinnedFingerprint);
     this.endpoints = new ConductorEndpoints([options.url, ...(options.otherUrls ?? [])]);
@@ -206,6 +209,7 @@ export class AgentLink {
 
       socket.on("upgrade", (response) => {
         this.localAddress = response.socket.localAddress;
+        this.linkTls = secure;
       });
       socket.on("open", () => {
         void this.hello(socket, redirected);

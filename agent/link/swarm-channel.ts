@@ -20,6 +20,7 @@ export class SwarmChannel implements SwarmLink {
   constructor(
     private readonly send: (frame: OutgoingFrame) => boolean,
     private readonly address: () => string | undefined,
+    private readonly tls: () => boolean,
   ) {}
 
   ask(question: SwarmQuestion, timeoutMs: number): Promise<SwarmAnswer> {
@@ -44,6 +45,10 @@ export class SwarmChannel implements SwarmLink {
 
   localAddress(): string | undefined {
     return this.address();
+  }
+
+  secure(): boolean {
+    return this.tls();
   }
 
   handleReply(frame: SwarmReplyFrame): void {

@@ -3,6 +3,7 @@ import { chunkPath } from "../../shared/swarm.ts";
 import { ImageError } from "../image/errors.ts";
 import { ConnectionDroppedError, Http1Connection } from "../image/http1.ts";
 import type { Http1Response } from "../image/http1.ts";
+import { peerClientTls, peerKey } from "./peer-tls.ts";
 
 /** Why a peer gave no chunk: busy (503) and missing (404) are worth asking others; the rest drop the peer. */
 export type PeerFailure = "busy" | "missing" | "refused" | "unreachable" | "stalled" | "bad_length";
@@ -56,10 +57,16 @@ export class PeerConnections {
 }
 
 export interface PeerFetchOptions {
-  /** The peer's base URL (http://ADDRESS:PORT/). */
+  /** The peer's base URL (http://ADDRESS:PORT/, or https:// for TLS peers). */
   url: string;
   wave: string;
   token: string;
+  /**
+   * Peer links are TLS keyed by the wave's secret: only https:// peers are dialled. Without it, only http://
+   * ones: a peer of the other kind is refused undialled, so the token never crosses a plain link of a TLS
+   * wave. Default false.
+   */
+  tls?: boolean;
   index: number;
   /** The chunk's exact length: a body of any other length is refused. */
   length: number;
@@ -86,6 +93,9 @@ export async function fetchFromPeer(options: PeerFetchOptions): Promise<PeerChun
   const { length, into, connections, signal } = options;
   const url = new URL(chunkPath(options.wave, options.index), options.url);
   const origin = url.origin;
+  const tls = options.tls === true;
+  if ((url.protocol === "https:") !== tls)
+    throw new PeerFetchError("refused", `peer ${url.host} is not a ${tls ? "TLS" : "plain HTTP"} peer`);
   let connection: Http1Connection | undefined;
   try {
     let response: Http1Response;
@@ -105,6 +115,7 @@ export async function fetchFromPeer(options: PeerFetchOptions): Promise<PeerChun
         connectTimeoutMs: options.stallMs,
         stallTimeoutMs: options.stallMs,
         ...(signal === undefined ? {} : { signal }),
+        ...(tls ? { tls: peerClientTls(peerKey(options.wave, options.token)) } : {}),
       });
       response = await connection.get(url, headers);
     }

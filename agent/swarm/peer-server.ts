@@ -2,11 +2,13 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { once } from "node:events";
 import { createServer } from "node:http";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "../../shared/log.ts";
 import { bearerToken, parseChunkPath } from "../../shared/swarm.ts";
 import { chunkLength } from "./chunk-cache.ts";
 import type { ChunkCache } from "./chunk-cache.ts";
+import { peerKey, peerServerTls } from "./peer-tls.ts";
 
 export interface PeerServerOptions {
   /** The address to listen on: the one the agent reaches the conductor from (the provisioning network). */
@@ -17,23 +19,31 @@ export interface PeerServerOptions {
   maxUploads?: number;
   /** A peer that reads nothing for this long is cut. Default 30 s. */
   idleTimeoutMs?: number;
+  /** Serve over TLS keyed by the wave's secret (https://), not plain HTTP. Default false. */
+  tls?: boolean;
   logger: Logger;
 }
 
 /**
  * Serves the chunks this agent holds to the other agents of its wave: `GET /swarm/<wave>/<index>` with the
- * wave's bearer token (compared in constant time, never logged). Plain HTTP: the bytes are checked against
- * the tracker's anchor hash by whoever takes them, so the link needs no integrity of its own.
+ * wave's bearer token (compared in constant time, never logged). The bytes are checked against the
+ * tracker's anchor hash by whoever takes them, so integrity needs nothing from the link. With `tls` the link
+ * is TLS 1.3 keyed by the wave's secret (peer-tls.ts): only members complete a handshake, so the image is
+ * not readable on the provisioning network; plain, the token alone keeps non-members out.
  */
 export class PeerServer {
   /** Bytes sent to peers. */
   served = 0;
   private uploads = 0;
   private readonly server: Server;
-  private wave: { id: string; tokenDigest: Buffer; cache: ChunkCache } | undefined;
+  private wave: { id: string; tokenDigest: Buffer; key: Buffer; cache: ChunkCache } | undefined;
 
   private constructor(private readonly options: PeerServerOptions) {
-    this.server = createServer((req, res) => this.handle(req, res));
+    const handle = (req: IncomingMessage, res: ServerResponse): void => this.handle(req, res);
+    // the key of the wave served now, for a client naming that wave; anything else fails the handshake
+    const keyOf = (identity: string): Buffer | null =>
+      this.wave !== undefined && identity === this.wave.id ? this.wave.key : null;
+    this.server = options.tls ? createTlsServer(peerServerTls(keyOf), handle) : createServer(handle);
     this.server.requestTimeout = 60_000;
     this.server.headersTimeout = 10_000;
     this.server.keepAliveTimeout = 5_000;
@@ -47,15 +57,16 @@ export class PeerServer {
     return peer;
   }
 
-  /** http://HOST:PORT/ as peers dial it. */
+  /** http://HOST:PORT/ (https:// with TLS) as peers dial it. */
   get url(): string {
     const { address, port } = this.server.address() as AddressInfo;
-    return `http://${address.includes(":") ? `[${address}]` : address}:${port}/`;
+    const scheme = this.options.tls ? "https" : "http";
+    return `${scheme}://${address.includes(":") ? `[${address}]` : address}:${port}/`;
   }
 
-  /** What is served from now on: this wave's chunks, to holders of its token. */
+  /** What is served from now on: this wave's chunks, to holders of its token (and with TLS, its key). */
   serve(wave: string, token: string, cache: ChunkCache): void {
-    this.wave = { id: wave, tokenDigest: digest(token), cache };
+    this.wave = { id: wave, tokenDigest: digest(token), key: peerKey(wave, token).key, cache };
   }
 
   async close(): Promise<void> {

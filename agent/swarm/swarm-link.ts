@@ -18,6 +18,11 @@ export interface SwarmLink {
   notify(notice: SwarmNotice): boolean;
   /** The local address of the link's socket (the provisioning address peers reach this agent at). */
   localAddress(): string | undefined;
+  /**
+   * Whether the link is TLS (wss://, the conductor's certificate verified): the wave's secret then reached
+   * this agent encrypted, and may key TLS between the wave's peers.
+   */
+  secure(): boolean;
 }
 
 export class SwarmLinkDown extends Error {

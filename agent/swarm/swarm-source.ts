@@ -28,6 +28,8 @@ interface Settings {
   cacheBytes: number;
   lingerMs: number;
   askTimeoutMs: number;
+  /** Peer links are TLS keyed by the wave's secret (the link to the conductor is TLS, peer_tls not off). */
+  tls: boolean;
 }
 
 /** The pieces the image pipeline gets: small enough to stay in the CPU's cache between its hash and copy. */
@@ -58,9 +60,11 @@ export async function openSwarm(options: OpenSwarmOptions): Promise<SwarmSource 
     cacheBytes: request.cache_bytes ?? 256 * 1024 * 1024,
     lingerMs: (request.linger_s ?? 60) * 1000,
     askTimeoutMs: (request.ask_timeout_s ?? 60) * 1000,
+    tls: request.peer_tls !== "off" && link.secure(),
   };
   const server = await PeerServer.listen({
     host,
+    tls: settings.tls,
     maxUploads: request.max_uploads ?? 4,
     logger,
   });
@@ -322,6 +326,7 @@ export class SwarmSource implements AsyncIterable<Buffer> {
           url: peer.url,
           wave: this.wave.wave,
           token: this.wave.token,
+          tls: this.wave.settings.tls,
           index,
           length: end - start,
           stallMs: this.wave.settings.peerStallMs,

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, Server } from "node:http";
 import type { Duplex } from "node:stream";
+import type { TLSSocket } from "node:tls";
 import { WebSocket, WebSocketServer } from "ws";
 import { defaultConfig } from "../config.ts";
 import type { ErrorCode } from "../../shared/errors.ts";
@@ -105,6 +106,8 @@ interface Connection {
   remote: string;
   /** The agent's source address (its provisioning address, as far as we can tell). */
   address: string;
+  /** The agent dialled over TLS (this server's own; a TLS-terminating proxy in front does not count). */
+  tls: boolean;
   rate: FrameRate;
   /** Stops counting raw bytes once the connection is welcomed. */
   stopBudget: () => void;
@@ -227,6 +230,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       openedAt: now,
       remote: `${req.socket.remoteAddress ?? "?"}:${req.socket.remotePort ?? "?"}`,
       address: req.socket.remoteAddress ?? "",
+      tls: (req.socket as Partial<TLSSocket>).encrypted === true,
       rate: new FrameRate({ perSecond: framesPerSecond, burst: framesPerSecond * 10 }),
       stopBudget: () => undefined,
     };
@@ -432,7 +436,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
         if (conn.uuid !== undefined)
           handleSwarmFrame(
             options.swarm,
-            { node: conn.uuid, address: conn.address, send: (out) => send(conn, out) },
+            { node: conn.uuid, address: conn.address, tls: conn.tls, send: (out) => send(conn, out) },
             frame,
           );
         return;

@@ -15,11 +15,12 @@ function plainAddress(address: string): string {
 /**
  * One swarm frame from a live agent session. Without a tracker (swarm off) every question is refused, so the
  * agent uses the store. An agent may only name a peer endpoint on the address it dialled us from: a node
- * cannot point its wave at another host.
+ * cannot point its wave at another host. A TLS (https://) endpoint is taken only over a TLS link: its wave's
+ * secret keys the peers' TLS, and must never be sent in the clear.
  */
 export function handleSwarmFrame(
   tracker: SwarmTracker | undefined,
-  from: { node: string; address: string; send: (frame: OutgoingFrame) => void },
+  from: { node: string; address: string; tls: boolean; send: (frame: OutgoingFrame) => void },
   frame: SwarmFrame,
 ): void {
   const { send } = from;
@@ -27,11 +28,19 @@ export function handleSwarmFrame(
   switch (frame.type) {
     case "swarm_join": {
       if (tracker === undefined) return reply(frame.id, { kind: "refused", message: "swarm is off" });
-      const host = new URL(frame.endpoint).hostname.replace(/^\[|\]$/g, "");
+      const endpoint = new URL(frame.endpoint);
+      const host = endpoint.hostname.replace(/^\[|\]$/g, "");
       if (plainAddress(host) !== plainAddress(from.address)) {
         return reply(frame.id, {
           kind: "refused",
           message: "the peer endpoint must be on the address the agent dialled from",
+        });
+      }
+      if (endpoint.protocol === "https:" && !from.tls) {
+        return reply(frame.id, {
+          kind: "refused",
+          message:
+            "TLS peer links need a TLS link to the conductor (the wave's key would travel in the clear)",
         });
       }
       return reply(frame.id, tracker.join(from.node, frame));

@@ -67,7 +67,7 @@ interface Wave {
 
 /**
  * The conductor's side of swarm deploys: groups agents writing the same image (URL without query, checksum,
- * size) into a wave, and per chunk knows who holds it, its anchor hash and who fetches it from the store. A
+ * size) with peer links of the same kind (TLS or plain) into a wave, and per chunk knows who holds it, its anchor hash and who fetches it from the store. A
  * chunk nobody holds is assigned to the first agent asking; later askers wait (bounded) for its assignee,
  * then get the peers that hold it. State is in memory: a restarted conductor forgets its waves, and agents
  * then finish from the store.
@@ -87,9 +87,14 @@ export class SwarmTracker {
     this.fetchesPerMember = options.storeFetchesPerMember ?? 1;
   }
 
-  /** Adds the node to the image's wave (creating it), and answers with the wave's id and token. */
+  /**
+   * Adds the node to the image's wave (creating it), and answers with the wave's id and token. TLS (https://)
+   * and plain endpoints never share a wave: a TLS wave's token (its peers' key) is never handed to a member
+   * whose peers are dialled in the clear, nor a TLS member sent to a plain peer.
+   */
   join(node: string, request: SwarmJoin): SwarmAnswer {
-    const key = `${request.image}\n${request.checksum ?? ""}\n${request.size}`;
+    const scheme = new URL(request.endpoint).protocol;
+    const key = `${scheme}\n${request.image}\n${request.checksum ?? ""}\n${request.size}`;
     let wave = this.byKey.get(key);
     if (wave === undefined) {
       wave = {

@@ -91,6 +91,7 @@ function swarmArgs(task: Task): { swarm?: CommandArgs<"write_image">["swarm"] } 
       cache_bytes: deploy.swarmCacheBytes,
       linger_s: deploy.swarmLingerS,
       max_uploads: deploy.swarmMaxUploads,
+      peer_tls: deploy.swarmPeerTls,
       ask_timeout_s: deploy.swarmAssigneeWaitS * 2,
     },
   };
