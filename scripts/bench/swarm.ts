@@ -6,14 +6,17 @@
  * What it writes: each simulated disk is a sparse file; the image is 64 KiB of random bytes at the start of
  * every MiB and zeros elsewhere, so the store and the swarm move every byte (hashed in full, whole-image
  * sha256 verified) while each disk file holds only 1/16 of the image (the writer skips zero blocks on a target
- * that reads zeros). Usage:
+ * that reads zeros). The case "tls" is a swarm whose peer links are TLS (keyed by the wave's secret): with
+ * it, every case's agents dial the conductor over wss:// (a lab CA, pinned) and "on" keeps plain peer links
+ * (peer_tls off), so "on" and "tls" differ only in the peer links; --rounds repeats them interleaved. Usage:
  *   node --import tsx scripts/bench/swarm.ts [--size 1024] (MiB) [--bandwidth auto|MiB/s] [--agents 8,16]
- *     [--processes 4] [--cache 128] (MiB per agent)
+ *     [--processes 4] [--cache 128] (MiB per agent) [--cases alone,off,on,tls] [--rounds 1]
  */
 import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { access, open, mkdtemp, readFile, rm, truncate, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -25,6 +28,8 @@ import { AgentLink } from "../../agent/link/client.ts";
 import { createAgentGateway } from "../../conductor/agents/gateway.ts";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
 import { SwarmTracker } from "../../conductor/agents/swarm-tracker.ts";
+import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
+import { loadTlsMaterial } from "../../conductor/tls/material.ts";
 import { silentLogger } from "../../shared/log.ts";
 import type { Inventory } from "../../shared/inventory.ts";
 import type { SwarmStats } from "../../shared/swarm.ts";
@@ -36,6 +41,8 @@ const SELF = resolve(import.meta.dirname, "swarm.ts");
 interface Row {
   agents: number;
   swarm: boolean;
+  /** Peer links over TLS (the "tls" case). */
+  peer_tls?: boolean;
   wall_s: number;
   /** CPU seconds the whole machine spent busy, and idle, during the wave (USER_HZ 100). */
   cpu_busy_s: number;
@@ -99,8 +106,12 @@ const { values } = parseArgs({
     dir: { type: "string", default: "" },
     /** A directory: the agent processes write V8 CPU profiles there (node --cpu-prof). */
     profile: { type: "string", default: "" },
-    /** Cases to run, among alone, off, on (default: all). */
+    /** Cases to run, among alone, off, on, tls (default: alone,off,on). */
     cases: { type: "string", default: "alone,off,on" },
+    /** Times the swarm cases (on, tls) run per agent count, interleaved. */
+    rounds: { type: "string", default: "1" },
+    /** The agents' pinned CA fingerprint: they dial wss:// (set by the orchestrator for the tls case). */
+    pin: { type: "string", default: "" },
   },
 });
 
@@ -122,7 +133,8 @@ async function agentsProcess(): Promise<void> {
     await writeFile(disk, "");
     await truncate(disk, diskBytes);
     new AgentLink({
-      url: `ws://127.0.0.1:${values.port}/v1/agent`,
+      url: `${values.pin === "" ? "ws" : "wss"}://127.0.0.1:${values.port}/v1/agent`,
+      ...(values.pin === "" ? {} : { pinnedFingerprint: values.pin }),
       backend: new SimulatedBackend({ inventory: inventoryFor(i, disk, diskBytes) }),
       commands: COMMANDS,
       logger: silentLogger,
@@ -245,7 +257,13 @@ async function orchestrate(): Promise<void> {
       maxConnectionsPerSource: total + 8,
       heartbeatTimeoutMs: 120_000,
     });
-    const server = createServer();
+    const cases = new Set(values.cases.split(","));
+    // with the tls case the link is TLS for every case, so that only the peer links differ between on and tls
+    const lab = cases.has("tls")
+      ? await makeLabCa({ dir: join(dir, "ca"), names: ["127.0.0.1"] })
+      : undefined;
+    const material = lab && loadTlsMaterial({ cert: lab.cert, key: lab.key, ca: lab.caCert });
+    const server = material ? createHttpsServer({ cert: material.cert, key: material.key }) : createServer();
     gateway.attach(server);
     server.listen(0, "127.0.0.1");
     await once(server, "listening");
@@ -263,6 +281,7 @@ async function orchestrate(): Promise<void> {
           ...tsx.slice(1),
           ...["--role", "agents", "--port", String(port), "--dir", dir, "--size", values.size],
           ...["--from", String(p * per), "--count", String(Math.max(0, Math.min(per, total - p * per)))],
+          ...(lab ? ["--pin", lab.caFingerprint] : []),
         ],
         { signal: load.signal, timeoutMs: 3 * 3600_000 },
       ).catch(() => undefined),
@@ -270,7 +289,7 @@ async function orchestrate(): Promise<void> {
     while (gateway.sessionNodes().length < total) await new Promise((done) => setTimeout(done, 100));
 
     let run = 0;
-    const wave = async (agents: number, swarm: boolean): Promise<Row> => {
+    const wave = async (agents: number, swarm: boolean, peerTls = false): Promise<Row> => {
       run += 1;
       const before = store.served();
       const cpu = await machineCpu();
@@ -293,6 +312,7 @@ async function orchestrate(): Promise<void> {
                       linger_s: 30,
                       max_uploads: Number(values.uploads),
                       window: Number(values.window),
+                      peer_tls: peerTls ? "link" : "off",
                     },
                   }
                 : {}),
@@ -307,6 +327,7 @@ async function orchestrate(): Promise<void> {
       const row: Row = {
         agents,
         swarm,
+        ...(swarm && lab ? { peer_tls: peerTls } : {}),
         wall_s: +seconds.toFixed(2),
         cpu_busy_s: +(cpuAfter.busy - cpu.busy).toFixed(1),
         cpu_idle_s: +(cpuAfter.idle - cpu.idle).toFixed(1),
@@ -385,12 +406,14 @@ async function orchestrate(): Promise<void> {
     };
     process.stderr.write(`${JSON.stringify({ limit })}\n`);
 
-    const cases = new Set(values.cases.split(","));
     const alone = cases.has("alone") ? await wave(1, false) : undefined;
     const rows: Row[] = alone ? [alone] : [];
     for (const agents of counts) {
       if (cases.has("off")) rows.push(await wave(agents, false));
-      if (cases.has("on")) rows.push(await wave(agents, true));
+      for (let round = 0; round < Number(values.rounds); round++) {
+        if (cases.has("on")) rows.push(await wave(agents, true));
+        if (cases.has("tls")) rows.push(await wave(agents, true, true));
+      }
     }
     const aloneS = alone?.wall_s ?? Number.NaN;
     const largest = (rows.filter((r) => r.swarm === true).at(-1) ?? { store_images: NaN, wall_s: NaN }) as {
