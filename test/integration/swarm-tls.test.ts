@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { mkdir, mkdtemp, readFile, rm, truncate, writeFile } from "node:fs/promises";
+import { createServer as createHttpServer } from "node:http";
+import type { Server, ServerResponse } from "node:http";
 import { createServer } from "node:https";
-import type { Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { createServer as createTlsServer } from "node:tls";
@@ -87,7 +88,8 @@ describe("swarm deploys over TLS peer links", () => {
     for (const impostor of impostors.splice(0)) impostor.close();
   });
 
-  async function setUp(count: number): Promise<void> {
+  /** `count` agents on a conductor link over wss:// with the pinned lab CA (`plain`: over ws://). */
+  async function setUp(count: number, options: { plain?: boolean } = {}): Promise<void> {
     store = await startHttpImageServer();
     store.serve("/image.raw", join(dir, "image.raw"));
     tracker = new SwarmTracker({ logger: silentLogger, chunkBytes: CHUNK });
@@ -103,18 +105,22 @@ describe("swarm deploys over TLS peer links", () => {
     gateway = createAgentGateway({ directory, logger: silentLogger, swarm: tracker });
     const material = loadTlsMaterial({ cert: lab.cert, key: lab.key, ca: lab.caCert });
     if (material === null) throw new Error("no TLS material");
-    server = createServer({ cert: material.cert, key: material.key }, (_q, res) => res.writeHead(404).end());
+    const notFound = (_q: unknown, res: ServerResponse): void => void res.writeHead(404).end();
+    server = options.plain
+      ? createHttpServer(notFound)
+      : createServer({ cert: material.cert, key: material.key }, notFound);
     gateway.attach(server);
     server.listen(0, "127.0.0.1");
     await once(server, "listening");
-    const url = `wss://127.0.0.1:${(server.address() as AddressInfo).port}/v1/agent`;
+    const scheme = options.plain ? "ws" : "wss";
+    const url = `${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}/v1/agent`;
     for (let i = 0; i < count; i++) {
       const disk = join(dir, `disk-${i}-${Date.now()}.img`);
       await writeFile(disk, "");
       await truncate(disk, DISK_BYTES);
       const link = new AgentLink({
         url,
-        pinnedFingerprint: lab.caFingerprint,
+        ...(options.plain ? {} : { pinnedFingerprint: lab.caFingerprint }),
         backend: new SimulatedBackend({ inventory: sampleInventory({ macs: [macOf(i)], diskFile: disk }) }),
         commands: COMMANDS,
         logger: silentLogger,
@@ -265,6 +271,17 @@ describe("swarm deploys over TLS peer links", () => {
     // refused in the handshake: neither heard a request (nor the token in it)
     expect(wrongKey.requests()).toBe(0);
     expect(withCert.requests()).toBe(0);
+  });
+
+  it("a plain link keeps plain peer links", async () => {
+    await setUp(2, { plain: true });
+    const outcomes = await Promise.all(agents.map((agent) => write(agent)));
+    for (const outcome of outcomes) expect(outcome).toMatchObject({ ok: true, diskMatches: true });
+    expect(joins.map((j) => j.request.endpoint)).toEqual([
+      expect.stringMatching(/^http:\/\//),
+      expect.stringMatching(/^http:\/\//),
+    ]);
+    expect(outcomes.reduce((sum, o) => sum + (o.stats?.bytes_from_peers ?? 0), 0)).toBeGreaterThan(0);
   });
 
   it("peer_tls off (the operator's switch) keeps plain peer links over a TLS link", async () => {
