@@ -92,7 +92,8 @@ export class PeerServer {
     const chunk = wave.cache.lease(target.index);
     if (chunk === undefined) return fail(404);
     this.uploads += 1;
-    res.socket?.setTimeout(this.options.idleTimeoutMs ?? 30_000, () => res.destroy());
+    // on the response, not its socket: a kept-alive socket would gather one listener per request
+    res.setTimeout(this.options.idleTimeoutMs ?? 30_000, () => res.destroy());
     res.on("close", () => {
       this.uploads -= 1;
       chunk.release();

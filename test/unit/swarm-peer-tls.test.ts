@@ -311,6 +311,46 @@ describe("peer links over TLS keyed by the wave's secret", () => {
     ).rejects.toMatchObject({ failure: "refused" });
   });
 
+  it("an upload its taker stops reading is cut after the idle bound, freeing its upload slot", async () => {
+    const big = 32 * CHUNK_BYTES; // more than the sockets' buffers hold: the stalled upload cannot finish
+    const server = await PeerServer.listen({
+      host: "127.0.0.1",
+      tls: true,
+      maxUploads: 1,
+      idleTimeoutMs: 200,
+      logger: silentLogger,
+    });
+    closers.push(() => server.close());
+    const cache = new ChunkCache(2 * big);
+    cache.put(0, [Buffer.alloc(big, 1)]);
+    cache.put(1, [randomBytes(CHUNK_BYTES)]);
+    server.serve(WAVE, TOKEN, cache);
+    const url = new URL(chunkPath(WAVE, 0), server.url);
+    const staller = await Http1Connection.open(url, {
+      connectTimeoutMs: 5_000,
+      stallTimeoutMs: 60_000,
+      tls: peerClientTls(peerKey(WAVE, TOKEN)),
+    });
+    closers.push(() => staller.close());
+    const response = await staller.get(url, { authorization: `Bearer ${TOKEN}` });
+    expect(response.status).toBe(200); // and never read: the one upload slot is held
+    const busy = await fetchFromPeer({
+      ...fetchOptions(server.url, Buffer.alloc(CHUNK_BYTES)),
+      index: 1,
+    }).catch((error: unknown) => error);
+    expect(busy).toMatchObject({ failure: "busy" });
+    // once the stalled upload is cut, the slot serves the next taker
+    for (;;) {
+      const got = await fetchFromPeer({
+        ...fetchOptions(server.url, Buffer.alloc(CHUNK_BYTES)),
+        index: 1,
+      }).catch((error: unknown) => error);
+      if (!(got instanceof Error)) break;
+      expect(got).toMatchObject({ failure: "busy" });
+      await new Promise((done) => setTimeout(done, 50));
+    }
+  });
+
   it("the key is the wave's, never the token itself", () => {
     const a = peerKey(WAVE, TOKEN);
     expect(a.identity).toBe(WAVE);
