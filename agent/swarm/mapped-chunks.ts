@@ -20,7 +20,7 @@ const SHARED_SHARE = 1 / 8;
  * written: a peer's bytes that matched a wrong anchor are then replaced with the store's, not written. A
  * longer range is checked as its bytes pass, and a mismatch fails the write.
  */
-const HOLD_CHUNKS = 8;
+export const HOLD_CHUNKS = 8;
 
 /** The pieces the writer gets: small enough to stay in the CPU's cache between its hash and copy. */
 const YIELD_BYTES = 256 * 1024;
@@ -123,8 +123,14 @@ class HeldChunks {
   }
 }
 
+/** What swarmMappedExtents needs of the wave: a SwarmSource (a fake in tests). */
+export type MappedChunkSource = Pick<
+  SwarmSource,
+  "chunkBytes" | "chunks" | "repair" | "countStoreBytes" | "stats"
+>;
+
 export interface SwarmMappedOptions {
-  swarm: SwarmSource;
+  swarm: MappedChunkSource;
   fetch: FetchOptions;
   session: DownloadSession;
   onHole?: (bytes: number) => void;
@@ -177,7 +183,7 @@ export async function* swarmMappedExtents(
 interface RangeContext {
   map: BlockMap;
   chunks: HeldChunks;
-  swarm: SwarmSource;
+  swarm: MappedChunkSource;
   /** Chunks (by first byte) whose inner ranges' digests a peer's copy passed. */
   passed: Set<number>;
 }
