@@ -220,9 +220,10 @@ export class SwarmSource implements AsyncIterable<Buffer> {
         const waiting = performance.now();
         const chunk = await (inflight.shift() as Promise<TakenChunk>);
         this.count("starved_ms", performance.now() - waiting);
+        // the last one handed out, nothing is left in flight: a consumer stopping now stops nothing
+        if (at === indices.length - 1) done = true;
         yield chunk;
       }
-      done = true;
     } finally {
       if (!done) this.close();
       // Chunks fetched ahead and never consumed go back to the pool once they arrive.
