@@ -31,6 +31,7 @@ import { isQcow2, Qcow2Converter } from "./qcow2.ts";
 import type { Qcow2Limits } from "./qcow2.ts";
 import { ProgressMeter } from "./progress.ts";
 import { ImageWriter } from "./writer.ts";
+import { swarmMappedExtents } from "../swarm/mapped-chunks.ts";
 import { openSwarm } from "../swarm/swarm-source.ts";
 import type { SwarmSource } from "../swarm/swarm-source.ts";
 import type { SwarmLink } from "../swarm/swarm-link.ts";
@@ -139,9 +140,9 @@ export async function writeImage(
       blockMap !== undefined &&
       (await mapFitsObject(image.url, blockMap, { fetch: fetchOptions, session, logger: log }));
     if (mapped) log.info({ mapped_bytes: blockMap.mappedBytes }, "downloading the block map's ranges only");
-    // NOTE: a block map's ranges are not shared (yet): only whole-object streams join a swarm.
+    // A block-mapped write shares the chunks that hold its ranges (chunks are store bytes either way).
     swarm =
-      swarmRequest !== undefined && options.swarm !== undefined && !mapped
+      swarmRequest !== undefined && options.swarm !== undefined
         ? await openSwarm({
             url: image.url,
             checksum: expected === undefined ? undefined : `${expected.algo}:${expected.value}`,
@@ -152,7 +153,7 @@ export async function writeImage(
           })
         : undefined;
     written = mapped
-      ? await streamMapped(image, blockMap, { ...stream, hashHoles: expected !== undefined })
+      ? await streamMapped(image, blockMap, { ...stream, hashHoles: expected !== undefined, swarm })
       : await streamImage(image, stream, swarm);
     if (expected) written.tap?.verify(expected);
     swarmStats = swarm?.finish();
@@ -248,7 +249,7 @@ interface Streamed {
 async function streamMapped(
   image: ImageSpec,
   map: BlockMap,
-  options: StreamOptions & { hashHoles: boolean },
+  options: Omit<StreamOptions, "swarm"> & { hashHoles: boolean; swarm: SwarmSource | undefined },
 ): Promise<Streamed> {
   if (image.size !== undefined && image.size !== map.imageSize) {
     throw new ImageError(
@@ -262,11 +263,14 @@ async function streamMapped(
   let received = 0;
   const writer = await ImageWriter.open(options.writer);
   try {
-    const extents = mappedExtents(image.url, map, {
+    const from = {
       fetch: options.fetchOptions,
       session: options.session,
-      onHole: (bytes) => tap?.zeros(bytes),
-    });
+      onHole: (bytes: number) => tap?.zeros(bytes),
+    };
+    const extents = options.swarm
+      ? swarmMappedExtents(image.url, map, { ...from, swarm: options.swarm })
+      : mappedExtents(image.url, map, from);
     for await (const extent of extents) {
       tap?.update(extent.data);
       received += extent.data.length;

@@ -129,6 +129,16 @@ export class ChunkCache {
     return this.chunks.has(index);
   }
 
+  /** Stops holding the chunk (its buffer is reused once its other readers let go); false when not held. */
+  delete(index: number): boolean {
+    const entry = this.chunks.get(index);
+    if (entry === undefined) return false;
+    this.chunks.delete(index);
+    this.bytes -= entry.length;
+    entry.held.release();
+    return true;
+  }
+
   clear(): void {
     for (const entry of this.chunks.values()) entry.held.release();
     this.chunks.clear();

@@ -72,6 +72,11 @@ export interface PeerFetchOptions {
   length: number;
   /** No byte (or no answer) for this long: the peer stalls. */
   stallMs: number;
+  /**
+   * The whole chunk must be in within this, however the bytes trickle (a peer dripping a byte now and then
+   * never stalls). Default 3 × stallMs: 30 s for 4 MiB at the defaults, about 140 KB/s.
+   */
+  deadlineMs?: number;
   connections: PeerConnections;
   /** Where the chunk goes: at least `length` bytes (a pooled chunk buffer). */
   into: Buffer;
@@ -97,6 +102,12 @@ export async function fetchFromPeer(options: PeerFetchOptions): Promise<PeerChun
   if ((url.protocol === "https:") !== tls)
     throw new PeerFetchError("refused", `peer ${url.host} is not a ${tls ? "TLS" : "plain HTTP"} peer`);
   let connection: Http1Connection | undefined;
+  let late = false;
+  const deadlineMs = options.deadlineMs ?? 3 * options.stallMs;
+  const deadline = setTimeout(() => {
+    late = true;
+    connection?.close();
+  }, deadlineMs);
   try {
     let response: Http1Response;
     const headers = { authorization: `Bearer ${options.token}`, "accept-encoding": "identity" };
@@ -138,6 +149,7 @@ export async function fetchFromPeer(options: PeerFetchOptions): Promise<PeerChun
     connection.readInto(target);
     let at = 0;
     for (let piece = await response.read(); piece !== null; piece = await response.read()) {
+      if (late) throw new PeerFetchError("stalled", `peer ${url.host} sent no chunk within ${deadlineMs} ms`);
       // Content-Length framing never yields past `length`; the check guards `into` all the same.
       if (at + piece.length > length)
         throw new PeerFetchError("bad_length", `peer ${url.host} sent more than ${length} bytes`);
@@ -146,13 +158,19 @@ export async function fetchFromPeer(options: PeerFetchOptions): Promise<PeerChun
         piece.copy(target, at);
       at += piece.length;
     }
+    // A chunked body may end before the Content-Length it also declared: the rest of `into` is stale.
+    if (at !== length)
+      throw new PeerFetchError("bad_length", `peer ${url.host} sent ${at} of the chunk's ${length} bytes`);
     connections.give(origin, connection);
     connection = undefined;
     return { data: into.subarray(0, length), sha256: hash.digest("hex") };
   } catch (error) {
     connection?.close();
     signal?.throwIfAborted();
+    if (late) throw new PeerFetchError("stalled", `peer ${url.host} sent no chunk within ${deadlineMs} ms`);
     throw asPeerFailure(error, url.host);
+  } finally {
+    clearTimeout(deadline);
   }
 }
 

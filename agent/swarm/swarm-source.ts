@@ -5,11 +5,26 @@ import type { SwarmAnswer, SwarmDropReason, SwarmRequest, SwarmStats } from "../
 import { redactQuery } from "../image/errors.ts";
 import { DownloadSession, ImageDownload } from "../image/fetch.ts";
 import type { FetchOptions } from "../image/fetch.ts";
+import type { ByteWindow } from "../image/extent.ts";
 import { ChunkCache, ChunkPool, HeldChunk } from "./chunk-cache.ts";
 import { PeerConnections, PeerFetchError, fetchFromPeer } from "./peer-fetch.ts";
 import type { PeerChunk } from "./peer-fetch.ts";
 import { PeerServer } from "./peer-server.ts";
 import type { SwarmLink } from "./swarm-link.ts";
+
+/** A chunk held for a caller: its bytes, the peer that served them (undefined: the store); release once read. */
+export interface TakenChunk {
+  index: number;
+  data: Buffer;
+  peer: string | undefined;
+  release(): void;
+}
+
+/**
+ * A test of a chunk's bytes (at `window` of the image) against hashes the node trusts without the tracker:
+ * a message saying what failed, or undefined when they pass.
+ */
+export type ChunkCheck = (window: ByteWindow, data: Buffer) => string | undefined;
 
 export interface OpenSwarmOptions {
   url: string;
@@ -168,34 +183,53 @@ export class SwarmSource implements AsyncIterable<Buffer> {
    */
   async *[Symbol.asyncIterator](): AsyncGenerator<Buffer> {
     const count = Math.ceil(this.total / this.wave.chunkBytes);
-    const inflight: Array<Promise<HeldChunk>> = [];
+    const all = Array.from({ length: count }, (_, index) => index);
+    for await (const chunk of this.chunks(all)) {
+      try {
+        // Small pieces: the consumer hashes then copies each while it is still in the CPU's cache.
+        for (let at = 0; at < chunk.data.length; at += YIELD_BYTES) {
+          const piece = chunk.data.subarray(at, at + YIELD_BYTES);
+          this.received += piece.length;
+          yield piece;
+        }
+      } finally {
+        chunk.release();
+      }
+    }
+  }
+
+  /** Bytes per chunk in this wave (the tracker's). */
+  get chunkBytes(): number {
+    return this.wave.chunkBytes;
+  }
+
+  /**
+   * Chunks `indices` (ascending), a window of them in flight, each held for the caller until it calls
+   * `release` (several may be held at once). `check` is a test the node trusts on its own (a block map's
+   * range digests): a peer's chunk must pass it as well as match its anchor, or it is refetched from the
+   * store and the peer dropped for bad bytes. Stopping early stops the chunks in flight.
+   */
+  async *chunks(indices: readonly number[], check?: ChunkCheck): AsyncGenerator<TakenChunk> {
+    const inflight: Array<Promise<TakenChunk>> = [];
     let next = 0;
+    let done = false;
     try {
-      for (let index = 0; index < count; index++) {
-        while (next < count && next < index + this.wave.settings.window) {
-          const pending = this.chunk(next);
+      for (let at = 0; at < indices.length; at++) {
+        while (next < indices.length && next < at + this.wave.settings.window) {
+          const pending = this.chunk(indices[next] as number, check);
           pending.catch(() => undefined); // awaited in order below; a later one's failure waits its turn
           inflight.push(pending);
           next += 1;
         }
         const waiting = performance.now();
-        const chunk = await (inflight.shift() as Promise<HeldChunk>);
+        const chunk = await (inflight.shift() as Promise<TakenChunk>);
         this.count("starved_ms", performance.now() - waiting);
-        try {
-          for (const part of chunk.parts) {
-            // Small pieces: the consumer hashes then copies each while it is still in the CPU's cache.
-            for (let at = 0; at < part.length; at += YIELD_BYTES) {
-              const piece = part.subarray(at, at + YIELD_BYTES);
-              this.received += piece.length;
-              yield piece;
-            }
-          }
-        } finally {
-          chunk.release();
-        }
+        // the last one handed out, nothing is left in flight: a consumer stopping now stops nothing
+        if (at === indices.length - 1) done = true;
+        yield chunk;
       }
     } finally {
-      if (this.received < this.total) this.close();
+      if (!done) this.close();
       // Chunks fetched ahead and never consumed go back to the pool once they arrive.
       for (const pending of inflight)
         pending.then(
@@ -203,6 +237,40 @@ export class SwarmSource implements AsyncIterable<Buffer> {
           () => undefined,
         );
     }
+  }
+
+  /**
+   * `chunk` again, from the store, after its bytes failed a test the node trusts (a block map's digest of a
+   * range across several chunks) though they matched the anchor. Same bytes as the store's: `chunk` itself is
+   * returned. Else the store's copy replaces it: the peer that served it is dropped for bad bytes and this
+   * agent stops holding and serving the chunk (the store's copy does not match the anchor, so it is not
+   * offered either).
+   */
+  async repair(chunk: TakenChunk): Promise<TakenChunk> {
+    const store = await this.fromStore(chunk.index, false, false);
+    if (chunk.peer === undefined || (store.parts[0] as Buffer).equals(chunk.data)) {
+      store.release();
+      return chunk;
+    }
+    this.stats.bad_chunks += 1;
+    this.dropPeer(chunk.peer, chunk.index, {
+      reason: "bad_bytes",
+      message: `chunk ${chunk.index} matched its anchor but not the block map's digest: the anchor is wrong`,
+    });
+    if (this.cache.delete(chunk.index))
+      this.options.link.notify({
+        type: "swarm_drop",
+        wave: this.wave.wave,
+        index: chunk.index,
+        reason: "evicted",
+      });
+    chunk.release();
+    return this.taken(chunk.index, store, undefined);
+  }
+
+  /** Bytes a block-mapped write took from the store outside the shared chunks (sparse chunks' ranges). */
+  countStoreBytes(bytes: number): void {
+    this.stats.bytes_from_store += bytes;
   }
 
   /** Stops the chunks in flight (the consumer gave up). */
@@ -233,7 +301,7 @@ export class SwarmSource implements AsyncIterable<Buffer> {
   }
 
   /** Chunk `index`, held for the caller (release it once read). */
-  private async chunk(index: number): Promise<HeldChunk> {
+  private async chunk(index: number, check?: ChunkCheck): Promise<TakenChunk> {
     const excluded = new Set<string>();
     for (let round = 0; this.fallback === undefined && round < BUSY_ROUNDS; round++) {
       let answer: SwarmAnswer;
@@ -253,12 +321,16 @@ export class SwarmSource implements AsyncIterable<Buffer> {
         this.giveUp(`tracker refused: ${answer.message}`);
         break;
       }
-      if (answer.kind !== "peers") return this.fromStore(index, true);
-      const chunk = await this.fromPeers(index, answer, excluded);
+      if (answer.kind !== "peers") return this.taken(index, await this.fromStore(index, true), undefined);
+      const chunk = await this.fromPeers(index, answer, { excluded, check });
       if (chunk !== undefined) return chunk;
       await sleep(25 * (round + 1), undefined, { signal: this.signal });
     }
-    return this.fromStore(index, this.fallback === undefined);
+    return this.taken(index, await this.fromStore(index, this.fallback === undefined), undefined);
+  }
+
+  private taken(index: number, held: HeldChunk, peer: string | undefined): TakenChunk {
+    return { index, data: held.parts[0] as Buffer, peer, release: () => held.release() };
   }
 
   private range(index: number): { start: number; end: number } {
@@ -266,7 +338,8 @@ export class SwarmSource implements AsyncIterable<Buffer> {
     return { start, end: Math.min(this.total, start + this.wave.chunkBytes) };
   }
 
-  private async fromStore(index: number, announce: boolean): Promise<HeldChunk> {
+  /** The chunk from the store; `announce`: tell the tracker (its assignee's hash), `keep`: cache and serve it. */
+  private async fromStore(index: number, announce: boolean, keep = true): Promise<HeldChunk> {
     const { start, end } = this.range(index);
     const session = this.sessions.pop() ?? new DownloadSession();
     // The download's parts are views of a reused buffer: each is copied into a pooled chunk buffer.
@@ -300,7 +373,7 @@ export class SwarmSource implements AsyncIterable<Buffer> {
     this.count("store_ms", performance.now() - started);
     const digest = hash.digest("hex");
     const chunk = this.held(buffer.subarray(0, at), buffer);
-    this.keep(index, chunk, { digest, ...(announce ? { source: "store" as const } : {}) });
+    if (keep) this.keep(index, chunk, { digest, ...(announce ? { source: "store" as const } : {}) });
     return chunk;
   }
 
@@ -309,12 +382,16 @@ export class SwarmSource implements AsyncIterable<Buffer> {
     return new HeldChunk([data], () => this.pool.give(buffer));
   }
 
-  /** The chunk from the first named peer whose bytes hash to the anchor; undefined when none gave it. */
+  /**
+   * The chunk from the first named peer whose bytes hash to the anchor (and pass `check`); undefined when
+   * none gave it.
+   */
   private async fromPeers(
     index: number,
     answer: Extract<SwarmAnswer, { kind: "peers" }>,
-    excluded: Set<string>,
-  ): Promise<HeldChunk | undefined> {
+    trust: { excluded: Set<string>; check: ChunkCheck | undefined },
+  ): Promise<TakenChunk | undefined> {
+    const { excluded, check } = trust;
     const { start, end } = this.range(index);
     for (const peer of answer.peers) {
       if (this.dropped.has(peer.node) || excluded.has(peer.node)) continue;
@@ -360,13 +437,14 @@ export class SwarmSource implements AsyncIterable<Buffer> {
         });
         continue;
       }
-      if (chunk.sha256 !== answer.sha256) {
+      const wrong =
+        chunk.sha256 !== answer.sha256
+          ? `chunk ${index} does not hash to its anchor`
+          : check?.({ start, end }, chunk.data);
+      if (wrong !== undefined) {
         this.pool.give(buffer);
         this.stats.bad_chunks += 1;
-        this.dropPeer(peer.node, index, {
-          reason: "bad_bytes",
-          message: `chunk ${index} does not hash to its anchor`,
-        });
+        this.dropPeer(peer.node, index, { reason: "bad_bytes", message: wrong });
         continue;
       }
       const length = end - start;
@@ -376,7 +454,7 @@ export class SwarmSource implements AsyncIterable<Buffer> {
       this.stats.per_peer[peer.node] = (this.stats.per_peer[peer.node] ?? 0) + length;
       const held = this.held(chunk.data, buffer);
       this.keep(index, held, { digest: chunk.sha256, source: "peer" });
-      return held;
+      return this.taken(index, held, peer.node);
     }
     return undefined;
   }

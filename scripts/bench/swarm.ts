@@ -6,13 +6,16 @@
  * What it writes: each simulated disk is a sparse file; the image is 64 KiB of random bytes at the start of
  * every MiB and zeros elsewhere, so the store and the swarm move every byte (hashed in full, whole-image
  * sha256 verified) while each disk file holds only 1/16 of the image (the writer skips zero blocks on a target
- * that reads zeros). The case "tls" is a swarm whose peer links are TLS (keyed by the wave's secret): with
- * it, every case's agents dial the conductor over wss:// (a lab CA, pinned) and "on" keeps plain peer links
- * (peer_tls off), so "on" and "tls" differ only in the peer links; --rounds repeats them interleaved. Usage:
+ * that reads zeros). With --bmap the image is 2 MiB of random bytes at the start of every 8 MiB instead,
+ * deployed with its block map (a sha256 per range): each node writes only the mapped quarter, and with the
+ * swarm the wave shares the chunks that hold it (half the image: each shared chunk is half mapped). The
+ * case "tls" is a swarm whose peer links are TLS (keyed by the wave's secret): with it, every case's agents
+ * dial the conductor over wss:// (a lab CA, pinned) and "on" keeps plain peer links (peer_tls off), so
+ * "on" and "tls" differ only in the peer links; --rounds repeats them interleaved. Usage:
  *   node --import tsx scripts/bench/swarm.ts [--size 1024] (MiB) [--bandwidth auto|MiB/s] [--agents 8,16]
- *     [--processes 4] [--cache 128] (MiB per agent) [--cases alone,off,on,tls] [--rounds 1]
+ *     [--processes 4] [--cache 128] (MiB per agent) [--cases alone,off,on,tls] [--rounds 1] [--bmap]
  */
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { access, open, mkdtemp, readFile, rm, truncate, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
@@ -112,6 +115,8 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "1" },
     /** The agents' pinned CA fingerprint: they dial wss:// (set by the orchestrator for the tls case). */
     pin: { type: "string", default: "" },
+    /** The sparse image with its block map: only mapped ranges are written (and fetched, or shared). */
+    bmap: { type: "boolean", default: false },
   },
 });
 
@@ -167,7 +172,12 @@ interface Store {
 }
 
 /** The store: Range-capable, every connection drawing from one token bucket of `bytesPerSecond`. */
-async function startStore(file: string, size: number, bytesPerSecond: number): Promise<Store> {
+async function startStore(
+  file: string,
+  size: number,
+  options: { bytesPerSecond: number; bmap?: string },
+): Promise<Store> {
+  const { bytesPerSecond, bmap } = options;
   let served = 0;
   let lastServedAt = 0;
   let nextFree = 0;
@@ -175,6 +185,10 @@ async function startStore(file: string, size: number, bytesPerSecond: number): P
   const slice = 64 * 1024;
   const handle = await open(file, "r");
   const server = createServer((req, res) => {
+    if (bmap !== undefined && (req.url ?? "").split("?")[0]?.endsWith(".bmap")) {
+      res.writeHead(200, { "content-length": Buffer.byteLength(bmap) }).end(bmap);
+      return;
+    }
     void (async () => {
       const match = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? "");
       let start = 0;
@@ -229,9 +243,11 @@ async function orchestrate(): Promise<void> {
   const total = Math.max(...counts);
   const dir = await mkdtemp(join(tmpdir(), "anvil-bench-swarm-"));
   try {
-    // 64 KiB of random bytes at the start of every MiB, zeros elsewhere
+    // 64 KiB of random bytes at the start of every MiB, zeros elsewhere; with --bmap, 2 MiB every 8 MiB
     const image = Buffer.alloc(size);
-    for (let at = 0; at < size; at += MIB) {
+    const mapped = values.bmap ? bmapRanges(size) : [];
+    for (const { start, end } of mapped) randomFill(image.subarray(start, end));
+    for (let at = 0; at < size && !values.bmap; at += MIB) {
       const random = createHash("sha512");
       for (let i = 0; i < 1024 && at + i * 64 < size; i++) {
         random.update(`${at}:${i}`);
@@ -244,7 +260,10 @@ async function orchestrate(): Promise<void> {
     const sha256 = createHash("sha256").update(image).digest("hex");
     const file = join(dir, "image.raw");
     await writeFile(file, image);
-    const store = await startStore(file, size, Number.POSITIVE_INFINITY);
+    const store = await startStore(file, size, {
+      bytesPerSecond: Number.POSITIVE_INFINITY,
+      ...(values.bmap ? { bmap: blockMapXml(image, mapped) } : {}),
+    });
 
     const directory = new MemoryAgentDirectory();
     for (let i = 0; i < total; i++)
@@ -304,6 +323,7 @@ async function orchestrate(): Promise<void> {
                 url: `${store.url}/run-${run}/image.raw?sig=x`,
                 image_type: "whole-disk",
                 checksum: { algo: "sha256", value: sha256 },
+                ...(values.bmap ? { block_map: `${store.url}/run-${run}/image.bmap` } : {}),
               },
               ...(swarm
                 ? {
@@ -424,6 +444,7 @@ async function orchestrate(): Promise<void> {
       JSON.stringify(
         {
           image_mib: Number(values.size),
+          ...(values.bmap ? { bmap_mapped_images: +((mapped.length * 2 * MIB) / size).toFixed(3) } : {}),
           agent_processes: processes,
           limit,
           rows: rows.map((r) => ({ ...r, x_alone: +(r.wall_s / aloneS).toFixed(2) })),
@@ -447,6 +468,41 @@ async function orchestrate(): Promise<void> {
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** --bmap's data: 2 MiB at the start of every 8 MiB (each 4 MiB chunk holding data is half mapped). */
+function bmapRanges(size: number): Array<{ start: number; end: number }> {
+  const ranges: Array<{ start: number; end: number }> = [];
+  for (let at = 0; at < size; at += 8 * MIB) ranges.push({ start: at, end: Math.min(size, at + 2 * MIB) });
+  return ranges;
+}
+
+function randomFill(target: Buffer): void {
+  for (let at = 0; at < target.length; at += 64 * 1024) randomBytes(64 * 1024).copy(target, at);
+}
+
+/** A bmaptool 2.0 block map (4 KiB blocks, a sha256 per range) of `image`'s `ranges`. */
+function blockMapXml(image: Buffer, ranges: ReadonlyArray<{ start: number; end: number }>): string {
+  const block = 4096;
+  const lines = ranges.map(({ start, end }) => {
+    const digest = createHash("sha256").update(image.subarray(start, end)).digest("hex");
+    return `  <Range chksum="${digest}"> ${start / block}-${Math.ceil(end / block) - 1} </Range>`;
+  });
+  const mappedBlocks = ranges.reduce((n, r) => n + Math.ceil(r.end / block) - r.start / block, 0);
+  return [
+    `<?xml version="1.0" ?>`,
+    `<bmap version="2.0">`,
+    `<ImageSize> ${image.length} </ImageSize>`,
+    `<BlockSize> ${block} </BlockSize>`,
+    `<BlocksCount> ${Math.ceil(image.length / block)} </BlocksCount>`,
+    `<MappedBlocksCount> ${mappedBlocks} </MappedBlocksCount>`,
+    `<ChecksumType> sha256 </ChecksumType>`,
+    `<BlockMap>`,
+    ...lines,
+    `</BlockMap>`,
+    `</bmap>`,
+    ``,
+  ].join("\n");
 }
 
 const roles: Record<string, () => Promise<void>> = { orchestrate, agents: agentsProcess };
