@@ -14,9 +14,9 @@
  *   (written to .tmp/bench-prof);
  *   --boot: no fast track: every deploy boots the "ramdisk" (the agent process starts at wait call-back and
  *   stops once the node is active), so the call-back, lookup and step discovery are in the figure too
- * BENCH_BASELINE_REV=<revision>: that revision's conductor (git archive, same agent executable) deploys the
- * same images onto its own simulated node in the same interleaved rounds (AB, BA, …); the medians and the
- * median per-round ratio are printed at the end.
+ * BENCH_BASELINE_REV=<revision>: that revision's conductor and agent (git archive; its agent executable built
+ * from it) deploy the same images onto their own simulated node in the same interleaved rounds (AB, BA, …);
+ * the medians and the median per-round ratio are printed at the end.
  */
 import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
@@ -446,12 +446,18 @@ async function main(): Promise<void> {
       await mkdir(base, { recursive: true });
       execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "bash", BASELINE_REV, base]);
       symlinkSync(resolve("node_modules"), join(base, "node_modules"));
+      // the baseline's own agent: the deploy's bytes go through its image pipeline, not this checkout's
+      const baseAgent = join(base, "build/anvil-agent");
+      execFileSync(process.execPath, ["--import", "tsx", "scripts/build/agent.ts", "--out", baseAgent], {
+        cwd: base,
+        stdio: "ignore",
+      });
       sides.push(
         await startSide({
           name: `baseline ${BASELINE_REV}`,
           dir: join(dir, "baseline"),
           cwd: base,
-          executable,
+          executable: baseAgent,
           warmup: qcow2,
           mac: "52:54:00:28:00:01",
         }),
