@@ -321,7 +321,8 @@ async function streamImage(
   try {
     const compressedPeek = await peek(tap.pass(counted()), COMPRESSION_MAGIC_BYTES);
     const compression = image.compression ?? detectCompression(compressedPeek.head);
-    // Download chunks are views of reused buffers: only the raw path consumes each before the next read.
+    // Download chunks are views of reused buffers: decompressors keep them past the next read, raw and
+    // qcow2 do not (the converter copies what it holds).
     const plain =
       compression === "none"
         ? compressedPeek.stream
@@ -333,7 +334,7 @@ async function streamImage(
     }
     const qcow2 = format === "qcow2" ? new Qcow2Converter(qcow2Limits(options)) : undefined;
     const extents: AsyncIterable<Extent> = qcow2
-      ? qcow2.extents(compression === "none" ? ownedChunks(formatPeek.stream) : formatPeek.stream)
+      ? qcow2.extents(formatPeek.stream)
       : rawExtents(formatPeek.stream);
     options.logger?.debug({ compression, format }, "image stream detected");
 
