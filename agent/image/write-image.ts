@@ -341,6 +341,10 @@ async function streamImage(
     // The raw path reuses its buffers; the others allocate as they decode (zstd paces itself, inside fzstd).
     const pacer = (compression === "none" && !qcow2) || compression === "zstd" ? undefined : new GcPacer();
     writer = await ImageWriter.open(options.writer);
+    const block = writer;
+    // A raw image's bytes go from the socket straight into the writer's block (hashed there, never copied).
+    if (download instanceof ImageDownload && compression === "none" && !qcow2)
+      download.landing = () => block.landing();
     for await (const extent of extents) {
       pacer?.allocated(extent.data.length);
       await writer.write(extent);
