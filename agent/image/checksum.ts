@@ -3,16 +3,14 @@ import type { Hash } from "node:crypto";
 import { CHECKSUM_HEX_LENGTH } from "../../shared/image.ts";
 import type { ChecksumAlgo, ChecksumValue } from "../../shared/image.ts";
 import { ChecksumMismatchError, ImageError } from "./errors.ts";
-import { ParallelHash } from "./parallel-hash.ts";
 
 const ZEROS = Buffer.alloc(1024 * 1024);
 
 /**
  * Hashes the bytes that pass through it, untouched; read `digest()` once the source is exhausted.
- * NOTE: `update` hashes inline; `pass` may hash on a worker thread (ParallelHash). Before the receive path
- * stopped copying (the lean HTTP reader, bytes landing in the writer's block), two worker designs measured
- * slower on this loaded 2-core machine; with the receive now almost free the agent's thread sat idle a third
- * of a dense write while hashing the rest, so large streams hash in parallel (figures in docs/images.md).
+ * NOTE: inline on the receiving thread. Two worker-thread designs (structured-clone copies per chunk; a
+ * shared-memory ring, one message per MiB) were measured slower and 20-80 MB heavier on a loaded 2-core
+ * machine; they only pay off with idle cores.
  */
 export class HashingTap {
   private readonly hash: Hash;
@@ -22,30 +20,10 @@ export class HashingTap {
     this.hash = createHash(algo);
   }
 
-  /**
-   * Yields the source's chunks, hashing each first. `parallel`, asked once at the first chunk (when a
-   * download knows its length), hands the hashing to a worker; the digest is ready once the source ends.
-   * @throws the source's errors; the worker's error
-   */
-  async *pass(source: AsyncIterable<Buffer>, parallel?: () => boolean): AsyncGenerator<Buffer> {
-    let worker: ParallelHash | undefined;
-    let first = true;
-    try {
-      for await (const chunk of source) {
-        if (first) {
-          first = false;
-          if (parallel?.()) worker = new ParallelHash(this.algo);
-        }
-        if (worker) await worker.update(chunk);
-        else this.hash.update(chunk);
-        yield chunk;
-      }
-      if (worker) {
-        this.result = await worker.digest();
-        worker = undefined;
-      }
-    } finally {
-      worker?.close();
+  async *pass(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+    for await (const chunk of source) {
+      this.hash.update(chunk);
+      yield chunk;
     }
   }
 

@@ -319,9 +319,7 @@ async function streamImage(
   let writer: ImageWriter | undefined;
   let rawEnd = 0;
   try {
-    // A worker's start (~30 ms) pays only for large images.
-    const parallelHash = (): boolean => (download.total ?? 0) >= 64 * 1024 * 1024;
-    const compressedPeek = await peek(tap.pass(counted(), parallelHash), COMPRESSION_MAGIC_BYTES);
+    const compressedPeek = await peek(tap.pass(counted()), COMPRESSION_MAGIC_BYTES);
     const compression = image.compression ?? detectCompression(compressedPeek.head);
     // Download chunks are views of reused buffers: decompressors keep them past the next read, raw and
     // qcow2 do not (the converter copies what it holds).
