@@ -226,15 +226,22 @@ export class Http1Connection {
   }
 
   /**
-   * Reads the rest of the current response's body straight into `target` (the socket's reads land there, not
-   * in the ring), for a body of exactly target.length bytes: call it after the headers, before the first
-   * read(). The pieces read() returns are then views of `target` at their place in the body (except those
-   * already received, which are views of the ring as ever). Reads never go past target's end.
+   * Reads the next target.length bytes of the current body straight into `target` (the socket's reads land
+   * there, not in the ring): after the headers, at most the bytes the body has left, not while a previous
+   * target is being filled (receivingInto). The pieces read() returns are then views of `target` at their
+   * place in the body (except those already received, which are views of the ring as ever, and one read the
+   * socket had already set up, which fills the place it leaves in `target` once the consumer copies it).
+   * Reads never go past target's end.
    */
   readInto(target: Buffer): void {
     let queued = 0;
     for (const piece of this.pieces) queued += piece.data.length;
     if (queued < target.length) this.direct = { target, next: queued };
+  }
+
+  /** True while a readInto target is still being filled by the socket. */
+  get receivingInto(): boolean {
+    return this.direct !== undefined;
   }
 
   close(): void {

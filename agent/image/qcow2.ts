@@ -176,6 +176,9 @@ interface Spill {
  * mapping is known. Clusters that come before their L2 table are held up to a bound. Unallocated and zero
  * clusters produce nothing: the writer leaves (or fills) them as zeros.
  *
+ * Extents are views (of the source's chunks or of the converter's own buffers), valid until the next one is
+ * pulled; the source may yield views of reused buffers too, as each chunk is done with before the next is read.
+ *
  * Hostile images are bounded: each compressed cluster inflates to at most one cluster (zlib stops there),
  * the bytes emitted never exceed the virtual size, tables out of proportion to the virtual size are refused
  * before they are read, and what is announced ahead (L2 tables, data and compressed clusters not yet passed)
@@ -236,7 +239,9 @@ export class Qcow2Converter {
     if (this.header.l1Size === 0) this.l1Parsed = true;
 
     let index = 0;
-    let partial = Buffer.alloc(cs);
+    // One buffer for every cluster that straddles two chunks: what is kept past a cluster is copied (held
+    // clusters, spilled compressed data) and extents are consumed before the next cluster is assembled.
+    const partial = Buffer.allocUnsafeSlow(cs);
     let partialLength = 0;
     for await (const chunk of stream) {
       let at = 0;
@@ -251,7 +256,6 @@ export class Qcow2Converter {
           at += n;
           if (partialLength === cs) {
             this.cluster(index++, partial);
-            partial = Buffer.alloc(cs);
             partialLength = 0;
           }
         }

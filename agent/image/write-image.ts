@@ -325,7 +325,8 @@ async function streamImage(
   try {
     const compressedPeek = await peek(tap.pass(counted()), COMPRESSION_MAGIC_BYTES);
     const compression = image.compression ?? detectCompression(compressedPeek.head);
-    // Download chunks are views of reused buffers: only the raw path consumes each before the next read.
+    // Download chunks are views of reused buffers: decompressors keep them past the next read, raw and
+    // qcow2 do not (the converter copies what it holds).
     const plain =
       compression === "none"
         ? compressedPeek.stream
@@ -337,13 +338,17 @@ async function streamImage(
     }
     const qcow2 = format === "qcow2" ? new Qcow2Converter(qcow2Limits(options)) : undefined;
     const extents: AsyncIterable<Extent> = qcow2
-      ? qcow2.extents(compression === "none" ? ownedChunks(formatPeek.stream) : formatPeek.stream)
+      ? qcow2.extents(formatPeek.stream)
       : rawExtents(formatPeek.stream);
     options.logger?.debug({ compression, format }, "image stream detected");
 
     // The raw path reuses its buffers; the others allocate as they decode (zstd paces itself, inside fzstd).
     const pacer = (compression === "none" && !qcow2) || compression === "zstd" ? undefined : new GcPacer();
     writer = await ImageWriter.open(options.writer);
+    const block = writer;
+    // A raw image's bytes go from the socket straight into the writer's block (hashed there, never copied).
+    if (download instanceof ImageDownload && compression === "none" && !qcow2)
+      download.landing = () => block.landing();
     for await (const extent of extents) {
       pacer?.allocated(extent.data.length);
       await writer.write(extent);

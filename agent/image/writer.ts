@@ -139,7 +139,12 @@ export class ImageWriter {
     while (at < data.length) {
       if (this.stageLength === 0) this.stageStart = offset + at;
       const n = Math.min(this.blockSize - this.stageLength, data.length - at);
-      data.copy(this.stage, this.stageLength, at, at + n);
+      // Bytes the socket read straight into the block (landing()) are in place already.
+      if (
+        data.buffer !== this.stage.buffer ||
+        data.byteOffset + at !== this.stage.byteOffset + this.stageLength
+      )
+        data.copy(this.stage, this.stageLength, at, at + n);
       this.stageLength += n;
       at += n;
       if (this.stageLength === this.blockSize) await this.flush();
@@ -171,6 +176,14 @@ export class ImageWriter {
       await this.direct?.handle.close();
       await this.handle.close();
     }
+  }
+
+  /**
+   * The free end of the block being filled: a source may read the image's next bytes straight into it and
+   * hand them to write() as views of it (which then copies nothing). Valid until the next write().
+   */
+  landing(): Buffer {
+    return this.stage.subarray(this.stageLength);
   }
 
   /** Closes without flushing (after a failure). */

@@ -12,6 +12,7 @@
  *       within 5 % (the decision and the figures are in docs/images.md).
  * Usage: node --import tsx scripts/bench/image.ts [--small] [--clients | --reversed | --writers]
  *   --small: 1/8 sizes, for a quick look; --clients: only (d); --reversed: only (e); --writers: only (a)–(c)
+ * BENCH_ONLY=<regex>: only the (a)–(c) images whose label matches it (e.g. qcow2, or ^writeImage$ for (a)).
  * BENCH_BASELINE_REV=<revision>: that revision's writer (its own copy of this script, extracted with git
  * archive and bundled the same way) writes every (a)–(c) image too, in BENCH_ROUNDS interleaved rounds (default
  * 2: baseline first, then this checkout first, …); every image's throughput is printed per round, and at the end
@@ -46,6 +47,8 @@ const GiB = 1024 * MiB;
 const self = fileURLToPath(import.meta.url);
 const BASELINE_REV = process.env.BENCH_BASELINE_REV;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+/** BENCH_ONLY=<regex>: only the (a)–(c) writer runs whose label matches it (e.g. "qcow2", "^writeImage$"). */
+const ONLY = process.env.BENCH_ONLY === undefined ? undefined : new RegExp(process.env.BENCH_ONLY);
 
 /** Per image (its label), each writer's throughput (MB/s) in each round, and the load around each round. */
 const perRound = new Map<string, { mbps: number[][]; load: [number, number][] }>();
@@ -238,6 +241,7 @@ async function compareWriters(
   label: string,
   options: { request: WriteImageRequest; target: string; bytes: number; baseline?: Run },
 ): Promise<void> {
+  if (ONLY !== undefined && !ONLY.test(label)) return;
   const bestOf: (Run | undefined)[] = writers.map(() => undefined);
   const record = { mbps: [] as number[][], load: [] as [number, number][] };
   for (let round = 0; round < ROUNDS; round += 1) {

@@ -30,9 +30,22 @@ function handmadeQcow2(options: { dataBeforeTables?: boolean } = {}): { image: B
   return { image, guest };
 }
 
-async function convert(image: Buffer, converter = new Qcow2Converter()): Promise<Buffer> {
+async function convert(
+  image: Buffer,
+  converter = new Qcow2Converter(),
+  chunk: { size: number; reused?: boolean } = { size: 10_000 },
+): Promise<Buffer> {
+  /** With `reused`, every piece is a view of one buffer, overwritten once the next piece is asked for. */
   async function* chunks(): AsyncGenerator<Buffer> {
-    for (let at = 0; at < image.length; at += 10_000) yield image.subarray(at, at + 10_000);
+    const reused = Buffer.alloc(chunk.size);
+    for (let at = 0; at < image.length; at += chunk.size) {
+      if (!chunk.reused) {
+        yield image.subarray(at, at + chunk.size);
+        continue;
+      }
+      yield reused.subarray(0, image.copy(reused, 0, at, at + chunk.size));
+      reused.fill(0xee);
+    }
   }
   const out = Buffer.alloc(converter.virtualSize || 4 * 65536);
   const extents: Extent[] = [];
@@ -78,6 +91,13 @@ describe("Qcow2Converter", () => {
   it("holds data that arrives before its tables, then places it", async () => {
     const { image, guest } = handmadeQcow2({ dataBeforeTables: true });
     expect((await convert(image)).equals(guest)).toBe(true);
+  });
+
+  it("keeps what it holds when the source reuses its buffers (whole and straddling clusters)", async () => {
+    const { image, guest } = handmadeQcow2({ dataBeforeTables: true });
+    for (const size of [10_000, 65_536, 3 * 65_536 + 7]) {
+      expect((await convert(image, new Qcow2Converter(), { size, reused: true })).equals(guest)).toBe(true);
+    }
   });
 
   it("fails clearly past the hold bound", async () => {
