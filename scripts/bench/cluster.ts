@@ -8,6 +8,8 @@
 // its own store code) are measured in every row too, in BENCH_ROUNDS interleaved rounds (default 2: baseline
 // first, then this checkout first, …; each measurement on a fresh database), and every figure is printed per
 // round with the median of the per-round ratios.
+// Conductors run from the esbuild bundle of each checkout (built by this checkout's build, as the installed
+// service runs); BENCH_CONDUCTOR=tsx runs the sources through tsx instead.
 import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -25,6 +27,7 @@ import {
   printLoad,
   roundOrder,
 } from "./interleave.ts";
+import { BENCH_CONDUCTOR_RUN, conductorCommand, prepareBenchConductor } from "./conductor-process.ts";
 import { percentile } from "./percentile.ts";
 import { rssMiB } from "./rss.ts";
 
@@ -98,7 +101,7 @@ async function spawnConductor(
   checkout: string,
   args: string[],
 ): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "conductor/main.ts", "--port", "0", ...args], {
+  const child = spawn(process.execPath, [...conductorCommand(), "--port", "0", ...args], {
     cwd: checkout,
     stdio: ["ignore", "ignore", "pipe"],
   });
@@ -335,6 +338,8 @@ async function main(): Promise<void> {
     })),
     ...(only.includes("sqlite") ? [{ store: "SQLite" as const, conductors: 1 }] : []),
   ];
+  for (const [, checkout] of checkouts) await prepareBenchConductor(checkout);
+  console.log(`conductors run as: ${BENCH_CONDUCTOR_RUN}`);
   const compared: [string, PairedRound<Result>[]][] = [];
   printLoad("at start");
   try {
