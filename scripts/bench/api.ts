@@ -12,7 +12,8 @@
 // Conductors run from the esbuild bundle of each checkout (baselines built by this checkout's build), as the
 // installed service runs; BENCH_CONDUCTOR=tsx runs the sources through tsx instead. A baseline written
 // `<revision>:tsx` (or `:built`) runs that way whatever BENCH_CONDUCTOR says: `BENCH_BASELINE_REV=db27671:tsx`
-// compares a revision as it used to run with this checkout built, `HEAD:tsx` this checkout's code both ways.
+// compares a revision as it used to run with this checkout built, `HEAD:tsx` this checkout's code both ways;
+// more fields are node flags for that side (`HEAD:built:--max-semi-space-size=2`).
 import bcrypt from "bcryptjs";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -144,17 +145,17 @@ const FIGURES: Figure<Measured>[] = [
 async function main(): Promise<void> {
   printLoad("at start");
   const root = mkdtempSync(join(tmpdir(), "anvil-bench-"));
-  const checkouts: [string, { cwd: string | undefined; run: ConductorRun }][] = [];
+  const checkouts: [string, Side][] = [];
   for (const spec of BASELINE_REVS) {
-    const [rev = spec, mode] = spec.split(":");
+    const [rev = spec, mode, ...flags] = spec.split(":");
     const base = join(root, `baseline-${spec.replace(/\W+/g, "-")}`);
     mkdirSync(base);
     execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "bash", rev, base]);
     symlinkSync(resolve("node_modules"), join(base, "node_modules"));
     const run: ConductorRun = mode === "tsx" || mode === "built" ? mode : BENCH_CONDUCTOR_RUN;
-    checkouts.push([`baseline ${spec}`, { cwd: base, run }]);
+    checkouts.push([`baseline ${spec}`, { cwd: base, run, nodeArgs: [...NODE_ARGS, ...flags] }]);
   }
-  checkouts.push(["this checkout", { cwd: undefined, run: BENCH_CONDUCTOR_RUN }]);
+  checkouts.push(["this checkout", { cwd: undefined, run: BENCH_CONDUCTOR_RUN, nodeArgs: NODE_ARGS }]);
   for (const [name, { cwd, run }] of checkouts) {
     await prepareBenchConductor(cwd, run);
     console.log(`${name} runs as: ${run}`);
@@ -184,11 +185,17 @@ async function main(): Promise<void> {
   printLoad("at end");
 }
 
-async function measure(dir: string, side: { cwd: string | undefined; run: ConductorRun }): Promise<Measured> {
+/** How one side of the comparison runs its conductor. */
+interface Side {
+  cwd: string | undefined;
+  run: ConductorRun;
+  nodeArgs: readonly string[];
+}
+
+async function measure(dir: string, side: Side): Promise<Measured> {
   const { child, url } = await startBenchConductor(dir, {
     args: authArgs(dir),
     ...side,
-    nodeArgs: NODE_ARGS,
   });
   try {
     await issueToken(url);

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { buildConductor } from "../build/conductor.ts";
-import { startBenchConductor } from "./conductor-process.ts";
+import { prepareBenchConductor, startBenchConductor } from "./conductor-process.ts";
 import { type Figure, compareRounds, loadNow, printLoad } from "./interleave.ts";
 import { percentile } from "./percentile.ts";
 import { rssMiB } from "./rss.ts";
@@ -120,7 +120,8 @@ async function measure(variant: string, dir: string): Promise<Measured> {
 
 async function main(): Promise<void> {
   printLoad("at start");
-  await buildConductor();
+  // built before any timing: startBenchConductor builds a checkout's bundle on its first start
+  await prepareBenchConductor(undefined, "built");
   if (VARIANTS.some((v) => v.startsWith("built-ext")))
     await buildConductor({ outDir: EXT_DIR, externalPackages: true });
   const root = mkdtempSync(join(tmpdir(), "anvil-start-"));
