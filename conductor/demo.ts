@@ -1,13 +1,20 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { open, truncate, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { simulatedInventory } from "../agent/hardware/simulated/sample-inventory.ts";
 import type { ConductorConfig } from "./config.ts";
 import type { Conductor } from "./server.ts";
 
 const MiB = 1024 * 1024;
+
+/** The checkout this module runs from: the sources' folder or the bundle's (build/conductor), two deep. */
+function checkoutRoot(): string {
+  let dir = import.meta.dirname;
+  while (!existsSync(join(dir, "package.json")) && dirname(dir) !== dir) dir = dirname(dir);
+  return dir;
+}
 const say = (line: string): void => {
   process.stdout.write(line + "\n");
 };
@@ -54,7 +61,7 @@ async function startSimulatedAgent(options: {
   });
   const machine = join(options.dir, "sim-1.json");
   await writeFile(machine, JSON.stringify({ inventory }, null, 2));
-  const root = resolve(import.meta.dirname, "..");
+  const root = checkoutRoot();
   return spawn(
     process.execPath,
     [

@@ -47,12 +47,15 @@ if [ "$deps" = 1 ]; then
 elif [ -d "$repo/node_modules" ] && [ ! -e "$dest$prefix/node_modules" ]; then
   ln -s "$repo/node_modules" "$dest$prefix/node_modules"
 fi
+# The conductor runs from an esbuild bundle of the installed sources, not through tsx: no TypeScript loader in
+# the service's memory (docs/performance.md has the figures).
+(cd "$dest$prefix" && node --import tsx scripts/build/conductor.ts)
 cat > "$dest$prefix/bin/anvil-conductor" <<'WRAP'
 #!/bin/sh
-# The conductor, run from the installed tree with its own tsx; settings from ANVIL_CONFIG and flags.
+# The conductor, run from the installed tree's bundle; settings from ANVIL_CONFIG and flags.
 set -e
 prefix=$(dirname "$(dirname "$(readlink -f "$0")")")
-exec node --import "file://$prefix/node_modules/tsx/dist/loader.mjs" "$prefix/conductor/main.ts" "$@"
+exec node "$prefix/build/conductor/main.js" "$@"
 WRAP
 chmod 755 "$dest$prefix/bin/anvil-conductor" "$dest$prefix/bin/anvil"
 install -d "$dest$bindir"

@@ -9,13 +9,23 @@
 // GET /v1/nodes/detail is timed at 1.78 and at `latest` (the newest, as clients negotiate it).
 // BENCH_NODES (default 10,000), BENCH_SAMPLES (default 30) and BENCH_SHOW_SAMPLES (default 200) size the run;
 // BENCH_CONDUCTOR_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/p" passes flags to every conductor's node process.
+// Conductors run from the esbuild bundle of each checkout (baselines built by this checkout's build), as the
+// installed service runs; BENCH_CONDUCTOR=tsx runs the sources through tsx instead. A baseline written
+// `<revision>:tsx` (or `:built`) runs that way whatever BENCH_CONDUCTOR says: `BENCH_BASELINE_REV=db27671:tsx`
+// compares a revision as it used to run with this checkout built, `HEAD:tsx` this checkout's code both ways;
+// more fields are node flags for that side (`HEAD:built:--max-semi-space-size=2`).
 import bcrypt from "bcryptjs";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Agent, request } from "node:http";
-import { startBenchConductor } from "./conductor-process.ts";
+import {
+  BENCH_CONDUCTOR_RUN,
+  type ConductorRun,
+  prepareBenchConductor,
+  startBenchConductor,
+} from "./conductor-process.ts";
 import {
   type Figure,
   type PairedRound,
@@ -135,26 +145,32 @@ const FIGURES: Figure<Measured>[] = [
 async function main(): Promise<void> {
   printLoad("at start");
   const root = mkdtempSync(join(tmpdir(), "anvil-bench-"));
-  const checkouts: [string, string | undefined][] = [];
-  for (const rev of BASELINE_REVS) {
-    const base = join(root, `baseline-${rev.replace(/\W+/g, "-")}`);
+  const checkouts: [string, Side][] = [];
+  for (const spec of BASELINE_REVS) {
+    const [rev = spec, mode, ...flags] = spec.split(":");
+    const base = join(root, `baseline-${spec.replace(/\W+/g, "-")}`);
     mkdirSync(base);
     execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "bash", rev, base]);
     symlinkSync(resolve("node_modules"), join(base, "node_modules"));
-    checkouts.push([`baseline ${rev}`, base]);
+    const run: ConductorRun = mode === "tsx" || mode === "built" ? mode : BENCH_CONDUCTOR_RUN;
+    checkouts.push([`baseline ${spec}`, { cwd: base, run, nodeArgs: [...NODE_ARGS, ...flags] }]);
   }
-  checkouts.push(["this checkout", undefined]);
+  checkouts.push(["this checkout", { cwd: undefined, run: BENCH_CONDUCTOR_RUN, nodeArgs: NODE_ARGS }]);
+  for (const [name, { cwd, run }] of checkouts) {
+    await prepareBenchConductor(cwd, run);
+    console.log(`${name} runs as: ${run}`);
+  }
   /** Per baseline, its rounds paired with this checkout's. */
   const rounds = new Map<string, PairedRound<Measured>[]>(BASELINE_REVS.map((rev) => [rev, []]));
   try {
     for (let round = 0; round < ROUNDS; round++) {
       const load0 = loadNow();
       const results = new Map<string, Measured>();
-      for (const [name, cwd] of roundOrder(checkouts, round)) {
+      for (const [name, side] of roundOrder(checkouts, round)) {
         const dir = join(root, `${name.replace(/\W+/g, "-")}-${round}`);
         mkdirSync(dir);
         console.log(`\n== round ${round + 1}/${ROUNDS}: ${name} (${AUTH}), load ${loadNow().toFixed(2)} ==`);
-        results.set(name, await measure(dir, cwd));
+        results.set(name, await measure(dir, side));
       }
       const load: [number, number] = [load0, loadNow()];
       for (const [rev, paired] of rounds)
@@ -169,8 +185,18 @@ async function main(): Promise<void> {
   printLoad("at end");
 }
 
-async function measure(dir: string, cwd: string | undefined): Promise<Measured> {
-  const { child, url } = await startBenchConductor(dir, { args: authArgs(dir), cwd, nodeArgs: NODE_ARGS });
+/** How one side of the comparison runs its conductor. */
+interface Side {
+  cwd: string | undefined;
+  run: ConductorRun;
+  nodeArgs: readonly string[];
+}
+
+async function measure(dir: string, side: Side): Promise<Measured> {
+  const { child, url } = await startBenchConductor(dir, {
+    args: authArgs(dir),
+    ...side,
+  });
   try {
     await issueToken(url);
     let next = 0;

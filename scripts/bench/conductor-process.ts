@@ -1,11 +1,43 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
+import { CONDUCTOR_ENTRY, buildConductor } from "../build/conductor.ts";
+
+/**
+ * How a bench runs a conductor: `built` (the default) runs the esbuild bundle, as the installed service does;
+ * `tsx` runs the TypeScript sources through tsx's loader, as `npm start` does. BENCH_CONDUCTOR=tsx picks the latter.
+ */
+export type ConductorRun = "built" | "tsx";
+export const BENCH_CONDUCTOR_RUN: ConductorRun = process.env.BENCH_CONDUCTOR === "tsx" ? "tsx" : "built";
+
+/** The builds made in this process, by checkout. */
+const builds = new Map<string, Promise<unknown>>();
+
+/**
+ * Builds the conductor bundle of a checkout (`cwd`, default this one) with this checkout's build, so that a
+ * baseline revision runs from the same kind of bundle as this checkout; once per checkout and process. Nothing to
+ * do for `tsx`.
+ */
+export async function prepareBenchConductor(
+  cwd?: string,
+  run: ConductorRun = BENCH_CONDUCTOR_RUN,
+): Promise<void> {
+  if (run !== "built") return;
+  const root = resolve(cwd ?? ".");
+  if (!builds.has(root)) builds.set(root, buildConductor({ root }));
+  await builds.get(root);
+}
+
+/** node's arguments that start a checkout's conductor, before the conductor's own. */
+export function conductorCommand(run: ConductorRun = BENCH_CONDUCTOR_RUN): string[] {
+  return run === "built" ? [CONDUCTOR_ENTRY] : ["--import", "tsx", "conductor/main.ts"];
+}
 
 /**
  * A conductor as its own process for a benchmark: a SQLite file in `dir` (or `options.db`, e.g. a PostgreSQL URL),
  * an OS-chosen port, no power sync; resolves with the URL it logs once listening. `options.cwd` runs another
  * checkout's conductor (a baseline revision); `options.nodeArgs` go to node itself (`--cpu-prof`, heap flags).
+ * A `built` run builds that checkout's bundle first (once per process; prepareBenchConductor() does it earlier).
  */
 export async function startBenchConductor(
   dir: string,
@@ -16,13 +48,18 @@ export async function startBenchConductor(
     db?: string;
     cwd?: string;
     nodeArgs?: readonly string[];
+    run?: ConductorRun;
+    /** A bundle other than the checkout's build/conductor/main.js (a variant under comparison). */
+    entry?: string;
   } = {},
 ): Promise<{ child: ChildProcess; url: string }> {
+  if (options.entry === undefined) await prepareBenchConductor(options.cwd, options.run);
   const child = spawn(
     process.execPath,
     [
       ...(options.nodeArgs ?? []),
-      ...["--import", "tsx", "conductor/main.ts", "--port", "0"],
+      ...(options.entry === undefined ? conductorCommand(options.run) : [options.entry]),
+      ...["--port", "0"],
       ...["--db", options.db ?? join(dir, "bench.sqlite"), "--data-dir", dir, "--power-sync-interval", "0"],
       ...(options.args ?? []),
     ],

@@ -22,6 +22,7 @@ describe("scripts/install.sh into a staging root", () => {
       "opt/anvil/bin/anvil-conductor",
       "opt/anvil/bin/anvil",
       "opt/anvil/conductor/main.ts",
+      "opt/anvil/build/conductor/main.js",
       "etc/anvil/conductor.yaml",
       "etc/systemd/system/anvil-conductor.service",
     ])
@@ -69,6 +70,17 @@ describe("scripts/install.sh into a staging root", () => {
       });
       const response = await fetch(`${url}/v1/nodes`);
       expect(response.status).toBe(200);
+      // the service runs the bundle built from the installed sources, with no TypeScript loader
+      const argv = readFileSync(`/proc/${child.pid}/cmdline`, "utf8").split("\0");
+      expect(argv).toContain(join(root, "opt/anvil/build/conductor/main.js"));
+      expect(argv.join(" ")).not.toMatch(/tsx/);
+      // and finds the dashboard's files from there
+      const page = await fetch(`${url}/ui/`);
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain("app.js");
+      const script = await fetch(`${url}/ui/app.js`);
+      expect(script.status).toBe(200);
+      expect((await script.text()).length).toBeGreaterThan(1000);
     } finally {
       child.kill("SIGTERM");
     }
