@@ -17,6 +17,11 @@ export interface WriterOptions {
   blockSize?: number;
   /** Start a background fdatasync after this many bytes written, so writeback overlaps the download. Default 64 MiB. */
   syncEvery?: number;
+  /**
+   * Bytes from `offset` already on the target and kept (a resumed write): with `readsZeroes` false, gaps
+   * are zero-filled from here, not from 0. Default 0.
+   */
+  keep?: number;
 }
 
 const SCAN_GRAIN = 64 * 1024;
@@ -28,7 +33,7 @@ const DIRECT_ALIGN = 4096;
 
 /**
  * Node cannot tell a buffer's address, and O_DIRECT needs it aligned: try 4 KiB writes of zeros at the start
- * of the region (which the image is about to cover anyway) from each 16-byte shift of the buffer until the
+ * of the region still to write (which the image is about to cover anyway) from each 16-byte shift of the buffer until the
  * kernel accepts one. Returns the shift, or undefined when no shift works.
  */
 async function probeAlignment(
@@ -93,6 +98,7 @@ export class ImageWriter {
     this.blockSize = options.blockSize ?? 4 * 1024 * 1024;
     this.stage = options.memory.subarray(0, this.blockSize);
     this.spare = options.memory.subarray(this.blockSize, 2 * this.blockSize);
+    this.frontier = options.keep ?? 0;
   }
 
   private zeroBlock(): Buffer {
@@ -108,15 +114,17 @@ export class ImageWriter {
     const memoryBytes = 2 * blockSize + ZERO_FILL_BYTES;
     const raw = Buffer.allocUnsafeSlow(memoryBytes + DIRECT_ALIGN);
     let direct: { handle: FileHandle; memory: Buffer } | undefined;
+    // NOTE: the probe writes zeros: past the kept prefix of a resumed write, never into it
+    const probeFrom = Math.ceil((options.keep ?? 0) / DIRECT_ALIGN) * DIRECT_ALIGN;
     if (
       base % DIRECT_ALIGN === 0 &&
       blockSize % DIRECT_ALIGN === 0 &&
-      (options.limit ?? Infinity) >= DIRECT_ALIGN
+      (options.limit ?? Infinity) >= probeFrom + DIRECT_ALIGN
     ) {
       const directHandle = await open(options.path, constants.O_RDWR | constants.O_DIRECT).catch(
         () => undefined,
       );
-      const shift = directHandle ? await probeAlignment(directHandle, raw, base) : undefined;
+      const shift = directHandle ? await probeAlignment(directHandle, raw, base + probeFrom) : undefined;
       if (directHandle && shift !== undefined) {
         direct = { handle: directHandle, memory: raw.subarray(shift, shift + memoryBytes) };
       } else await directHandle?.close();
@@ -171,6 +179,25 @@ export class ImageWriter {
       await this.direct?.handle.close();
       await this.handle.close();
     }
+  }
+
+  /**
+   * Makes everything handed to write() so far durable: the staged block is written and then fdatasync'd.
+   * Resolves (once the block is in flight) with `durable`, which settles when those bytes are on the disk;
+   * writing goes on meanwhile. Checkpoints' syncs run in order, after any background sync.
+   */
+  async checkpoint(): Promise<{ durable: Promise<void> }> {
+    await this.flush();
+    const written = this.inflight;
+    const previous = this.syncing;
+    const durable = (async () => {
+      await written;
+      await previous;
+      await this.handle.datasync();
+    })();
+    durable.catch(() => undefined); // surfaced to the caller, and by the next await of syncing
+    this.syncing = durable;
+    return { durable };
   }
 
   /** Closes without flushing (after a failure). */

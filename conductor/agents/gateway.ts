@@ -7,7 +7,7 @@ import type { ErrorCode } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import { COMMAND_NAMES, encodeFrame, parseCommandArgs, parseFrame } from "../../shared/protocol.ts";
 import type { CommandName, Frame, Hello, OutgoingFrame, Progress } from "../../shared/protocol.ts";
-import { AgentCommandError } from "./command-error.ts";
+import { AgentCommandError, AgentRebooted } from "./command-error.ts";
 import type { AgentDirectory } from "./directory.ts";
 import { watchBytes } from "./byte-budget.ts";
 import { ConnectionCaps } from "./connection-caps.ts";
@@ -330,6 +330,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       return;
     }
     if (outcome.ok === false) {
+      if (outcome.otherBootOf !== undefined) rebootedBehindUs(outcome.otherBootOf, hello.boot_id);
       if (outcome.code === "UNKNOWN_MAC")
         logger.info(
           { remote: conn.remote, macs: hello.macs, auto_discovery: directory.discover !== undefined },
@@ -384,6 +385,33 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
     for (const call of pending.forNode(uuid))
       send(conn, { type: "command", id: call.id, name: call.name, args: call.args });
     for (const listener of connectedListeners) listener(uuid, hello);
+  }
+
+  /**
+   * A tokenless hello from a new boot of a node whose agent has no live session here: the machine most likely
+   * rebooted under its agent (a reset, a crash, a power blip). Commands waiting on the old boot's agent will
+   * never be answered, so they fail now with AGENT_REBOOTED (retryable) instead of at their timeout; a step
+   * that can resume (write_image) boots the ramdisk again through the node's lock. The hello itself is still
+   * refused: a MAC and a boot id prove nothing, so at worst a forger on the provisioning network, acting while
+   * the real agent is away, makes the conductor reboot the node sooner than its timeout would.
+   */
+  function rebootedBehindUs(uuid: string, bootId: string): void {
+    if (sessions.has(uuid)) return; // the agent is still here: the hello is not the node's
+    const waiting = pending.forNode(uuid);
+    if (waiting.length === 0) return;
+    logger.warn(
+      { node: uuid, boot_id: bootId, commands: waiting.map((call) => call.name) },
+      "a new boot of the node dialled in while its agent's commands ran; failing them",
+    );
+    for (const call of waiting) {
+      pending.reject(
+        call.id,
+        new AgentRebooted(
+          bootId,
+          `the node booted again (boot ${bootId}) while ${call.name} ran; its agent is gone`,
+        ),
+      );
+    }
   }
 
   function onSessionFrame(conn: Connection, frame: Frame): void {

@@ -2,6 +2,7 @@ import { agentEndpointOf } from "../agents/endpoint.ts";
 import { INDEXED_INTERNAL_KEYS } from "../db/store.ts";
 import { collectRamdiskLogs, succeededReason } from "../drivers/ramdisk-logs.ts";
 import { applyPower, powerOffDisabled } from "../tasks/power.ts";
+import { retireAgentToken } from "../drivers/agent-token.ts";
 import type { Task, TaskDeps } from "../tasks/task.ts";
 
 /** driver_internal_info key: the identity of the conductor whose boot configuration the ramdisk boots from. */
@@ -34,20 +35,6 @@ export function canFastTrack(task: Task): boolean {
     task.node.power_state === "power on" &&
     task.deps.agents.isConnected(task.node.uuid)
   );
-}
-
-/**
- * Ends the agent token of the node's current boot (the conductor is about to boot it again, or an operator
- * powers it off): the first hello of the next boot gets a new token. The old boot's id is kept, so its agent,
- * still alive until the power cycle lands, cannot take the new boot's token by dialling without one.
- */
-export async function retireAgentToken(task: Task): Promise<void> {
-  const { store } = task.deps;
-  const old = await store.getAgentToken(task.node.uuid);
-  if (old !== null) {
-    await task.mergeInternalInfo({ agent_retired_boot_id: old.bootId });
-  }
-  await store.setAgentToken(task.node.uuid, null);
 }
 
 /**

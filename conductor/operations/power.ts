@@ -1,7 +1,7 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { PowerState, PowerTarget } from "../../shared/states.ts";
 import { NodeLocked, NodeNotFound } from "../db/store.ts";
-import { retireAgentToken } from "../flows/ramdisk.ts";
+import { retireAgentToken } from "../drivers/agent-token.ts";
 import { STABLE_STATES } from "../states/machine.ts";
 import { applyPower, PowerOffDisabled, powerOffDisabled, powerStateAfter } from "../tasks/power.ts";
 import { defineOperation, hardwareOf, underLock, type OperationContext } from "./operation.ts";
