@@ -82,6 +82,12 @@ export interface AgentGateway {
   addressOf(uuid: string): string | undefined;
   onConnected(listener: ConnectedListener): void;
   onDisconnected(listener: DisconnectedListener): void;
+  /**
+   * Cuts the node's live session at once (a power action ended the boot its agent ran in); a heartbeat timeout
+   * would take up to heartbeatTimeoutMs, during which fast track would send work to a dead agent. False when
+   * the node has no session here.
+   */
+  retire(uuid: string): boolean;
   /** Nodes whose agent has a live session here. */
   sessionNodes(): string[];
   /**
@@ -597,6 +603,17 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       return address.startsWith("::ffff:") ? address.slice(7) : address;
     },
     sessionNodes: () => [...sessions.keys()],
+    retire(uuid) {
+      const conn = sessions.get(uuid);
+      if (!conn) return false;
+      logger.info({ node: uuid }, "agent session retired: the node was powered off or rebooted");
+      conn.state = "closing";
+      conn.stopBudget();
+      endSession(conn);
+      // NOTE: terminate, not close: a dead agent never answers the closing handshake
+      conn.socket.terminate();
+      return true;
+    },
     redirect(uuid, owner) {
       const conn = sessions.get(uuid);
       if (!conn) return false;

@@ -10,6 +10,7 @@ import { noGlance } from "../../images/glance-source.ts";
 import { prepareInstanceBoot } from "../boot/instance-boot.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 import { agentCommand } from "../agent-command.ts";
+import { retireAgentToken } from "../agent-token.ts";
 import { commandSettled, inFlightFor } from "../in-flight-command.ts";
 import { CheckpointSchema, type Checkpoint } from "../../../shared/image.ts";
 import {
@@ -255,9 +256,13 @@ const bootInstance = defineStep({
     // a node with disable_power_off (1.95) is never off: one reboot from the ramdisk into the disk instead
     // (Ironic's tear_down_agent and boot_instance)
     const keepPower = task.node.disable_power_off === true;
+    // as Ironic's power action wipes agent_secret_token: no agent of this boot may come back after it
+    await retireAgentToken(task);
     if (!keepPower) await task.setPower("power off");
     await task.hw.boot.cleanUpRamdisk(node);
     await task.setPower(keepPower ? "reboot" : "power on");
+    // the ramdisk's boot is over: a fast-track rebuild right after must not find its agent's session alive
+    task.deps.agents.retire?.(task.node.uuid);
   },
 });
 

@@ -133,6 +133,7 @@ export async function rebootForResume(
   const device = task.hw.boot.ramdiskBootDevice?.(node) ?? "pxe";
   await task.hw.management.setBootDevice(node, { device, persistent: false }, { signal: task.signal });
   await task.setPower("reboot");
+  task.deps.agents.retire?.(task.node.uuid);
 }
 
 /** Waits, within the step's time (its signal), for the agent of the ramdisk's next boot to dial in. */
