@@ -55,6 +55,12 @@ export interface CallOptions {
    * re-sends unacknowledged results after every welcome) settles the call at once. Default: a fresh id.
    */
   id?: string;
+  /**
+   * The arguments to send when the command goes out again after a reconnect. The agent ignores an id it
+   * is running, but a new process of the same boot (its token kept in --token-file) runs it afresh, and
+   * may then start from what the call learnt since (write_image's latest checkpoint). Checked as the first.
+   */
+  resendArgs?: () => unknown;
 }
 
 export type ConnectedListener = (uuid: string, hello: Hello) => void;
@@ -388,8 +394,10 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       "agent connected",
     );
     // Commands sent on a connection that died may never have arrived: the agent ignores ids it already has.
-    for (const call of pending.forNode(uuid))
-      send(conn, { type: "command", id: call.id, name: call.name, args: call.args });
+    for (const call of pending.forNode(uuid)) {
+      const again = call.resendArgs === undefined ? null : parseCommandArgs(call.name, call.resendArgs());
+      send(conn, { type: "command", id: call.id, name: call.name, args: again?.ok ? again.args : call.args });
+    }
     for (const listener of connectedListeners) listener(uuid, hello);
   }
 
@@ -572,6 +580,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
         name: command.name,
         args: args.args,
         onProgress: callOptions.onProgress,
+        ...(callOptions.resendArgs === undefined ? {} : { resendArgs: callOptions.resendArgs }),
         settle: (outcome) => {
           clearTimeout(timer);
           signal?.removeEventListener("abort", onAbort);

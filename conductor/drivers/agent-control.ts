@@ -21,6 +21,8 @@ export interface AgentControl {
       timeoutMs?: number;
       /** A kept id: asking again re-attaches to the command (see CallOptions.id). */
       id?: string;
+      /** The arguments for a re-send after a reconnect (see CallOptions.resendArgs). */
+      resendArgs?: () => unknown;
     },
   ): Promise<unknown>;
 }

@@ -28,25 +28,41 @@ class RebootingPower extends CountingPower {
 /** A simulated machine on one disk file: each boot is a new agent with a new boot id; a crash kills it. */
 function simulatedMachine(options: { url: string; mac: string; disk: string }) {
   let link: AgentLink | undefined;
+  let bootId = "";
+  /** The token of this boot, as --token-file keeps it on the ramdisk's tmpfs. */
+  let token: string | undefined;
   const logs: string[][] = [];
+  const start = (): void => {
+    const log = recordingLogger();
+    logs.push(log.lines);
+    link = new AgentLink({
+      url: agentEndpointOf(options.url),
+      backend: new SimulatedBackend({
+        inventory: sampleInventory({ macs: [options.mac], diskFile: options.disk }),
+        bootId,
+      }),
+      commands: COMMANDS,
+      logger: log,
+      agentVersion: "test",
+      backoff: { initialMs: 100, maxMs: 300 },
+      ...(token === undefined ? {} : { initialToken: token }),
+      onTokenChange: (changed) => (token = changed),
+    });
+    link.start();
+  };
   return {
+    /** Agent processes started so far. */
     boots: () => logs.length,
     logOfBoot: (n: number) => logs[n] ?? [],
     boot(): void {
-      const log = recordingLogger();
-      logs.push(log.lines);
-      link = new AgentLink({
-        url: agentEndpointOf(options.url),
-        backend: new SimulatedBackend({
-          inventory: sampleInventory({ macs: [options.mac], diskFile: options.disk }),
-          bootId: randomUUID(),
-        }),
-        commands: COMMANDS,
-        logger: log,
-        agentVersion: "test",
-        backoff: { initialMs: 100, maxMs: 300 },
-      });
-      link.start();
+      bootId = randomUUID();
+      token = undefined;
+      start();
+    },
+    /** The agent process dies and starts again in the same boot, its token kept. */
+    async restartAgent(): Promise<void> {
+      await link?.stop();
+      start();
     },
     /** The machine resets: its agent dies with whatever it was doing (the disk keeps what was written). */
     async crash(): Promise<void> {
@@ -239,6 +255,24 @@ describe("a reboot mid-deploy", () => {
     expect(result.resumed?.reason).toMatch(/differ from the checkpoint/);
     const ranges = setup.images.requests.filter((r) => r.path === setup.path).map((r) => r.range);
     expect(ranges).toEqual([undefined, undefined]);
+  });
+
+  it("a new agent process of the same boot (its token kept) is sent write_image again with the checkpoint, and resumes", async () => {
+    const setup = await deployCaughtMidWrite({ imageMiB: 8, pauseMiB: 4 });
+    const kept = await checkpointReached(setup, 3 * MiB);
+    await setup.machine.restartAgent();
+    setup.resumeServer();
+
+    const done = await waitForState(setup.url, setup.uuid, "active");
+    await diskHoldsImage(setup);
+    const result = (done.driver_internal_info as Record<string, unknown>).deploy_result as {
+      resumed?: { from_bytes: number };
+    };
+    expect(result.resumed).toEqual({ from_bytes: kept });
+    // no reboot: the process came back with its boot's token, and the pending command was sent again
+    expect(setup.power.of(setup.uuid)).not.toContain("reboot");
+    const ranges = setup.images.requests.filter((r) => r.path === setup.path).map((r) => r.range);
+    expect(ranges).toEqual([undefined, `bytes=${kept}-`]);
   });
 
   it("fails the deploy with a clear last_error once the node reboots more often than the resumes allowed", async () => {

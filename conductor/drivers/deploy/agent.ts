@@ -79,10 +79,18 @@ async function writeImage(task: Task): Promise<void> {
       const resume = checkpointFor(task, identity);
       const saved = { last: Promise.resolve() };
       try {
-        result = await sendWriteImage(task, { ...request, ...(resume ? { resume } : {}) }, (checkpoint) => {
-          saved.last = saved.last
-            .then(() => saveCheckpoint(task, identity, checkpoint))
-            .catch(() => undefined);
+        result = await sendWriteImage(task, {
+          request: { ...request, ...(resume ? { resume } : {}) },
+          onCheckpoint: (checkpoint) => {
+            saved.last = saved.last
+              .then(() => saveCheckpoint(task, identity, checkpoint))
+              .catch(() => undefined);
+          },
+          // a new agent process of the same boot (its token kept) gets the command again: from the checkpoint
+          resendArgs: () => {
+            const latest = checkpointFor(task, identity);
+            return { ...request, ...(latest ? { resume: latest } : {}) };
+          },
         });
         break;
       } catch (error) {
@@ -115,14 +123,19 @@ async function writeImage(task: Task): Promise<void> {
 /** One write_image command: progress kept once a second, each durable checkpoint handed to `onCheckpoint`. */
 async function sendWriteImage(
   task: Task,
-  request: CommandArgs<"write_image">,
-  onCheckpoint: (checkpoint: Checkpoint) => void,
+  command: {
+    request: CommandArgs<"write_image">;
+    onCheckpoint: (checkpoint: Checkpoint) => void;
+    resendArgs: () => CommandArgs<"write_image">;
+  },
 ): Promise<unknown> {
+  const { request, onCheckpoint, resendArgs } = command;
   let lastWrite = 0;
   return agentCommand(
     task,
     { name: "write_image", args: request },
     {
+      resendArgs,
       onProgress: (progress) => {
         const checkpoint = CheckpointSchema.safeParse((progress as { checkpoint?: unknown }).checkpoint);
         if (checkpoint.success) onCheckpoint(checkpoint.data);
