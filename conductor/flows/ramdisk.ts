@@ -39,7 +39,8 @@ export function canFastTrack(task: Task): boolean {
 
 /**
  * Boots the node into the deploy ramdisk: boot files (or a virtual CD), one-time PXE (or cdrom), power cycle. The previous boot's agent
- * token is retired (the only other place is an operator's power action) so the new agent gets a fresh one.
+ * token is retired (as by an operator's power action, the power cycle into the instance and a write_image
+ * resumed after a reboot) so the new agent gets a fresh one.
  */
 export async function bootIntoRamdisk(task: Task): Promise<void> {
   await retireAgentToken(task);
