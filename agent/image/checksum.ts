@@ -18,8 +18,18 @@ export class HashingTap {
   /** Bytes hashed so far (holes' zeros included). */
   bytes = 0;
 
-  constructor(readonly algo: ChecksumAlgo) {
-    this.hash = createHash(algo);
+  constructor(
+    readonly algo: ChecksumAlgo,
+    from?: Hash,
+  ) {
+    this.hash = from ?? createHash(algo);
+  }
+
+  /** A tap that goes on from this one's state, this one left as it is. */
+  fork(): HashingTap {
+    const tap = new HashingTap(this.algo, this.hash.copy());
+    tap.bytes = this.bytes;
+    return tap;
   }
 
   async *pass(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {

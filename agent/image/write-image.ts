@@ -30,7 +30,7 @@ import { mapFitsObject, mappedExtents } from "./mapped-image.ts";
 import { isQcow2, Qcow2Converter } from "./qcow2.ts";
 import type { Qcow2Limits } from "./qcow2.ts";
 import { ProgressMeter } from "./progress.ts";
-import { readKeptPrefix, resumeRefusal } from "./resume.ts";
+import { readKeptPrefix, restartPoint, resumeRefusal } from "./resume.ts";
 import type { KeptPrefix } from "./resume.ts";
 import { ImageWriter } from "./writer.ts";
 import { openSwarm } from "../swarm/swarm-source.ts";
@@ -116,10 +116,11 @@ export async function writeImage(
   let kept: KeptPrefix | undefined;
   let resumed: WriteImageResult["resumed"];
   if (resume !== undefined) {
-    const refusal = resumeRefusal(resume, { image, expected, mapped: blockMap !== undefined });
+    const refusal = resumeRefusal(resume, { image, expected });
+    const restartAt = restartPoint(resume, blockMap);
     const outcome =
       refusal === null
-        ? await readKeptPrefix(target.path, resume, { offset: 0, signal })
+        ? await readKeptPrefix(target.path, resume, { offset: 0, signal, restartAt })
         : { refused: refusal };
     if ("refused" in outcome) {
       resumed = { from_bytes: 0, reason: outcome.refused };
@@ -306,22 +307,37 @@ async function streamMapped(
       "image_format",
     );
   }
-  const tap = options.hashHoles ? new HashingTap(options.algo) : undefined;
+  const { kept } = options;
+  const tap = kept?.tap ?? (options.hashHoles ? new HashingTap(options.algo) : undefined);
   const meter = new ProgressMeter(options.onProgress, options.progressIntervalMs);
   meter.total = map.mappedBytes;
   let received = 0;
+  const every = tap === undefined ? undefined : options.checkpointBytes;
+  let nextCheckpoint = (kept?.bytes ?? 0) + (every ?? 0);
   const writer = await ImageWriter.open(options.writer);
   try {
     const extents = mappedExtents(image.url, map, {
       fetch: options.fetchOptions,
       session: options.session,
       onHole: (bytes) => tap?.zeros(bytes),
+      ...(kept === undefined ? {} : { from: kept.bytes }),
     });
     for await (const extent of extents) {
       tap?.update(extent.data);
       received += extent.data.length;
       meter.update(received);
       await writer.write(extent);
+      const end = extent.offset + extent.data.length;
+      // the holes before the extent are hashed already: the hash stands at `end`, the disk's first bytes
+      if (tap !== undefined && every !== undefined && end >= nextCheckpoint && tap.bytes === end) {
+        nextCheckpoint = end + every;
+        const checkpoint = { bytes: end, algo: tap.algo, digest: tap.prefixDigest() };
+        const { durable } = await writer.checkpoint();
+        durable.then(
+          () => meter.checkpoint(checkpoint),
+          () => undefined,
+        );
+      }
     }
     await writer.finish(map.imageSize);
     meter.finish();

@@ -12,7 +12,7 @@ import type { CallOptions, DriverNode } from "../../conductor/drivers/interfaces
 import { recordingLogger, sampleInventory } from "../helpers/agent.ts";
 import { api, startConductor, waitForState } from "../helpers/conductor.ts";
 import { CountingPower, fakeHardwareWith } from "../helpers/counting-power.ts";
-import { MiB, sha256 } from "../helpers/disk.ts";
+import { MiB, sha256, sparseCopyWithBlockMap } from "../helpers/disk.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
 import { until } from "../helpers/wait.ts";
 
@@ -100,6 +100,8 @@ async function deployCaughtMidWrite(options: {
   imageMiB: number;
   pauseMiB: number;
   maxResumes?: number;
+  /** MiB ranges [start, end) of the image that hold zeros; with it, the image comes with a block map. */
+  holes?: [number, number][];
 }): Promise<Setup> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-resume-"));
   const power = new RebootingPower();
@@ -109,8 +111,15 @@ async function deployCaughtMidWrite(options: {
   );
   const images = await startHttpImageServer();
   const image = randomBytes(options.imageMiB * MiB);
+  for (const [start, end] of options.holes ?? []) image.fill(0, start * MiB, end * MiB);
   const path = "/resume.raw";
-  await writeFile(join(dir, "resume.raw"), image);
+  await writeFile(join(dir, "source.raw"), image);
+  const bmap = options.holes === undefined ? undefined : "/resume.bmap";
+  if (bmap === undefined) await writeFile(join(dir, "resume.raw"), image);
+  else {
+    await sparseCopyWithBlockMap(join(dir, "source.raw"), join(dir, "resume.raw"), join(dir, "resume.bmap"));
+    images.serve(bmap, join(dir, "resume.bmap"));
+  }
   let resumeServer = (): void => undefined;
   images.serve(path, join(dir, "resume.raw"), {
     pauseAfterBytes: options.pauseMiB * MiB,
@@ -130,6 +139,7 @@ async function deployCaughtMidWrite(options: {
         image_source: `${images.url}${path}`,
         image_os_hash_algo: "sha256",
         image_os_hash_value: sha256(image),
+        ...(bmap === undefined ? {} : { image_bmap: `${images.url}${bmap}` }),
       },
     },
   });
@@ -234,6 +244,34 @@ describe("a reboot mid-deploy", () => {
     ).body as { history: { event: string; severity: string }[] };
     const resumes = history.history.filter((h) => h.event.includes("booted again while write_image ran"));
     expect(resumes.map((h) => h.severity)).toEqual(["WARNING", "WARNING"]);
+  });
+
+  it("with a block map, resumes at the start of the range the checkpoint fell in: earlier ranges are not fetched again", async () => {
+    // mapped: [0,1) [2,3) [4,10) MiB; the store pauses inside the 6 MiB range, 4 MiB in
+    const setup = await deployCaughtMidWrite({
+      imageMiB: 12,
+      pauseMiB: 4,
+      holes: [
+        [1, 2],
+        [3, 4],
+        [10, 12],
+      ],
+    });
+    await checkpointReached(setup, 6 * MiB);
+    const before = setup.images.requests.filter((r) => r.path === setup.path).length;
+    await setup.machine.crash();
+    setup.resumeServer();
+    setup.machine.boot();
+
+    const done = await waitForState(setup.url, setup.uuid, "active");
+    await diskHoldsImage(setup);
+    const result = (done.driver_internal_info as Record<string, unknown>).deploy_result as {
+      resumed?: { from_bytes: number };
+    };
+    expect(result.resumed).toEqual({ from_bytes: 4 * MiB });
+    // after the reboot: the map's probe of the first bytes, then the range the checkpoint fell in, only
+    const after = setup.images.requests.filter((r) => r.path === setup.path).slice(before);
+    expect(after.map((r) => r.range)).toEqual(["bytes=0-7", `bytes=${4 * MiB}-${10 * MiB - 1}`]);
   });
 
   it("starts over when the disk's prefix changed between the reboot and the resume, and still writes the right image", async () => {

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HashingTap } from "../../agent/image/checksum.ts";
-import { readKeptPrefix, resumeRefusal } from "../../agent/image/resume.ts";
+import { readKeptPrefix, restartPoint, resumeRefusal } from "../../agent/image/resume.ts";
 import { ImageWriter } from "../../agent/image/writer.ts";
 import { imageIdentity } from "../../conductor/drivers/deploy/write-resume.ts";
 import type { ImageSpec } from "../../shared/image.ts";
@@ -74,43 +74,66 @@ describe("resuming a raw write", () => {
     );
   });
 
-  it("refuses to resume what a disk prefix cannot continue: compressed, qcow2, block map, partition, no checksum", () => {
+  it("refuses to resume what a disk prefix cannot continue: compressed, qcow2, partition, no checksum", () => {
     const checkpoint = { bytes: 4096, algo: "sha256" as const, digest: "0".repeat(64) };
     const expected = { algo: "sha256" as const, value: "1".repeat(64) };
     const raw: ImageSpec = { url: "http://store/disk.raw", image_type: "whole-disk" };
-    expect(resumeRefusal(checkpoint, { image: raw, expected, mapped: false })).toBeNull();
+    expect(resumeRefusal(checkpoint, { image: raw, expected })).toBeNull();
     const refused = [
-      resumeRefusal(checkpoint, { image: raw, expected: undefined, mapped: false }),
+      resumeRefusal(checkpoint, { image: raw, expected: undefined }),
       resumeRefusal(checkpoint, {
         image: raw,
         expected: { algo: "sha512", value: "1".repeat(128) },
-        mapped: false,
       }),
-      resumeRefusal(checkpoint, { image: { ...raw, compression: "zstd" }, expected, mapped: false }),
-      resumeRefusal(checkpoint, { image: { ...raw, disk_format: "qcow2" }, expected, mapped: false }),
-      resumeRefusal(checkpoint, { image: raw, expected, mapped: true }),
-      resumeRefusal(checkpoint, { image: { ...raw, image_type: "partition" }, expected, mapped: false }),
-      resumeRefusal(checkpoint, { image: { ...raw, size: 1024 }, expected, mapped: false }),
+      resumeRefusal(checkpoint, { image: { ...raw, compression: "zstd" }, expected }),
+      resumeRefusal(checkpoint, { image: { ...raw, disk_format: "qcow2" }, expected }),
+      resumeRefusal(checkpoint, { image: { ...raw, image_type: "partition" }, expected }),
+      resumeRefusal(checkpoint, { image: { ...raw, size: 1024 }, expected }),
     ];
     expect(refused.every((reason) => typeof reason === "string" && reason.length > 0)).toBe(true);
+  });
+
+  it("with a block map, restarts at the start of the range a checkpoint falls in, and keeps that much", async () => {
+    const map = {
+      imageSize: 64 * KiB,
+      blockSize: 4096,
+      checksumType: undefined,
+      mappedBytes: 24 * KiB,
+      ranges: [
+        { start: 0, end: 8 * KiB, checksum: undefined },
+        { start: 16 * KiB, end: 32 * KiB, checksum: undefined },
+      ],
+    };
+    const at = (bytes: number) => ({ bytes, algo: "sha256" as const, digest: "0".repeat(64) });
+    expect(restartPoint(at(8 * KiB), map)).toBe(8 * KiB); // a range's end
+    expect(restartPoint(at(12 * KiB), map)).toBe(12 * KiB); // in a hole
+    expect(restartPoint(at(20 * KiB), map)).toBe(16 * KiB); // inside the second range
+    expect(restartPoint(at(20 * KiB), undefined)).toBe(20 * KiB);
+
+    const image = randomBytes(64 * KiB);
+    const path = join(dir, "mapped");
+    await writeFile(path, image);
+    const checkpoint = { ...at(20 * KiB), digest: digestOf(image.subarray(0, 20 * KiB)) };
+    const kept = await readKeptPrefix(path, checkpoint, { offset: 0, restartAt: 16 * KiB });
+    expect("refused" in kept ? kept : kept.bytes).toBe(16 * KiB);
+    if (!("refused" in kept)) {
+      kept.tap.update(image.subarray(16 * KiB));
+      expect(kept.tap.digest().value).toBe(digestOf(image));
+    }
   });
 
   it("names an image across temporary URLs: the query (a signature) does not count, the checksum does", () => {
     const checksum = { algo: "sha256" as const, value: "AB".repeat(32) };
     const a = imageIdentity({
-      image_type: "whole-disk",
       url: "https://swift/v1/img/disk.raw?temp_url_sig=1&temp_url_expires=2",
       checksum,
     });
     const b = imageIdentity({
-      image_type: "whole-disk",
       url: "https://swift/v1/img/disk.raw?temp_url_sig=3&temp_url_expires=4",
       checksum,
     });
     expect(a).toEqual(b);
     expect(a).toEqual({ image: "https://swift/v1/img/disk.raw", checksum: `sha256:${"ab".repeat(32)}` });
-    expect(
-      imageIdentity({ image_type: "whole-disk", url: "https://swift/v1/img/other.raw", checksum }),
-    ).not.toEqual(a);
+    expect(imageIdentity({ url: "https://swift/v1/img/other.raw", checksum })).not.toEqual(a);
   });
 });

@@ -28,7 +28,7 @@ export interface ImageIdentity {
   checksum: string | null;
 }
 
-export function imageIdentity(image: ImageSpec): ImageIdentity {
+export function imageIdentity(image: Pick<ImageSpec, "url" | "checksum">): ImageIdentity {
   const url = new URL(image.url);
   url.search = "";
   url.hash = "";
