@@ -146,11 +146,13 @@ export class ImageWriter {
     let at = 0;
     while (at < data.length) {
       if (this.stageLength === 0) this.stageStart = offset + at;
-      const n = Math.min(this.blockSize - this.stageLength, data.length - at);
+      // a block that starts off a 4 KiB boundary (a resumed write) ends on one, so the next are O_DIRECT
+      const capacity = this.blockSize - ((this.base + this.stageStart) % DIRECT_ALIGN);
+      const n = Math.min(capacity - this.stageLength, data.length - at);
       data.copy(this.stage, this.stageLength, at, at + n);
       this.stageLength += n;
       at += n;
-      if (this.stageLength === this.blockSize) await this.flush();
+      if (this.stageLength === capacity) await this.flush();
     }
   }
 
@@ -187,11 +189,35 @@ export class ImageWriter {
    * writing goes on meanwhile. Checkpoints' syncs run in order, after any background sync.
    */
   async checkpoint(): Promise<{ durable: Promise<void> }> {
-    await this.flush();
+    // NOTE: the staged block is written up to its last 4 KiB boundary only and its tail stays staged: flushed
+    // at any byte, every later block would start unaligned and go through the page cache (measured: a 2 GiB
+    // deploy 16 % slower). The tail (under 4 KiB) also goes to the disk through the page cache, before any
+    // later write (it is chained into `inflight`), and is written again, aligned, with its block.
+    const end = this.stageStart + this.stageLength;
+    const cut = end - ((this.base + end) % DIRECT_ALIGN);
+    if (this.stageLength > 0 && cut > this.stageStart) {
+      const tail = Buffer.from(this.stage.subarray(cut - this.stageStart, this.stageLength));
+      this.stageLength = cut - this.stageStart;
+      await this.flush();
+      tail.copy(this.stage, 0);
+      this.stageStart = cut;
+      this.stageLength = tail.length;
+    }
     const written = this.inflight;
+    if (this.stageLength > 0) {
+      const tail = Buffer.from(this.stage.subarray(0, this.stageLength));
+      const at = this.base + this.stageStart;
+      const tailWritten = (async () => {
+        await written;
+        await writeFully(this.handle, tail, at);
+      })();
+      tailWritten.catch(() => undefined); // surfaced by the next await of inflight
+      this.inflight = tailWritten;
+    }
+    const staged = this.inflight;
     const previous = this.syncing;
     const durable = (async () => {
-      await written;
+      await staged;
       await previous;
       await this.handle.datasync();
     })();

@@ -43,6 +43,37 @@ describe("resuming a raw write", () => {
     );
   });
 
+  it("property: checkpoints at any byte leave the disk exactly as the image, and the checkpoint's bytes are there once durable", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.record({ size: fc.integer({ min: 1, max: 40 * KiB }), checkpoint: fc.boolean() }), {
+          minLength: 1,
+          maxLength: 30,
+        }),
+        fc.boolean(),
+        async (chunks, readsZeroes) => {
+          const image = randomBytes(chunks.reduce((sum, c) => sum + c.size, 0));
+          const path = join(dir, `cp-${Math.random().toString(16).slice(2)}`);
+          await writeFile(path, Buffer.alloc(image.length + 8 * KiB, 0xee));
+          const writer = await ImageWriter.open({ path, readsZeroes, blockSize: 16 * KiB });
+          let offset = 0;
+          for (const chunk of chunks) {
+            await writer.write({ offset, data: image.subarray(offset, offset + chunk.size) });
+            offset += chunk.size;
+            if (chunk.checkpoint) {
+              const { durable } = await writer.checkpoint();
+              await durable;
+              expect((await readFile(path)).subarray(0, offset).equals(image.subarray(0, offset))).toBe(true);
+            }
+          }
+          await writer.finish(image.length);
+          expect((await readFile(path)).subarray(0, image.length).equals(image)).toBe(true);
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+
   it("keeps a prefix only when the disk's bytes hash to the checkpoint's digest, whatever byte changed", async () => {
     const image = randomBytes(256 * KiB);
     const path = join(dir, "prefix");
