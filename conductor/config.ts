@@ -382,6 +382,17 @@ export const ConductorConfig = z.object({
        * TLS (and plain HTTP when it is plain); "off" keeps them plain HTTP whatever the link.
        */
       swarmPeerTls: z.enum(SWARM_PEER_TLS_MODES).default("link"),
+      /**
+       * A raw image's write reports a durable checkpoint each time this many more bytes are on the disk, so a
+       * reboot mid-write resumes there instead of at byte 0.
+       */
+      resumeCheckpointBytes: z
+        .number()
+        .int()
+        .min(1024 * 1024)
+        .default(256 * 1024 * 1024),
+      /** Reboots of the node during one write_image that are resumed; one more fails the deploy. */
+      maxResumes: z.number().int().min(0).max(10).default(3),
     })
     .prefault({}),
   /** Disk erasing in cleaning (Ironic's [deploy] erase options), passed to the agent's erase_devices. */

@@ -24,6 +24,10 @@ export const ERROR_CATALOGUE = {
   CANCELLED: { retryable: false, message: "command was cancelled" },
   TIMEOUT: { retryable: true, message: "command did not finish in time" },
   NOT_CONNECTED: { retryable: true, message: "the node's agent is not connected" },
+  AGENT_REBOOTED: {
+    retryable: true,
+    message: "the node booted again while the command ran; its agent is gone",
+  },
   GATEWAY_CLOSED: { retryable: true, message: "the agent gateway is shutting down" },
   COMMAND_FAILED: { retryable: false, message: "command failed" },
   COMMAND_FAILED_RETRYABLE: { retryable: true, message: "command failed; it may succeed when retried" },

@@ -116,6 +116,18 @@ export const ImageLimitsSchema = z.object({
 });
 export type ImageLimits = z.infer<typeof ImageLimitsSchema>;
 
+/**
+ * A durable prefix of a raw image on the target: its first `bytes` bytes were written and fsynced, and
+ * `digest` is the image checksum's algorithm over exactly those bytes (a resumed write re-reads them from the
+ * disk, checks the digest and continues the whole-image checksum from there).
+ */
+export const CheckpointSchema = z.object({
+  bytes: z.number().int().positive(),
+  algo: ChecksumAlgoSchema,
+  digest: z.string().regex(/^[0-9a-f]{32,128}$/),
+});
+export type Checkpoint = z.infer<typeof CheckpointSchema>;
+
 export const WriteImageRequestSchema = z.object({
   image: ImageSpecSchema,
   limits: ImageLimitsSchema.optional(),
@@ -129,6 +141,13 @@ export const WriteImageRequestSchema = z.object({
    * the conductor tracking who holds what. Absent: the store alone, as ever.
    */
   swarm: SwarmRequestSchema.optional(),
+  /**
+   * Report a durable checkpoint (progress `checkpoint`) each time this many more bytes of a raw, uncompressed
+   * whole-disk image are written and fsynced. Absent: none (an old conductor).
+   */
+  checkpoint_bytes: z.number().int().positive().optional(),
+  /** Continue a write a reboot cut short, from a checkpoint an earlier run of this request reported. */
+  resume: CheckpointSchema.optional(),
 });
 export type WriteImageRequest = z.infer<typeof WriteImageRequestSchema>;
 
@@ -138,6 +157,8 @@ export const ImageProgressSchema = z.object({
   bytes_total: z.number().int().nonnegative().nullable(),
   /** Average download rate since the start, bytes per second. */
   rate_bps: z.number().nonnegative(),
+  /** Set on the report that follows a durable checkpoint (see WriteImageRequest.checkpoint_bytes). */
+  checkpoint: CheckpointSchema.optional(),
 });
 export type ImageProgress = z.infer<typeof ImageProgressSchema>;
 
@@ -165,5 +186,10 @@ export const WriteImageResultSchema = z.object({
   partitions: z.record(z.string(), PartitionInfoSchema).optional(),
   /** Where the bytes came from, when the image was written in a swarm. */
   swarm: SwarmStatsSchema.optional(),
+  /**
+   * A resumed write: the bytes kept from the disk (0 when the checkpoint could not be used) and, if so, why
+   * it started over.
+   */
+  resumed: z.object({ from_bytes: z.number().int().nonnegative(), reason: z.string().optional() }).optional(),
 });
 export type WriteImageResult = z.infer<typeof WriteImageResultSchema>;

@@ -11,6 +11,7 @@ import {
   SwarmLeaveSchema,
   SwarmReplySchema,
 } from "./swarm.ts";
+import { CheckpointSchema } from "./image.ts";
 
 /**
  * The agent ⇄ conductor wire: one WebSocket per node, JSON text frames, each a member of `FrameSchema`.
@@ -75,6 +76,8 @@ export const ProgressSchema = z.object({
   bytes_total: z.number().nonnegative().nullable().optional(),
   rate_bps: z.number().nonnegative().optional(),
   message: z.string().optional(),
+  /** write_image: the image's first bytes are durable on the disk (the conductor keeps it to resume). */
+  checkpoint: CheckpointSchema.optional(),
 });
 
 export const WireErrorSchema = z.object({

@@ -15,24 +15,44 @@ const ZEROS = Buffer.alloc(1024 * 1024);
 export class HashingTap {
   private readonly hash: Hash;
   private result: string | undefined;
+  /** Bytes hashed so far (holes' zeros included). */
+  bytes = 0;
 
-  constructor(readonly algo: ChecksumAlgo) {
-    this.hash = createHash(algo);
+  constructor(
+    readonly algo: ChecksumAlgo,
+    from?: Hash,
+  ) {
+    this.hash = from ?? createHash(algo);
+  }
+
+  /** A tap that goes on from this one's state, this one left as it is. */
+  fork(): HashingTap {
+    const tap = new HashingTap(this.algo, this.hash.copy());
+    tap.bytes = this.bytes;
+    return tap;
   }
 
   async *pass(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
     for await (const chunk of source) {
       this.hash.update(chunk);
+      this.bytes += chunk.length;
       yield chunk;
     }
   }
 
   update(chunk: Buffer): void {
     this.hash.update(chunk);
+    this.bytes += chunk.length;
+  }
+
+  /** The digest of the bytes hashed so far, without ending the hash (a checkpoint's). */
+  prefixDigest(): string {
+    return this.hash.copy().digest("hex");
   }
 
   /** Hashes `length` zero bytes (a hole a block map skipped). */
   zeros(length: number): void {
+    this.bytes += length;
     for (let left = length; left > 0; left -= ZEROS.length) {
       this.hash.update(left >= ZEROS.length ? ZEROS : ZEROS.subarray(0, left));
     }

@@ -10,9 +10,9 @@ export interface ByteWindow {
   end: number;
 }
 
-/** A raw image: every byte at its own offset, in order. */
-export async function* rawExtents(source: AsyncIterable<Buffer>): AsyncGenerator<Extent> {
-  let offset = 0;
+/** A raw image (from byte `start` on): every byte at its own offset, in order. */
+export async function* rawExtents(source: AsyncIterable<Buffer>, start = 0): AsyncGenerator<Extent> {
+  let offset = start;
   for await (const data of source) {
     yield { offset, data };
     offset += data.length;

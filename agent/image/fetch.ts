@@ -92,10 +92,12 @@ export class ImageDownload implements AsyncIterable<Buffer> {
   constructor(
     readonly url: string,
     options: FetchOptions = {},
-    part: { window?: ByteWindow; session?: DownloadSession } = {},
+    part: { window?: ByteWindow; session?: DownloadSession; from?: number } = {},
   ) {
     this.opts = { ...DEFAULTS, ...stripUndefined(options) };
     this.window = part.window;
+    // a resumed write: the object from `from` on, with a Range request, as after a dropped connection
+    if (part.from !== undefined && part.window === undefined) this.received = part.from;
     this.session = part.session ?? new DownloadSession();
     this.sharedSession = part.session !== undefined;
     if (this.window) this.total = this.window.end - this.window.start;

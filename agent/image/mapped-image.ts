@@ -51,10 +51,18 @@ export async function mapFitsObject(
 export async function* mappedExtents(
   url: string,
   map: BlockMap,
-  options: { fetch: FetchOptions; session: DownloadSession; onHole?: (bytes: number) => void },
+  options: {
+    fetch: FetchOptions;
+    session: DownloadSession;
+    onHole?: (bytes: number) => void;
+    /** A resumed write: the image's first bytes are on the disk already (never inside a range). */
+    from?: number;
+  },
 ): AsyncGenerator<Extent> {
-  let covered = 0;
+  let covered = options.from ?? 0;
   for (const range of map.ranges) {
+    if (range.end <= covered) continue;
+    if (range.start < covered) throw new Error(`a resumed block map write cannot start inside a range`);
     if (range.start > covered) options.onHole?.(range.start - covered);
     const hash =
       range.checksum !== undefined && map.checksumType !== undefined

@@ -1,4 +1,4 @@
-import type { ImageProgress } from "../../shared/image.ts";
+import type { Checkpoint, ImageProgress } from "../../shared/image.ts";
 
 /** Turns a growing byte count into throttled progress reports (at most one per interval, plus the last). */
 export class ProgressMeter {
@@ -20,6 +20,11 @@ export class ProgressMeter {
       this.lastReport = now;
       this.report(this.snapshot(now));
     }
+  }
+
+  /** A report now, whatever the interval, carrying a durable checkpoint. */
+  checkpoint(checkpoint: Checkpoint): void {
+    this.report?.({ ...this.snapshot(Date.now()), checkpoint });
   }
 
   finish(): void {

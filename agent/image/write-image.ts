@@ -30,6 +30,8 @@ import { mapFitsObject, mappedExtents } from "./mapped-image.ts";
 import { isQcow2, Qcow2Converter } from "./qcow2.ts";
 import type { Qcow2Limits } from "./qcow2.ts";
 import { ProgressMeter } from "./progress.ts";
+import { readKeptPrefix, restartPoint, resumeRefusal } from "./resume.ts";
+import type { KeptPrefix } from "./resume.ts";
 import { ImageWriter } from "./writer.ts";
 import { swarmMappedExtents } from "../swarm/mapped-chunks.ts";
 import { openSwarm } from "../swarm/swarm-source.ts";
@@ -73,7 +75,14 @@ export async function writeImage(
   options: WriteImageOptions,
 ): Promise<WriteImageResult> {
   const started = Date.now();
-  const { image, configdrive, limits = {}, swarm: swarmRequest } = WriteImageRequestSchema.parse(request);
+  const {
+    image,
+    configdrive,
+    limits = {},
+    swarm: swarmRequest,
+    checkpoint_bytes: checkpointBytes,
+    resume,
+  } = WriteImageRequestSchema.parse(request);
   const { signal } = options;
   const log = (options.logger ?? silentLogger).child({
     image: redactQuery(image.url),
@@ -105,7 +114,32 @@ export async function writeImage(
   const partitions: Record<string, PartitionInfo> = {};
   let region = { offset: 0, length: target.kind === "file" && target.size === 0 ? undefined : target.size };
   let readsZeroes: boolean;
-  if (image.image_type === "partition" && image.partition) {
+  let kept: KeptPrefix | undefined;
+  let resumed: WriteImageResult["resumed"];
+  if (resume !== undefined) {
+    const refusal = resumeRefusal(resume, { image, expected });
+    const restartAt = restartPoint(resume, blockMap);
+    const outcome =
+      refusal === null
+        ? await readKeptPrefix(target.path, resume, { offset: 0, signal, restartAt })
+        : { refused: refusal };
+    if ("refused" in outcome) {
+      resumed = { from_bytes: 0, reason: outcome.refused };
+      log.warn(
+        { checkpoint_bytes: resume.bytes, reason: outcome.refused },
+        "cannot resume; writing from the start",
+      );
+    } else {
+      kept = outcome;
+      resumed = { from_bytes: outcome.bytes };
+      log.info({ kept_bytes: outcome.bytes }, "resuming the write after the disk's verified prefix");
+    }
+  }
+  if (kept !== undefined) {
+    // NOTE: the disk is neither zeroed nor wiped (that would lose the kept prefix), so it may hold anything
+    // past it: every byte of the rest is written, zeros included.
+    readsZeroes = false;
+  } else if (image.image_type === "partition" && image.partition) {
     const fileZeroed =
       target.kind === "file" ? await zeroCheaply(target, { offset: 0, length: target.size }, signal) : false;
     Object.assign(partitions, await createPartitionLayout(target, image.partition, signal));
@@ -130,7 +164,18 @@ export async function writeImage(
     fetchOptions,
     session,
     algo: expected?.algo ?? "sha256",
-    writer: { path: target.path, offset: region.offset, limit: region.length, readsZeroes },
+    writer: {
+      path: target.path,
+      offset: region.offset,
+      limit: region.length,
+      readsZeroes,
+      ...(kept === undefined ? {} : { keep: kept.bytes }),
+    },
+    ...(kept === undefined ? {} : { kept }),
+    // a checkpoint is worth keeping only where a resume can use it (see resumeRefusal)
+    ...(checkpointBytes !== undefined && expected !== undefined && image.image_type !== "partition"
+      ? { checkpointBytes }
+      : {}),
   };
   let written: Awaited<ReturnType<typeof streamImage>>;
   let swarm: SwarmSource | undefined;
@@ -140,9 +185,10 @@ export async function writeImage(
       blockMap !== undefined &&
       (await mapFitsObject(image.url, blockMap, { fetch: fetchOptions, session, logger: log }));
     if (mapped) log.info({ mapped_bytes: blockMap.mappedBytes }, "downloading the block map's ranges only");
-    // A block-mapped write shares the chunks that hold its ranges (chunks are store bytes either way).
+    // A block-mapped write shares the chunks that hold its ranges (chunks are store bytes either way). A
+    // resumed write fetches its rest from the store: the wave has moved on, and the rest is what it is missing.
     swarm =
-      swarmRequest !== undefined && options.swarm !== undefined
+      swarmRequest !== undefined && options.swarm !== undefined && kept === undefined
         ? await openSwarm({
             url: image.url,
             checksum: expected === undefined ? undefined : `${expected.algo}:${expected.value}`,
@@ -199,6 +245,7 @@ export async function writeImage(
     duration_ms: Date.now() - started,
     ...(Object.keys(partitions).length > 0 ? { partitions } : {}),
     ...(swarmStats === undefined ? {} : { swarm: swarmStats }),
+    ...(resumed === undefined ? {} : { resumed }),
   };
 }
 
@@ -233,7 +280,11 @@ interface StreamOptions extends WriteImageOptions {
   fetchOptions: FetchOptions;
   session: DownloadSession;
   algo: ChecksumValue["algo"];
-  writer: { path: string; offset: number; limit: number | undefined; readsZeroes: boolean };
+  writer: { path: string; offset: number; limit: number | undefined; readsZeroes: boolean; keep?: number };
+  /** A resumed write: the prefix kept on the disk, its bytes already hashed. */
+  kept?: KeptPrefix;
+  /** Durable checkpoints every this many bytes of a raw, uncompressed stream. */
+  checkpointBytes?: number;
 }
 
 interface Streamed {
@@ -257,16 +308,20 @@ async function streamMapped(
       "image_format",
     );
   }
-  const tap = options.hashHoles ? new HashingTap(options.algo) : undefined;
+  const { kept } = options;
+  const tap = kept?.tap ?? (options.hashHoles ? new HashingTap(options.algo) : undefined);
   const meter = new ProgressMeter(options.onProgress, options.progressIntervalMs);
   meter.total = map.mappedBytes;
   let received = 0;
+  const every = tap === undefined ? undefined : options.checkpointBytes;
+  let nextCheckpoint = (kept?.bytes ?? 0) + (every ?? 0);
   const writer = await ImageWriter.open(options.writer);
   try {
     const from = {
       fetch: options.fetchOptions,
       session: options.session,
       onHole: (bytes: number) => tap?.zeros(bytes),
+      ...(kept === undefined ? {} : { from: kept.bytes }),
     };
     const extents = options.swarm
       ? swarmMappedExtents(image.url, map, { ...from, swarm: options.swarm })
@@ -276,6 +331,17 @@ async function streamMapped(
       received += extent.data.length;
       meter.update(received);
       await writer.write(extent);
+      const end = extent.offset + extent.data.length;
+      // the holes before the extent are hashed already: the hash stands at `end`, the disk's first bytes
+      if (tap !== undefined && every !== undefined && end >= nextCheckpoint && tap.bytes === end) {
+        nextCheckpoint = end + every;
+        const checkpoint = { bytes: end, algo: tap.algo, digest: tap.prefixDigest() };
+        const { durable } = await writer.checkpoint();
+        durable.then(
+          () => meter.checkpoint(checkpoint),
+          () => undefined,
+        );
+      }
     }
     await writer.finish(map.imageSize);
     meter.finish();
@@ -284,6 +350,36 @@ async function streamMapped(
     await writer.abort();
     throw error;
   }
+}
+
+/**
+ * Peeks at the stream's magic: compression (gzip, zstd, xz, or none), then the format (qcow2 or raw), and
+ * returns the image's extents. @throws ImageError "image_format" for a qcow2 without its header
+ */
+async function detectedExtents(
+  hashed: AsyncIterable<Buffer>,
+  image: ImageSpec,
+  options: StreamOptions,
+): Promise<{ compression: string; qcow2: Qcow2Converter | undefined; extents: AsyncIterable<Extent> }> {
+  const compressedPeek = await peek(hashed, COMPRESSION_MAGIC_BYTES);
+  const compression = image.compression ?? detectCompression(compressedPeek.head);
+  // Download chunks are views of reused buffers: decompressors keep them past the next read, raw and qcow2 do
+  // not (the converter copies what it holds).
+  const plain =
+    compression === "none"
+      ? compressedPeek.stream
+      : decompress(ownedChunks(compressedPeek.stream), compression, maxDecompressed(options));
+  const formatPeek = await peek(plain, 4);
+  const format: DiskFormat = image.disk_format ?? (isQcow2(formatPeek.head) ? "qcow2" : "raw");
+  if (format === "qcow2" && !isQcow2(formatPeek.head)) {
+    throw new ImageError("disk_format is qcow2 but the image has no qcow2 header", "image_format");
+  }
+  const qcow2 = format === "qcow2" ? new Qcow2Converter(qcow2Limits(options)) : undefined;
+  const extents: AsyncIterable<Extent> = qcow2
+    ? qcow2.extents(formatPeek.stream)
+    : rawExtents(formatPeek.stream);
+  options.logger?.debug({ compression, format }, "image stream detected");
+  return { compression, qcow2, extents };
 }
 
 /** The request's limits, else the defaults: a decompressed stream may be twice the target (qcow2 metadata). */
@@ -308,9 +404,14 @@ async function streamImage(
   options: StreamOptions,
   source?: ImageSource,
 ): Promise<Streamed> {
+  const { kept } = options;
   const download: ImageSource =
-    source ?? new ImageDownload(image.url, options.fetchOptions, { session: options.session });
-  const tap = new HashingTap(options.algo);
+    source ??
+    new ImageDownload(image.url, options.fetchOptions, {
+      session: options.session,
+      ...(kept === undefined ? {} : { from: kept.bytes }),
+    });
+  const tap = kept?.tap ?? new HashingTap(options.algo);
   const meter = new ProgressMeter(options.onProgress, options.progressIntervalMs);
   async function* counted(): AsyncGenerator<Buffer> {
     for await (const chunk of download) {
@@ -321,26 +422,15 @@ async function streamImage(
   }
 
   let writer: ImageWriter | undefined;
-  let rawEnd = 0;
+  let rawEnd = kept?.bytes ?? 0;
   try {
-    const compressedPeek = await peek(tap.pass(counted()), COMPRESSION_MAGIC_BYTES);
-    const compression = image.compression ?? detectCompression(compressedPeek.head);
-    // Download chunks are views of reused buffers: decompressors keep them past the next read, raw and
-    // qcow2 do not (the converter copies what it holds).
-    const plain =
-      compression === "none"
-        ? compressedPeek.stream
-        : decompress(ownedChunks(compressedPeek.stream), compression, maxDecompressed(options));
-    const formatPeek = await peek(plain, 4);
-    const format: DiskFormat = image.disk_format ?? (isQcow2(formatPeek.head) ? "qcow2" : "raw");
-    if (format === "qcow2" && !isQcow2(formatPeek.head)) {
-      throw new ImageError("disk_format is qcow2 but the image has no qcow2 header", "image_format");
-    }
-    const qcow2 = format === "qcow2" ? new Qcow2Converter(qcow2Limits(options)) : undefined;
-    const extents: AsyncIterable<Extent> = qcow2
-      ? qcow2.extents(formatPeek.stream)
-      : rawExtents(formatPeek.stream);
-    options.logger?.debug({ compression, format }, "image stream detected");
+    // a resumed write was raw and uncompressed from its start (its checkpoint says so): no magic to look for
+    const { compression, qcow2, extents } =
+      kept === undefined
+        ? await detectedExtents(tap.pass(counted()), image, options)
+        : { compression: "none", qcow2: undefined, extents: rawExtents(tap.pass(counted()), kept.bytes) };
+    const every = compression === "none" && !qcow2 ? options.checkpointBytes : undefined;
+    let nextCheckpoint = rawEnd + (every ?? 0);
 
     // The raw path reuses its buffers; the others allocate as they decode (zstd paces itself, inside fzstd).
     const pacer = (compression === "none" && !qcow2) || compression === "zstd" ? undefined : new GcPacer();
@@ -353,6 +443,16 @@ async function streamImage(
       pacer?.allocated(extent.data.length);
       await writer.write(extent);
       rawEnd = Math.max(rawEnd, extent.offset + extent.data.length);
+      // the hash must stand exactly at rawEnd for the prefix digest to be the disk's first rawEnd bytes
+      if (every !== undefined && rawEnd >= nextCheckpoint && tap.bytes === rawEnd) {
+        nextCheckpoint = rawEnd + every;
+        const checkpoint = { bytes: rawEnd, algo: tap.algo, digest: tap.prefixDigest() };
+        const { durable } = await writer.checkpoint();
+        durable.then(
+          () => meter.checkpoint(checkpoint),
+          () => undefined,
+        );
+      }
     }
     const imageBytes = qcow2 ? qcow2.virtualSize : rawEnd;
     await writer.finish(imageBytes);

@@ -17,6 +17,11 @@ export interface WriterOptions {
   blockSize?: number;
   /** Start a background fdatasync after this many bytes written, so writeback overlaps the download. Default 64 MiB. */
   syncEvery?: number;
+  /**
+   * Bytes from `offset` already on the target and kept (a resumed write): with `readsZeroes` false, gaps
+   * are zero-filled from here, not from 0. Default 0.
+   */
+  keep?: number;
 }
 
 const SCAN_GRAIN = 64 * 1024;
@@ -28,7 +33,7 @@ const DIRECT_ALIGN = 4096;
 
 /**
  * Node cannot tell a buffer's address, and O_DIRECT needs it aligned: try 4 KiB writes of zeros at the start
- * of the region (which the image is about to cover anyway) from each 16-byte shift of the buffer until the
+ * of the region still to write (which the image is about to cover anyway) from each 16-byte shift of the buffer until the
  * kernel accepts one. Returns the shift, or undefined when no shift works.
  */
 async function probeAlignment(
@@ -93,6 +98,7 @@ export class ImageWriter {
     this.blockSize = options.blockSize ?? 4 * 1024 * 1024;
     this.stage = options.memory.subarray(0, this.blockSize);
     this.spare = options.memory.subarray(this.blockSize, 2 * this.blockSize);
+    this.frontier = options.keep ?? 0;
   }
 
   private zeroBlock(): Buffer {
@@ -108,15 +114,17 @@ export class ImageWriter {
     const memoryBytes = 2 * blockSize + ZERO_FILL_BYTES;
     const raw = Buffer.allocUnsafeSlow(memoryBytes + DIRECT_ALIGN);
     let direct: { handle: FileHandle; memory: Buffer } | undefined;
+    // NOTE: the probe writes zeros: past the kept prefix of a resumed write, never into it
+    const probeFrom = Math.ceil((options.keep ?? 0) / DIRECT_ALIGN) * DIRECT_ALIGN;
     if (
       base % DIRECT_ALIGN === 0 &&
       blockSize % DIRECT_ALIGN === 0 &&
-      (options.limit ?? Infinity) >= DIRECT_ALIGN
+      (options.limit ?? Infinity) >= probeFrom + DIRECT_ALIGN
     ) {
       const directHandle = await open(options.path, constants.O_RDWR | constants.O_DIRECT).catch(
         () => undefined,
       );
-      const shift = directHandle ? await probeAlignment(directHandle, raw, base) : undefined;
+      const shift = directHandle ? await probeAlignment(directHandle, raw, base + probeFrom) : undefined;
       if (directHandle && shift !== undefined) {
         direct = { handle: directHandle, memory: raw.subarray(shift, shift + memoryBytes) };
       } else await directHandle?.close();
@@ -138,7 +146,9 @@ export class ImageWriter {
     let at = 0;
     while (at < data.length) {
       if (this.stageLength === 0) this.stageStart = offset + at;
-      const n = Math.min(this.blockSize - this.stageLength, data.length - at);
+      // a block that starts off a 4 KiB boundary (a resumed write) ends on one, so the next are O_DIRECT
+      const capacity = this.blockSize - ((this.base + this.stageStart) % DIRECT_ALIGN);
+      const n = Math.min(capacity - this.stageLength, data.length - at);
       // Bytes the socket read straight into the block (landing()) are in place already.
       if (
         data.buffer !== this.stage.buffer ||
@@ -147,7 +157,7 @@ export class ImageWriter {
         data.copy(this.stage, this.stageLength, at, at + n);
       this.stageLength += n;
       at += n;
-      if (this.stageLength === this.blockSize) await this.flush();
+      if (this.stageLength === capacity) await this.flush();
     }
   }
 
@@ -183,7 +193,55 @@ export class ImageWriter {
    * hand them to write() as views of it (which then copies nothing). Valid until the next write().
    */
   landing(): Buffer {
-    return this.stage.subarray(this.stageLength);
+    // A block's end is known once it has a start; a new block's bytes past its end are copied by write().
+    const end =
+      this.stageLength === 0
+        ? this.blockSize
+        : this.blockSize - ((this.base + this.stageStart) % DIRECT_ALIGN);
+    return this.stage.subarray(this.stageLength, end);
+  }
+
+  /**
+   * Makes everything handed to write() so far durable: the staged block is written and then fdatasync'd.
+   * Resolves (once the block is in flight) with `durable`, which settles when those bytes are on the disk;
+   * writing goes on meanwhile. Checkpoints' syncs run in order, after any background sync.
+   */
+  async checkpoint(): Promise<{ durable: Promise<void> }> {
+    // NOTE: the staged block is written up to its last 4 KiB boundary only and its tail stays staged: flushed
+    // at any byte, every later block would start unaligned and go through the page cache (measured: a 2 GiB
+    // deploy 16 % slower). The tail (under 4 KiB) also goes to the disk through the page cache, before any
+    // later write (it is chained into `inflight`), and is written again, aligned, with its block.
+    const end = this.stageStart + this.stageLength;
+    const cut = end - ((this.base + end) % DIRECT_ALIGN);
+    if (this.stageLength > 0 && cut > this.stageStart) {
+      const tail = Buffer.from(this.stage.subarray(cut - this.stageStart, this.stageLength));
+      this.stageLength = cut - this.stageStart;
+      await this.flush();
+      tail.copy(this.stage, 0);
+      this.stageStart = cut;
+      this.stageLength = tail.length;
+    }
+    const written = this.inflight;
+    if (this.stageLength > 0) {
+      const tail = Buffer.from(this.stage.subarray(0, this.stageLength));
+      const at = this.base + this.stageStart;
+      const tailWritten = (async () => {
+        await written;
+        await writeFully(this.handle, tail, at);
+      })();
+      tailWritten.catch(() => undefined); // surfaced by the next await of inflight
+      this.inflight = tailWritten;
+    }
+    const staged = this.inflight;
+    const previous = this.syncing;
+    const durable = (async () => {
+      await staged;
+      await previous;
+      await this.handle.datasync();
+    })();
+    durable.catch(() => undefined); // surfaced to the caller, and by the next await of syncing
+    this.syncing = durable;
+    return { durable };
   }
 
   /** Closes without flushing (after a failure). */

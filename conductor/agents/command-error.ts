@@ -12,3 +12,14 @@ export class AgentCommandError extends Error {
     this.name = "AgentCommandError";
   }
 }
+
+/** AGENT_REBOOTED: the node booted again under its agent; `bootId` is the boot that dialled in since. */
+export class AgentRebooted extends AgentCommandError {
+  constructor(
+    readonly bootId: string,
+    message: string,
+  ) {
+    super("AGENT_REBOOTED", message);
+    this.name = "AgentRebooted";
+  }
+}

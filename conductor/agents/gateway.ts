@@ -8,7 +8,7 @@ import type { ErrorCode } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import { COMMAND_NAMES, encodeFrame, parseCommandArgs, parseFrame } from "../../shared/protocol.ts";
 import type { CommandName, Frame, Hello, OutgoingFrame, Progress } from "../../shared/protocol.ts";
-import { AgentCommandError } from "./command-error.ts";
+import { AgentCommandError, AgentRebooted } from "./command-error.ts";
 import type { AgentDirectory } from "./directory.ts";
 import { watchBytes } from "./byte-budget.ts";
 import { ConnectionCaps } from "./connection-caps.ts";
@@ -56,6 +56,12 @@ export interface CallOptions {
    * re-sends unacknowledged results after every welcome) settles the call at once. Default: a fresh id.
    */
   id?: string;
+  /**
+   * The arguments to send when the command goes out again after a reconnect. The agent ignores an id it
+   * is running, but a new process of the same boot (its token kept in --token-file) runs it afresh, and
+   * may then start from what the call learnt since (write_image's latest checkpoint). Checked as the first.
+   */
+  resendArgs?: () => unknown;
 }
 
 export type ConnectedListener = (uuid: string, hello: Hello) => void;
@@ -83,6 +89,12 @@ export interface AgentGateway {
   addressOf(uuid: string): string | undefined;
   onConnected(listener: ConnectedListener): void;
   onDisconnected(listener: DisconnectedListener): void;
+  /**
+   * Cuts the node's live session at once (a power action ended the boot its agent ran in); a heartbeat timeout
+   * would take up to heartbeatTimeoutMs, during which fast track would send work to a dead agent. False when
+   * the node has no session here.
+   */
+  retire(uuid: string): boolean;
   /** Nodes whose agent has a live session here. */
   sessionNodes(): string[];
   /**
@@ -334,6 +346,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       return;
     }
     if (outcome.ok === false) {
+      if (outcome.otherBootOf !== undefined) rebootedBehindUs(outcome.otherBootOf, hello.boot_id);
       if (outcome.code === "UNKNOWN_MAC")
         logger.info(
           { remote: conn.remote, macs: hello.macs, auto_discovery: directory.discover !== undefined },
@@ -385,9 +398,38 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       "agent connected",
     );
     // Commands sent on a connection that died may never have arrived: the agent ignores ids it already has.
-    for (const call of pending.forNode(uuid))
-      send(conn, { type: "command", id: call.id, name: call.name, args: call.args });
+    for (const call of pending.forNode(uuid)) {
+      const again = call.resendArgs === undefined ? null : parseCommandArgs(call.name, call.resendArgs());
+      send(conn, { type: "command", id: call.id, name: call.name, args: again?.ok ? again.args : call.args });
+    }
     for (const listener of connectedListeners) listener(uuid, hello);
+  }
+
+  /**
+   * A tokenless hello from a new boot of a node whose agent has no live session here: the machine most likely
+   * rebooted under its agent (a reset, a crash, a power blip). Commands waiting on the old boot's agent will
+   * never be answered, so they fail now with AGENT_REBOOTED (retryable) instead of at their timeout; a step
+   * that can resume (write_image) boots the ramdisk again through the node's lock. The hello itself is still
+   * refused: a MAC and a boot id prove nothing, so at worst a forger on the provisioning network, acting while
+   * the real agent is away, makes the conductor reboot the node sooner than its timeout would.
+   */
+  function rebootedBehindUs(uuid: string, bootId: string): void {
+    if (sessions.has(uuid)) return; // the agent is still here: the hello is not the node's
+    const waiting = pending.forNode(uuid);
+    if (waiting.length === 0) return;
+    logger.warn(
+      { node: uuid, boot_id: bootId, commands: waiting.map((call) => call.name) },
+      "a new boot of the node dialled in while its agent's commands ran; failing them",
+    );
+    for (const call of waiting) {
+      pending.reject(
+        call.id,
+        new AgentRebooted(
+          bootId,
+          `the node booted again (boot ${bootId}) while ${call.name} ran; its agent is gone`,
+        ),
+      );
+    }
   }
 
   function onSessionFrame(conn: Connection, frame: Frame): void {
@@ -542,6 +584,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
         name: command.name,
         args: args.args,
         onProgress: callOptions.onProgress,
+        ...(callOptions.resendArgs === undefined ? {} : { resendArgs: callOptions.resendArgs }),
         settle: (outcome) => {
           clearTimeout(timer);
           signal?.removeEventListener("abort", onAbort);
@@ -573,6 +616,17 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
       return address.startsWith("::ffff:") ? address.slice(7) : address;
     },
     sessionNodes: () => [...sessions.keys()],
+    retire(uuid) {
+      const conn = sessions.get(uuid);
+      if (!conn) return false;
+      logger.info({ node: uuid }, "agent session retired: the node was powered off or rebooted");
+      conn.state = "closing";
+      conn.stopBudget();
+      endSession(conn);
+      // NOTE: terminate, not close: a dead agent never answers the closing handshake
+      conn.socket.terminate();
+      return true;
+    },
     redirect(uuid, owner) {
       const conn = sessions.get(uuid);
       if (!conn) return false;

@@ -6,7 +6,16 @@ import { issueToken, tokenMatches } from "./token.ts";
 
 export type HandshakeOutcome =
   | { ok: true; uuid: string; fastTrack: boolean; newToken?: string }
-  | { ok: false; code: ErrorCode; message: string }
+  | {
+      ok: false;
+      code: ErrorCode;
+      message: string;
+      /**
+       * A tokenless hello from another boot than the one holding the node's token: the node may have booted
+       * again behind the conductor's back (a reboot mid-step). Not proof of anything; see the gateway.
+       */
+      otherBootOf?: string;
+    }
   | { ok: "redirect"; uuid: string; owner: AgentOwner };
 
 /** Where a node's agent belongs: the owning conductor's agent endpoint and name. */
@@ -69,6 +78,7 @@ async function checkToken(
         ok: false,
         code: "TOKEN_REQUIRED",
         message: "a token was already issued for this node's boot of the ramdisk; hello must carry it",
+        ...(record.bootId === hello.boot_id ? {} : { otherBootOf: node.uuid }),
       };
     }
     if (!tokenMatches(hello.token, record.digest)) {

@@ -8,6 +8,8 @@ export interface PendingCall {
   name: CommandName;
   args: unknown;
   onProgress?: (progress: Progress) => void;
+  /** The arguments for a re-send after a reconnect, when they may have changed (see CallOptions). */
+  resendArgs?: () => unknown;
   settle: (outcome: { value: unknown } | { error: AgentCommandError }) => void;
 }
 

@@ -12,7 +12,12 @@ import type { DriverTask as Task } from "./task-context.ts";
 export async function agentCommand<N extends CommandName>(
   task: Task,
   command: { name: N; args: CommandArgs<N> },
-  options: { onProgress?: (progress: unknown) => void; timeoutMs?: number } = {},
+  options: {
+    onProgress?: (progress: unknown) => void;
+    timeoutMs?: number;
+    /** The arguments to re-send after a reconnect, if they may have changed (see AgentControl.call). */
+    resendArgs?: () => CommandArgs<N>;
+  } = {},
 ): Promise<unknown> {
   const id = await commandIdFor(task, command.name);
   const value = await task.deps.agents.call(task.node.uuid, command, {
@@ -23,6 +28,7 @@ export async function agentCommand<N extends CommandName>(
       options.onProgress?.(progress);
     },
     ...(id === undefined ? {} : { id }),
+    ...(options.resendArgs === undefined ? {} : { resendArgs: options.resendArgs }),
   });
   // an error answer fails the step, and the failed plan's bookkeeping goes with it
   await commandSettled(task, command.name);

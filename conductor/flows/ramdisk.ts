@@ -2,6 +2,7 @@ import { agentEndpointOf } from "../agents/endpoint.ts";
 import { INDEXED_INTERNAL_KEYS } from "../db/store.ts";
 import { collectRamdiskLogs, succeededReason } from "../drivers/ramdisk-logs.ts";
 import { applyPower, powerOffDisabled } from "../tasks/power.ts";
+import { retireAgentToken } from "../drivers/agent-token.ts";
 import type { Task, TaskDeps } from "../tasks/task.ts";
 
 /** driver_internal_info key: the identity of the conductor whose boot configuration the ramdisk boots from. */
@@ -37,22 +38,9 @@ export function canFastTrack(task: Task): boolean {
 }
 
 /**
- * Ends the agent token of the node's current boot (the conductor is about to boot it again, or an operator
- * powers it off): the first hello of the next boot gets a new token. The old boot's id is kept, so its agent,
- * still alive until the power cycle lands, cannot take the new boot's token by dialling without one.
- */
-export async function retireAgentToken(task: Task): Promise<void> {
-  const { store } = task.deps;
-  const old = await store.getAgentToken(task.node.uuid);
-  if (old !== null) {
-    await task.mergeInternalInfo({ agent_retired_boot_id: old.bootId });
-  }
-  await store.setAgentToken(task.node.uuid, null);
-}
-
-/**
  * Boots the node into the deploy ramdisk: boot files (or a virtual CD), one-time PXE (or cdrom), power cycle. The previous boot's agent
- * token is retired (the only other place is an operator's power action) so the new agent gets a fresh one.
+ * token is retired (as by an operator's power action, the power cycle into the instance and a write_image
+ * resumed after a reboot) so the new agent gets a fresh one.
  */
 export async function bootIntoRamdisk(task: Task): Promise<void> {
   await retireAgentToken(task);

@@ -1,7 +1,7 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { PowerState, PowerTarget } from "../../shared/states.ts";
 import { NodeLocked, NodeNotFound } from "../db/store.ts";
-import { retireAgentToken } from "../flows/ramdisk.ts";
+import { retireAgentToken } from "../drivers/agent-token.ts";
 import { STABLE_STATES } from "../states/machine.ts";
 import { applyPower, PowerOffDisabled, powerOffDisabled, powerStateAfter } from "../tasks/power.ts";
 import { defineOperation, hardwareOf, underLock, type OperationContext } from "./operation.ts";
@@ -19,7 +19,7 @@ function errorMessage(error: unknown): string {
 /**
  * An operator's power action: target_power_state recorded now (202), the BMC in the background under the same
  * lock. An operator's power off or reboot ends the ramdisk's boot (as Ironic's power action), so the agent that
- * comes up next may be issued a new token. A BMC failure lands in last_error. A power off of a node with
+ * comes up next may be issued a new token, and the old agent's session is retired at once. A BMC failure lands in last_error. A power off of a node with
  * `disable_power_off` is refused at once, as Ironic's API does (applyPower refuses it again under the lock).
  * @throws Invalid (unknown driver), PowerOffDisabled (409), NodeLocked (409)
  */
@@ -38,6 +38,9 @@ export async function changePower(
         try {
           if (target !== "power on") await retireAgentToken(t);
           const reached = await applyPower(t, target);
+          // the ramdisk's boot is over: its agent's session goes now, not when its heartbeat times out, so a
+          // fast-track deploy right after never sends work to the dead agent (Ironic wipes agent_url here)
+          if (target !== "power on") t.deps.agents.retire?.(t.node.uuid);
           ctx.deps.publish({ type: "power", node: t.node.uuid, power_state: reached });
         } catch (error) {
           const message = `Failed to change power state to '${target}': ${errorMessage(error)}`;

@@ -37,6 +37,8 @@ export interface HttpImageServer {
   readonly url: string;
   /** Every request served, in order, with its Range header. */
   readonly requests: RequestRecord[];
+  /** Bytes the server sent for a path (headers included), over every response so far. */
+  bytesServed(path: string): number;
   /** Serve a file at a path ("/disk.img"), with optional faults. */
   serve(path: string, file: string, faults?: FaultPlan): void;
   close(): Promise<void>;
@@ -66,11 +68,15 @@ export async function startHttpImageServer(
   const routes = new Map<string, Route>();
   const requests: RequestRecord[] = [];
   const sockets = new Set<Socket>();
+  const served = new Map<string, number>();
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = new URL(req.url ?? "/", "http://x").pathname;
     const range = req.headers.range;
     const route = routes.get(path);
+    const socket = req.socket;
+    const before = socket.bytesWritten;
+    res.on("close", () => served.set(path, (served.get(path) ?? 0) + socket.bytesWritten - before));
     const answer = (status: number): void => {
       requests.push({ path, range, status });
       res.writeHead(status, { "content-type": "text/plain" }).end(`status ${status}\n`);
@@ -169,6 +175,7 @@ export async function startHttpImageServer(
   return {
     url: `${options.tls ? "https" : "http"}://127.0.0.1:${port}`,
     requests,
+    bytesServed: (path) => served.get(path) ?? 0,
     serve(path, file, faults = {}) {
       routes.set(path, { file, faults, drops: 0, unavailable: 0 });
     },

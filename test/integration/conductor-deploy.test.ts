@@ -440,7 +440,7 @@ describe("deploy through the agent", () => {
       await waitForState(ctx.url, "d3", "manageable");
       await provision(ctx.url, "d3", { target: "inspect" });
       await waitForState(ctx.url, "d3", "inspect wait");
-      boot();
+      const ramdisk = boot();
       await waitForState(ctx.url, "d3", "manageable");
       await provision(ctx.url, "d3", { target: "provide" });
       await waitForState(ctx.url, "d3", "available");
@@ -453,11 +453,17 @@ describe("deploy through the agent", () => {
       ]);
       expect(sha256(await readRange(disk, 0, image.length))).toBe(imageSha);
 
+      // the power cycle into the instance ended the ramdisk's boot: its agent's session went with it, so a
+      // rebuild right after boots the ramdisk again rather than sending work to an agent that is gone
+      expect(ctx.conductor.gateway.isConnected(uuid)).toBe(false);
+      await ramdisk.stop();
       // rebuild writes the image again over whatever the tenant left
       await writeFile(disk, randomBytes(1 * MiB), { flag: "r+" });
       expect((await provision(ctx.url, "d3", { target: "rebuild" })).status).toBe(202);
+      await waitForState(ctx.url, "d3", "wait call-back");
+      boot();
       await waitForState(ctx.url, "d3", "active");
-      expect(transitions.slice(-2)).toEqual(["deploying", "active"]);
+      expect(transitions.slice(-4)).toEqual(["deploying", "wait call-back", "deploying", "active"]);
       expect(sha256(await readRange(disk, 0, image.length))).toBe(imageSha);
     } finally {
       await ctx.stop();

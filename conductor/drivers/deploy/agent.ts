@@ -10,6 +10,19 @@ import { noGlance } from "../../images/glance-source.ts";
 import { prepareInstanceBoot } from "../boot/instance-boot.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 import { agentCommand } from "../agent-command.ts";
+import { retireAgentToken } from "../agent-token.ts";
+import { commandSettled, inFlightFor } from "../in-flight-command.ts";
+import { CheckpointSchema, type Checkpoint } from "../../../shared/image.ts";
+import {
+  RESUME_KEY,
+  checkpointFor,
+  imageIdentity,
+  rebootedBoot,
+  rebootForResume,
+  saveCheckpoint,
+  startRecord,
+  waitForAgent,
+} from "./write-resume.ts";
 import { burninRun } from "./burnin.ts";
 import type { DeployInterface } from "../interfaces.ts";
 import { NoArgs, agentStep, defineStep, type AgentStepRun, type StepArgs } from "../step.ts";
@@ -36,7 +49,7 @@ async function eraseMetadataAndRecord(task: Task): Promise<void> {
 }
 
 async function writeImage(task: Task): Promise<void> {
-  const images = task.deps.config.images;
+  const { images, deploy } = task.deps.config;
   // a Glance image becomes a temporary URL here (a Swift temp URL, or the conductor's cache behind a signed
   // link, held in the cache until the agent has written it)
   const source = await (task.deps.imageSources ?? noGlance).resolve(task.node, task.signal);
@@ -52,27 +65,88 @@ async function writeImage(task: Task): Promise<void> {
         rate_window_s: images.downloadRateWindowS,
       },
       ...swarmArgs(task),
+      checkpoint_bytes: deploy.resumeCheckpointBytes,
     };
-    let lastWrite = 0;
-    const result = await agentCommand(
-      task,
-      { name: "write_image", args: request },
-      {
-        onProgress: (progress) => {
-          const now = Date.now();
-          if (now - lastWrite < PROGRESS_WRITE_MS) return;
-          lastWrite = now;
-          // one key written in place: once a second during a write, rewriting the whole node would be the cost
-          task.mergeInternalInfo({ deploy_progress: progress }).catch(() => undefined);
-        },
-      },
-    );
-    await task.mergeInternalInfo({ deploy_result: result, deploy_progress: undefined });
+    const identity = imageIdentity(request.image);
+    // a conductor taking the step over asks the agent for the same write_image and keeps its checkpoints
+    const marker = task.runningStep;
+    const takenOver = marker !== undefined && inFlightFor(task.node, marker)?.ids.write_image !== undefined;
+    if (!takenOver || checkpointFor(task, identity) === undefined)
+      await startRecord(task, identity, request.image.size);
+    // a reboot of the node mid-write is resumed from its last durable checkpoint, a bounded number of times
+    let result: unknown;
+    for (let resumes = 0; ; resumes++) {
+      const resume = checkpointFor(task, identity);
+      const saved = { last: Promise.resolve() };
+      try {
+        result = await sendWriteImage(task, {
+          request: { ...request, ...(resume ? { resume } : {}) },
+          onCheckpoint: (checkpoint) => {
+            saved.last = saved.last
+              .then(() => saveCheckpoint(task, identity, checkpoint))
+              .catch(() => undefined);
+          },
+          // a new agent process of the same boot (its token kept) gets the command again: from the checkpoint
+          resendArgs: () => {
+            const latest = checkpointFor(task, identity);
+            return { ...request, ...(latest ? { resume: latest } : {}) };
+          },
+        });
+        break;
+      } catch (error) {
+        const bootId = rebootedBoot(error);
+        if (bootId === null) throw error;
+        await saved.last;
+        if (resumes >= deploy.maxResumes) {
+          throw new Error(
+            `the node booted again ${resumes + 1} times while write_image ran (at most ${deploy.maxResumes} are resumed); the image was not written`,
+          );
+        }
+        await rebootForResume(task, identity, { bootId, resumes: resumes + 1 });
+        // the next write_image is a new command (a fresh id), sent to the next boot's agent
+        await commandSettled(task, "write_image");
+        await waitForAgent(task);
+      }
+    }
+    await task.mergeInternalInfo({
+      deploy_result: result,
+      deploy_progress: undefined,
+      [RESUME_KEY]: undefined,
+    });
     const swarm = (result as { swarm?: unknown } | null)?.swarm;
     if (swarm !== undefined) task.deps.publish({ type: "swarm.deploy", node: task.node.uuid, swarm });
   } finally {
     source.release();
   }
+}
+
+/** One write_image command: progress kept once a second, each durable checkpoint handed to `onCheckpoint`. */
+async function sendWriteImage(
+  task: Task,
+  command: {
+    request: CommandArgs<"write_image">;
+    onCheckpoint: (checkpoint: Checkpoint) => void;
+    resendArgs: () => CommandArgs<"write_image">;
+  },
+): Promise<unknown> {
+  const { request, onCheckpoint, resendArgs } = command;
+  let lastWrite = 0;
+  return agentCommand(
+    task,
+    { name: "write_image", args: request },
+    {
+      resendArgs,
+      onProgress: (progress) => {
+        const checkpoint = CheckpointSchema.safeParse((progress as { checkpoint?: unknown }).checkpoint);
+        if (checkpoint.success) onCheckpoint(checkpoint.data);
+        const now = Date.now();
+        if (now - lastWrite < PROGRESS_WRITE_MS) return;
+        lastWrite = now;
+        // one key written in place: once a second during a write, rewriting the whole node would be the cost
+        task.mergeInternalInfo({ deploy_progress: progress }).catch(() => undefined);
+      },
+    },
+  );
 }
 
 /**
@@ -196,9 +270,13 @@ const bootInstance = defineStep({
     // a node with disable_power_off (1.95) is never off: one reboot from the ramdisk into the disk instead
     // (Ironic's tear_down_agent and boot_instance)
     const keepPower = task.node.disable_power_off === true;
+    // as Ironic's power action wipes agent_secret_token: no agent of this boot may come back after it
+    await retireAgentToken(task);
     if (!keepPower) await task.setPower("power off");
     await task.hw.boot.cleanUpRamdisk(node);
     await task.setPower(keepPower ? "reboot" : "power on");
+    // the ramdisk's boot is over: a fast-track rebuild right after must not find its agent's session alive
+    task.deps.agents.retire?.(task.node.uuid);
   },
 });
 
