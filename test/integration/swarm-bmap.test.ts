@@ -1,14 +1,11 @@
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
-import { mkdir, mkdtemp, readFile, rm, truncate, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { COMMANDS } from "../../agent/commands/registry.ts";
-import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backend.ts";
-import { AgentLink } from "../../agent/link/client.ts";
 import { sharedChunks } from "../../agent/swarm/mapped-chunks.ts";
 import { parseBlockMap } from "../../agent/image/bmap.ts";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
@@ -16,10 +13,12 @@ import { SwarmTracker } from "../../conductor/agents/swarm-tracker.ts";
 import type { SwarmTrackerEvent } from "../../conductor/agents/swarm-tracker.ts";
 import { silentLogger } from "../../shared/log.ts";
 import type { SwarmStats } from "../../shared/swarm.ts";
-import { ROOT, sampleInventory, startGatewayServer } from "../helpers/agent.ts";
+import { ROOT, startGatewayServer } from "../helpers/agent.ts";
 import type { GatewayServer } from "../helpers/agent.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
-import type { HttpImageServer, RequestRecord } from "../helpers/http-image-server.ts";
+import type { HttpImageServer } from "../helpers/http-image-server.ts";
+import { claimEveryChunk, startWaveAgents, storeBytes, waveNode } from "../helpers/swarm-wave.ts";
+import type { WaveAgent } from "../helpers/swarm-wave.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const KIB = 1024;
@@ -27,6 +26,9 @@ const MIB = 1024 * KIB;
 const CHUNK = MIB;
 const BLOCK = 4 * KIB;
 const DISK_BYTES = 24 * MIB;
+const TAG = "5b";
+const nodeUuid = (i: number): string => waveNode(TAG, i).uuid;
+const macOf = (i: number): string => waveNode(TAG, i).mac;
 
 /** Block-aligned data ranges [start, end) of a test image; everything else is a hole. */
 type Ranges = ReadonlyArray<readonly [number, number]>;
@@ -52,13 +54,6 @@ interface TestImage {
   bytes: Buffer;
   sha256: string;
   mappedBytes: number;
-}
-
-function nodeUuid(i: number): string {
-  return `5b000000-0000-4000-8000-${(i + 1).toString(16).padStart(12, "0")}`;
-}
-function macOf(i: number): string {
-  return `52:54:00:5b:00:${(i + 1).toString(16).padStart(2, "0")}`;
 }
 
 /** A bmaptool 2.0 block map of `image` with a sha256 per range (as `bmaptool create` writes it). */
@@ -89,26 +84,6 @@ function blockMapXml(image: Buffer, ranges: Ranges): string {
   ].join("\n");
 }
 
-/** Bytes the store sent for a path, from its request log (a Range answer counts its span). */
-function storeBytes(records: readonly RequestRecord[], path: string, size: number): number {
-  let total = 0;
-  for (const record of records) {
-    if (record.path !== path) continue;
-    if (record.status === 200) total += size;
-    const match = /^bytes=(\d+)-(\d*)$/.exec(record.range ?? "");
-    if (record.status !== 206 || !match) continue;
-    const end = match[2] === "" ? size - 1 : Math.min(Number(match[2]), size - 1);
-    total += end - Number(match[1]) + 1;
-  }
-  return total;
-}
-
-interface Agent {
-  uuid: string;
-  disk: string;
-  link: AgentLink;
-}
-
 interface Outcome {
   ok: boolean;
   stats?: SwarmStats;
@@ -127,7 +102,7 @@ describe("swarm deploys with a block map", () => {
   let gw: GatewayServer | undefined;
   let tracker: SwarmTracker | undefined;
   let events: SwarmTrackerEvent[];
-  let agents: Agent[] = [];
+  let agents: WaveAgent[] = [];
   const evil: Server[] = [];
 
   async function makeImage(name: string, size: number, ranges: Ranges): Promise<void> {
@@ -184,26 +159,12 @@ describe("swarm deploys with a block map", () => {
     const directory = new MemoryAgentDirectory();
     for (let i = 0; i < count; i++) directory.addNode({ uuid: nodeUuid(i), macs: [macOf(i)] });
     gw = await startGatewayServer({ directory, logger: silentLogger, swarm: tracker });
-    for (let i = 0; i < count; i++) {
-      const disk = join(dir, `disk-${i}-${Date.now()}.img`);
-      await writeFile(disk, "");
-      await truncate(disk, DISK_BYTES);
-      const link = new AgentLink({
-        url: gw.url,
-        backend: new SimulatedBackend({ inventory: sampleInventory({ macs: [macOf(i)], diskFile: disk }) }),
-        commands: COMMANDS,
-        logger: silentLogger,
-        agentVersion: "test",
-        backoff: { initialMs: 50, maxMs: 200 },
-      });
-      link.start();
-      agents.push({ uuid: nodeUuid(i), disk, link });
-    }
+    agents = await startWaveAgents({ url: gw.url, tag: TAG, count, dir, diskBytes: DISK_BYTES });
     const gateway = gw.gateway;
     await waitFor(() => agents.every((a) => gateway.isConnected(a.uuid)), { what: "agents connected" });
   }
 
-  async function write(agent: Agent, name: string, bmap = true): Promise<Outcome> {
+  async function write(agent: WaveAgent, name: string, bmap = true): Promise<Outcome> {
     const image = images.get(name) as TestImage;
     const diskMatches = async (): Promise<boolean> =>
       (await readFile(agent.disk)).subarray(0, image.bytes.length).equals(image.bytes);
@@ -243,18 +204,10 @@ describe("swarm deploys with a block map", () => {
     server.listen(0, "127.0.0.1");
     await once(server, "listening");
     evil.push(server);
-    const joined = tracker!.join(uuid, {
-      image: `${store.url}/${name}.raw`,
-      checksum: `sha256:${image.sha256}`,
-      size: image.bytes.length,
-      endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
-    });
-    if (joined.kind !== "joined") throw new Error("no wave");
-    for (let index = 0; index * CHUNK < wrong.length; index++) {
-      await tracker!.ask(uuid, joined.wave, index);
-      const sha256 = createHash("sha256").update(chunkOf(index)).digest("hex");
-      tracker!.have(uuid, { wave: joined.wave, index, sha256, store: true });
-    }
+    const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const size = image.bytes.length;
+    const wave = { image: `${store.url}/${name}.raw`, checksum: `sha256:${image.sha256}`, size, endpoint };
+    await claimEveryChunk(tracker!, uuid, { ...wave, bytes: wrong, chunkBytes: CHUNK });
   }
 
   it("shares its chunks: a wave of three takes the mapped chunks from the store about once", async () => {
@@ -286,9 +239,9 @@ describe("swarm deploys with a block map", () => {
     await setUp(3);
     const image = images.get("short") as TestImage;
     const outcomes = await Promise.all([
-      write(agents[0] as Agent, "short", false),
-      write(agents[1] as Agent, "short"),
-      write(agents[2] as Agent, "short"),
+      write(agents[0] as WaveAgent, "short", false),
+      write(agents[1] as WaveAgent, "short"),
+      write(agents[2] as WaveAgent, "short"),
     ]);
     for (const outcome of outcomes) expect(outcome).toMatchObject({ ok: true, diskMatches: true });
     expect(new Set(outcomes.map((o) => o.stats?.wave)).size).toBe(1);
@@ -301,7 +254,7 @@ describe("swarm deploys with a block map", () => {
     await setUp(1);
     const liar = nodeUuid(7);
     await lyingAssignee(liar, "short");
-    const outcome = await write(agents[0] as Agent, "short");
+    const outcome = await write(agents[0] as WaveAgent, "short");
     // without a block map this node would fail the whole-image checksum; the map's digests name the bad chunks
     expect(outcome).toMatchObject({ ok: true, diskMatches: true });
     expect(outcome.stats?.dropped_peers).toEqual({ [liar]: "bad_bytes" });
@@ -312,7 +265,7 @@ describe("swarm deploys with a block map", () => {
   it("a lying assignee's chunks in a range too long to hold back fail the write clearly, never ok", async () => {
     await setUp(1);
     await lyingAssignee(nodeUuid(7), "long");
-    const outcome = await write(agents[0] as Agent, "long");
+    const outcome = await write(agents[0] as WaveAgent, "long");
     expect(outcome.ok).toBe(false);
     expect(outcome.error).toMatch(/do not match the block map's sha256 .*swarm wave .*chunks from peers/);
   });

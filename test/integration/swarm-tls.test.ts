@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
-import { mkdir, mkdtemp, readFile, rm, truncate, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer as createHttpServer } from "node:http";
 import type { Server, ServerResponse } from "node:http";
 import { createServer } from "node:https";
@@ -9,10 +9,7 @@ import { join } from "node:path";
 import { createServer as createTlsServer } from "node:tls";
 import type { Server as TlsServer, TlsOptions } from "node:tls";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { COMMANDS } from "../../agent/commands/registry.ts";
-import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backend.ts";
 import { Http1Connection } from "../../agent/image/http1.ts";
-import { AgentLink } from "../../agent/link/client.ts";
 import { PeerConnections, fetchFromPeer } from "../../agent/swarm/peer-fetch.ts";
 import { peerKey, peerServerTls } from "../../agent/swarm/peer-tls.ts";
 import { createAgentGateway } from "../../conductor/agents/gateway.ts";
@@ -26,24 +23,20 @@ import { loadTlsMaterial } from "../../conductor/tls/material.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { chunkPath } from "../../shared/swarm.ts";
 import type { SwarmAnswer, SwarmStats } from "../../shared/swarm.ts";
-import { ROOT, sampleInventory } from "../helpers/agent.ts";
+import { ROOT } from "../helpers/agent.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
 import type { HttpImageServer } from "../helpers/http-image-server.ts";
+import { claimEveryChunk, startWaveAgents, waveNode } from "../helpers/swarm-wave.ts";
+import type { WaveAgent } from "../helpers/swarm-wave.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const MIB = 1024 * 1024;
 const CHUNK = MIB;
 const IMAGE_BYTES = 8 * MIB + 777; // the last chunk short
 const DISK_BYTES = 12 * MIB;
-
-const nodeUuid = (i: number): string => `5b000000-0000-4000-8000-${(i + 1).toString(16).padStart(12, "0")}`;
-const macOf = (i: number): string => `52:54:00:5b:00:${(i + 1).toString(16).padStart(2, "0")}`;
-
-interface Agent {
-  uuid: string;
-  disk: string;
-  link: AgentLink;
-}
+const TAG = "5c";
+const nodeUuid = (i: number): string => waveNode(TAG, i).uuid;
+const macOf = (i: number): string => waveNode(TAG, i).mac;
 
 /**
  * Swarm deploys whose agents reach the conductor over WSS with a pinned CA: their peer links are TLS keyed
@@ -60,7 +53,7 @@ describe("swarm deploys over TLS peer links", () => {
   let tracker: SwarmTracker | undefined;
   /** Every join the tracker answered: the endpoint and the answer (the wave's token, as its members got it). */
   let joins: Array<{ node: string; request: SwarmJoin; answer: SwarmAnswer }>;
-  let agents: Agent[] = [];
+  let agents: WaveAgent[] = [];
   const impostors: TlsServer[] = [];
 
   beforeAll(async () => {
@@ -114,28 +107,20 @@ describe("swarm deploys over TLS peer links", () => {
     await once(server, "listening");
     const scheme = options.plain ? "ws" : "wss";
     const url = `${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}/v1/agent`;
-    for (let i = 0; i < count; i++) {
-      const disk = join(dir, `disk-${i}-${Date.now()}.img`);
-      await writeFile(disk, "");
-      await truncate(disk, DISK_BYTES);
-      const link = new AgentLink({
-        url,
-        ...(options.plain ? {} : { pinnedFingerprint: lab.caFingerprint }),
-        backend: new SimulatedBackend({ inventory: sampleInventory({ macs: [macOf(i)], diskFile: disk }) }),
-        commands: COMMANDS,
-        logger: silentLogger,
-        agentVersion: "test",
-        backoff: { initialMs: 50, maxMs: 200 },
-      });
-      link.start();
-      agents.push({ uuid: nodeUuid(i), disk, link });
-    }
+    agents = await startWaveAgents({
+      url,
+      tag: TAG,
+      count,
+      dir,
+      diskBytes: DISK_BYTES,
+      ...(options.plain ? {} : { pinnedFingerprint: lab.caFingerprint }),
+    });
     const gw = gateway;
     await waitFor(() => agents.every((a) => gw.isConnected(a.uuid)), { what: "agents connected over wss" });
   }
 
   async function write(
-    agent: Agent,
+    agent: WaveAgent,
     swarm: Record<string, unknown> = {},
   ): Promise<{ ok: boolean; stats?: SwarmStats; error?: string; diskMatches: boolean }> {
     const diskMatches = async (): Promise<boolean> =>
@@ -174,23 +159,14 @@ describe("swarm deploys over TLS peer links", () => {
     fake.listen(0, "127.0.0.1");
     await once(fake, "listening");
     impostors.push(fake);
-    const joined = tracker!.join(uuid, {
+    const endpoint = `https://127.0.0.1:${(fake.address() as AddressInfo).port}/`;
+    const wave = {
       image: `${store.url}/image.raw`,
       checksum: `sha256:${sha256}`,
       size: IMAGE_BYTES,
-      endpoint: `https://127.0.0.1:${(fake.address() as AddressInfo).port}/`,
-    });
-    if (joined.kind !== "joined") throw new Error("impostor could not join");
-    for (let index = 0; index * CHUNK < IMAGE_BYTES; index++) {
-      const chunk = image.subarray(index * CHUNK, Math.min(IMAGE_BYTES, (index + 1) * CHUNK));
-      await tracker!.ask(uuid, joined.wave, index);
-      tracker!.have(uuid, {
-        wave: joined.wave,
-        index,
-        sha256: createHash("sha256").update(chunk).digest("hex"),
-        store: true,
-      });
-    }
+      endpoint,
+    };
+    await claimEveryChunk(tracker!, uuid, { ...wave, bytes: image, chunkBytes: CHUNK });
     return { requests: () => requests };
   }
 
@@ -215,7 +191,7 @@ describe("swarm deploys over TLS peer links", () => {
 
   it("a host without the wave's key reads no chunk from a member, token or not; a member does", async () => {
     await setUp(1);
-    expect(await write(agents[0] as Agent)).toMatchObject({ ok: true, diskMatches: true });
+    expect(await write(agents[0] as WaveAgent)).toMatchObject({ ok: true, diskMatches: true });
     // the agent lingers, serving its chunks; its endpoint and the wave's token as the tracker handed them
     const { request, answer } = joins[0] as (typeof joins)[number];
     if (answer.kind !== "joined") throw new Error("not joined");
@@ -260,7 +236,7 @@ describe("swarm deploys over TLS peer links", () => {
     const [cert, key] = await Promise.all([readFile(lab.cert), readFile(lab.key)]);
     // a certificate from the conductor's own pinned CA: still no proof of the wave's key
     const withCert = await impostor(nodeUuid(6), { cert, key });
-    const outcome = await write(agents[0] as Agent);
+    const outcome = await write(agents[0] as WaveAgent);
     expect(outcome).toMatchObject({ ok: true, diskMatches: true });
     expect(outcome.stats?.dropped_peers).toEqual({
       [nodeUuid(5)]: "unreachable",

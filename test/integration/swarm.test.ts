@@ -1,57 +1,31 @@
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
-import { mkdir, mkdtemp, readFile, rm, truncate, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { Server, ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeAll, afterAll, describe, expect, it } from "vitest";
-import { COMMANDS } from "../../agent/commands/registry.ts";
-import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backend.ts";
-import { AgentLink } from "../../agent/link/client.ts";
 import { MemoryAgentDirectory } from "../../conductor/agents/memory-directory.ts";
 import { SwarmTracker } from "../../conductor/agents/swarm-tracker.ts";
 import type { SwarmTrackerEvent } from "../../conductor/agents/swarm-tracker.ts";
 import { silentLogger } from "../../shared/log.ts";
 import type { SwarmStats } from "../../shared/swarm.ts";
-import { ROOT, sampleInventory, startGatewayServer } from "../helpers/agent.ts";
+import { ROOT, startGatewayServer } from "../helpers/agent.ts";
 import type { GatewayServer } from "../helpers/agent.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
-import type { FaultPlan, HttpImageServer, RequestRecord } from "../helpers/http-image-server.ts";
+import type { FaultPlan, HttpImageServer } from "../helpers/http-image-server.ts";
+import { claimEveryChunk, startWaveAgents, storeBytes, waveNode } from "../helpers/swarm-wave.ts";
+import type { WaveAgent } from "../helpers/swarm-wave.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const MIB = 1024 * 1024;
 const CHUNK = MIB;
 const IMAGE_BYTES = 12 * MIB + 12_345; // the last chunk short
 const DISK_BYTES = 16 * MIB;
-
-function nodeUuid(i: number): string {
-  return `5a000000-0000-4000-8000-${(i + 1).toString(16).padStart(12, "0")}`;
-}
-function macOf(i: number): string {
-  return `52:54:00:5a:00:${(i + 1).toString(16).padStart(2, "0")}`;
-}
-
-/** Bytes the store sent for a path, from its request log (a Range answer counts its span). */
-function storeBytes(records: readonly RequestRecord[], path: string, size: number): number {
-  let total = 0;
-  for (const record of records) {
-    if (record.path !== path) continue;
-    if (record.status === 200) total += size;
-    if (record.status !== 206 || record.range === undefined) continue;
-    const match = /^bytes=(\d+)-(\d*)$/.exec(record.range);
-    if (!match) continue;
-    const end = match[2] === "" ? size - 1 : Math.min(Number(match[2]), size - 1);
-    total += end - Number(match[1]) + 1;
-  }
-  return total;
-}
-
-interface Agent {
-  uuid: string;
-  disk: string;
-  link: AgentLink;
-}
+const TAG = "5a";
+const nodeUuid = (i: number): string => waveNode(TAG, i).uuid;
+const macOf = (i: number): string => waveNode(TAG, i).mac;
 
 interface WriteOutcome {
   ok: boolean;
@@ -72,7 +46,7 @@ describe("swarm deploys", () => {
   let gw: GatewayServer | undefined;
   let tracker: SwarmTracker | undefined;
   let events: SwarmTrackerEvent[];
-  let agents: Agent[] = [];
+  let agents: WaveAgent[] = [];
   const evil: Server[] = [];
 
   beforeAll(async () => {
@@ -122,21 +96,7 @@ describe("swarm deploys", () => {
       swarm: tracker,
       ...(options.port === undefined ? {} : { port: options.port }),
     });
-    for (let i = 0; i < count; i++) {
-      const disk = join(dir, `disk-${i}-${Date.now()}.img`);
-      await writeFile(disk, "");
-      await truncate(disk, DISK_BYTES);
-      const link = new AgentLink({
-        url: gw.url,
-        backend: new SimulatedBackend({ inventory: sampleInventory({ macs: [macOf(i)], diskFile: disk }) }),
-        commands: COMMANDS,
-        logger: silentLogger,
-        agentVersion: "test",
-        backoff: { initialMs: 50, maxMs: 200 },
-      });
-      link.start();
-      agents.push({ uuid: nodeUuid(i), disk, link });
-    }
+    agents = await startWaveAgents({ url: gw.url, tag: TAG, count, dir, diskBytes: DISK_BYTES });
     const gateway = gw.gateway;
     await waitFor(() => agents.every((a) => gateway.isConnected(a.uuid)), { what: "agents connected" });
   }
@@ -157,7 +117,7 @@ describe("swarm deploys", () => {
     return bytes.subarray(0, IMAGE_BYTES).equals(image);
   }
 
-  async function write(agent: Agent, swarm: Record<string, number> = {}): Promise<WriteOutcome> {
+  async function write(agent: WaveAgent, swarm: Record<string, number> = {}): Promise<WriteOutcome> {
     try {
       const result = (await gw?.gateway.call(agent.uuid, {
         name: "write_image",
@@ -188,20 +148,10 @@ describe("swarm deploys", () => {
     await once(server, "listening");
     evil.push(server);
     const { port } = server.address() as AddressInfo;
-    const joined = tracker!.join(uuid, {
-      image: `${store.url}/image.raw`,
-      checksum: `sha256:${sha256}`,
-      size: IMAGE_BYTES,
-      endpoint: `http://127.0.0.1:${port}/`,
-    });
-    if (joined.kind !== "joined") throw new Error("evil peer could not join");
+    const wave = { image: `${store.url}/image.raw`, checksum: `sha256:${sha256}`, size: IMAGE_BYTES };
     // it claims to have fetched every chunk from the store, reporting the true hashes (it read the store)
-    for (let index = 0; index * CHUNK < IMAGE_BYTES; index++) {
-      const chunk = image.subarray(index * CHUNK, Math.min(IMAGE_BYTES, (index + 1) * CHUNK));
-      const digest = createHash("sha256").update(chunk).digest("hex");
-      await tracker!.ask(uuid, joined.wave, index);
-      tracker!.have(uuid, { wave: joined.wave, index, sha256: digest, store: true });
-    }
+    const endpoint = `http://127.0.0.1:${port}/`;
+    await claimEveryChunk(tracker!, uuid, { ...wave, endpoint, bytes: image, chunkBytes: CHUNK });
   }
 
   it("a wave of four agents writes correct disks while the store serves about one image", async () => {
@@ -235,7 +185,7 @@ describe("swarm deploys", () => {
     await evilPeer(liar, (res, length) => {
       res.writeHead(200, { "content-length": length }).end(randomBytes(length));
     });
-    const outcome = await write(agents[0] as Agent);
+    const outcome = await write(agents[0] as WaveAgent);
     expect(outcome).toMatchObject({ ok: true, diskMatches: true });
     // the chunks in flight when the first mismatch was seen may each have been tried with it: a window's worth
     expect(outcome.stats?.bad_chunks).toBeGreaterThanOrEqual(1);
@@ -253,7 +203,7 @@ describe("swarm deploys", () => {
       res.writeHead(200, { "content-length": length });
       res.write(Buffer.alloc(1000)); // then nothing, ever
     });
-    const outcome = await write(agents[0] as Agent, { peer_stall_s: 0.3 });
+    const outcome = await write(agents[0] as WaveAgent, { peer_stall_s: 0.3 });
     expect(outcome).toMatchObject({ ok: true, diskMatches: true });
     expect(outcome.stats?.dropped_peers).toEqual({ [staller]: "stalled" });
     expect(outcome.stats?.bytes_from_store).toBe(IMAGE_BYTES);
@@ -266,7 +216,7 @@ describe("swarm deploys", () => {
       res.writeHead(200, { "content-length": length });
       res.write(Buffer.alloc(length / 2), () => res.destroy());
     });
-    const outcome = await write(agents[0] as Agent);
+    const outcome = await write(agents[0] as WaveAgent);
     expect(outcome).toMatchObject({ ok: true, diskMatches: true });
     expect(outcome.stats?.dropped_peers).toEqual({ [quitter]: "unreachable" });
   });
@@ -326,24 +276,15 @@ describe("swarm deploys", () => {
     server.listen(0, "127.0.0.1");
     await once(server, "listening");
     evil.push(server);
-    const joined = tracker!.join(liar, {
+    const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const wave = {
       image: `${store.url}/image.raw`,
       checksum: `sha256:${sha256}`,
       size: IMAGE_BYTES,
-      endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
-    });
-    if (joined.kind !== "joined") throw new Error("no wave");
-    for (let index = 0; index * CHUNK < IMAGE_BYTES; index++) {
-      const chunk = wrong.subarray(index * CHUNK, Math.min(IMAGE_BYTES, (index + 1) * CHUNK));
-      await tracker!.ask(liar, joined.wave, index);
-      tracker!.have(liar, {
-        wave: joined.wave,
-        index,
-        sha256: createHash("sha256").update(chunk).digest("hex"),
-        store: true,
-      });
-    }
-    const outcome = await write(agents[0] as Agent);
+      endpoint,
+    };
+    await claimEveryChunk(tracker!, liar, { ...wave, bytes: wrong, chunkBytes: CHUNK });
+    const outcome = await write(agents[0] as WaveAgent);
     expect(outcome.ok).toBe(false);
     expect(outcome.error).toMatch(/sha256 mismatch.*swarm wave/);
   });
