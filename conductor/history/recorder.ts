@@ -33,6 +33,26 @@ export interface HistoryEntry {
   snapshot?: ProvisionSnapshot;
 }
 
+/** The stored form of a history entry made by `conductor` at `at`: its changes masked at any depth. */
+export function historyRecord(entry: HistoryEntry, conductor: string, at: Date): NodeHistoryRecord {
+  const actor = entry.actor ?? CONDUCTOR_ACTOR;
+  return {
+    uuid: randomUUID(),
+    node_uuid: entry.node,
+    created_at: at.toISOString(),
+    severity: entry.severity ?? "INFO",
+    event: entry.event,
+    event_type: entry.eventType,
+    conductor,
+    user: actor.user,
+    project: actor.project,
+    remote_address: actor.remoteAddress,
+    request_id: actor.requestId,
+    changes: entry.changes === undefined ? null : maskDeep(entry.changes),
+    ...historyState(entry.snapshot ?? null, at),
+  };
+}
+
 /**
  * Keeps every change to a node as Ironic's node history (one store row and one structured log line each).
  * API changes come with their caller; provision and power outcomes, which happen later in the background,
@@ -84,23 +104,7 @@ export class HistoryRecorder {
    * `entry.snapshot` (null without one).
    */
   entry(entry: HistoryEntry): NodeHistoryRecord {
-    const actor = entry.actor ?? CONDUCTOR_ACTOR;
-    const at = entry.at ?? this.deps.now?.() ?? new Date();
-    return {
-      uuid: randomUUID(),
-      node_uuid: entry.node,
-      created_at: at.toISOString(),
-      severity: entry.severity ?? "INFO",
-      event: entry.event,
-      event_type: entry.eventType,
-      conductor: this.deps.conductor,
-      user: actor.user,
-      project: actor.project,
-      remote_address: actor.remoteAddress,
-      request_id: actor.requestId,
-      changes: entry.changes === undefined ? null : maskDeep(entry.changes),
-      ...historyState(entry.snapshot ?? null, at),
-    };
+    return historyRecord(entry, this.deps.conductor, entry.at ?? this.deps.now?.() ?? new Date());
   }
 
   /** The entry's structured log line (every entry has one, stored or not). */

@@ -1,5 +1,4 @@
-import { randomUUID } from "node:crypto";
-import { historyState, snapshotOf } from "../../../shared/history.ts";
+import { snapshotOf } from "../../../shared/history.ts";
 import {
   BURNIN_DEFAULT_TIMEOUT_S,
   BurninCpuArgs,
@@ -12,6 +11,7 @@ import {
 } from "../../../shared/burnin.ts";
 import type { CommandArgs } from "../../../shared/protocol.ts";
 import { Invalid } from "../../errors.ts";
+import { historyRecord } from "../../history/recorder.ts";
 import { agentCommand } from "../agent-command.ts";
 import { DriverError } from "../errors.ts";
 import type { AgentStepRun, StepArgs } from "../step.ts";
@@ -140,23 +140,16 @@ export function burninRun(step: BurninStep): AgentStepRun {
         ? result
         : { ...(result as object), pairing: { group: pairing.group, partner_node: pairing.partner_node } };
     await task.mergeInternalInfo({ [`${step}_result`]: recorded });
-    const at = new Date();
-    await task.deps.store.addNodeHistory({
-      ...historyState(snapshotOf(task.node), at),
-      uuid: randomUUID(),
-      node_uuid: task.node.uuid,
-      created_at: at.toISOString(),
-      severity: "INFO",
-      event:
-        burninSummary(step, result) +
-        (pairing === undefined ? "" : ` (paired with node ${pairing.partner_node} as ${pairing.role})`),
-      event_type: "burnin",
-      conductor: task.deps.holder,
-      user: null,
-      project: null,
-      remote_address: null,
-      request_id: null,
+    const event =
+      burninSummary(step, result) +
+      (pairing === undefined ? "" : ` (paired with node ${pairing.partner_node} as ${pairing.role})`);
+    const entry = {
+      node: task.node.uuid,
+      event,
+      eventType: "burnin",
       changes: { [`${step}_result`]: recorded },
-    });
+      snapshot: snapshotOf(task.node),
+    };
+    await task.deps.store.addNodeHistory(historyRecord(entry, task.deps.holder, new Date()));
   };
 }

@@ -1,8 +1,8 @@
-import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
-import { historyState, snapshotOf } from "../../../shared/history.ts";
+import { snapshotOf } from "../../../shared/history.ts";
 import { CheckpointSchema, type Checkpoint, type ImageSpec } from "../../../shared/image.ts";
+import { historyRecord } from "../../history/recorder.ts";
 import { retireAgentToken } from "../agent-token.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 
@@ -113,21 +113,15 @@ export async function rebootForResume(
   task.log.warn({ boot_id: lost.bootId, resumes, kept_bytes: kept }, event);
   task.deps.publish({ type: "deploy.resume", node: task.node.uuid, resumes, kept_bytes: kept });
   const at = new Date();
-  await task.deps.store.addNodeHistory({
-    ...historyState(snapshotOf(task.node), at),
-    uuid: randomUUID(),
-    node_uuid: task.node.uuid,
-    created_at: at.toISOString(),
-    severity: "WARNING",
+  const entry = {
+    node: task.node.uuid,
     event,
-    event_type: "deploy",
-    conductor: task.deps.holder,
-    user: null,
-    project: null,
-    remote_address: null,
-    request_id: null,
+    eventType: "deploy",
+    severity: "WARNING" as const,
     changes: { [RESUME_KEY]: { resumes, kept_bytes: kept } },
-  });
+    snapshot: snapshotOf(task.node),
+  };
+  await task.deps.store.addNodeHistory(historyRecord(entry, task.deps.holder, at));
   await retireAgentToken(task, { bootId: lost.bootId || undefined });
   const node = await task.driverNode();
   const device = task.hw.boot.ramdiskBootDevice?.(node) ?? "pxe";
