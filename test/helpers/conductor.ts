@@ -140,6 +140,25 @@ export async function waitForState(
   }
 }
 
+/** PUTs each provision target in turn, each answered 202, and waits for the state it leads to. */
+export async function provisionThrough(
+  target: NodeTarget,
+  node: string,
+  steps: ReadonlyArray<readonly [target: string, state: string]>,
+): Promise<void> {
+  const { url, headers } = typeof target === "string" ? { url: target, headers: {} } : target;
+  for (const [provision, state] of steps) {
+    const put = await api(`${url}/v1/nodes/${node}/states/provision`, {
+      method: "PUT",
+      body: { target: provision },
+      headers,
+    });
+    if (put.status !== 202)
+      throw new Error(`${provision} ${node}: ${put.status} ${JSON.stringify(put.body)}`);
+    await waitForState(target, node, state);
+  }
+}
+
 /**
  * Powers a node off and waits for the change to land and the node's lock to be released. fake-hardware, as Ironic's, has no power state until
  * a power action, and allocations skip a node without one: what devstack does to its fake nodes.

@@ -7,7 +7,7 @@ import { SimulatedBackend } from "../../agent/hardware/simulated/simulated-backe
 import { AgentLink } from "../../agent/link/client.ts";
 import { agentEndpointOf } from "../../conductor/agents/endpoint.ts";
 import { recordingLogger, sampleInventory } from "./agent.ts";
-import { api, waitForState } from "./conductor.ts";
+import { api, provisionThrough } from "./conductor.ts";
 import { sha256 } from "./disk.ts";
 import type { HttpImageServer } from "./http-image-server.ts";
 
@@ -56,15 +56,11 @@ export async function nodeCaughtMidWrite(options: {
   const uuid = (created.body as { uuid: string }).uuid;
   const port = await api(`${url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: mac } });
   expect(port.status).toBe(201);
-  for (const [target, state] of [
+  await provisionThrough(url, uuid, [
     ["manage", "manageable"],
     ["provide", "available"],
     ["active", "wait call-back"],
-  ] as const) {
-    const put = await api(`${url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target } });
-    expect(put.status).toBe(202);
-    await waitForState(url, uuid, state);
-  }
+  ]);
 
   const agentLog = recordingLogger();
   let link: AgentLink | undefined;

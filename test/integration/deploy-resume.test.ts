@@ -10,7 +10,7 @@ import { AgentLink } from "../../agent/link/client.ts";
 import { agentEndpointOf } from "../../conductor/agents/endpoint.ts";
 import type { CallOptions, DriverNode } from "../../conductor/drivers/interfaces.ts";
 import { recordingLogger, sampleInventory } from "../helpers/agent.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, startConductor, waitForState } from "../helpers/conductor.ts";
 import { CountingPower, fakeHardwareWith } from "../helpers/counting-power.ts";
 import { MiB, sha256, sparseCopyWithBlockMap } from "../helpers/disk.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
@@ -148,18 +148,11 @@ async function deployCaughtMidWrite(options: {
   expect(
     (await api(`${ctx.url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: mac } })).status,
   ).toBe(201);
-  for (const [target, state] of [
+  await provisionThrough(ctx.url, uuid, [
     ["manage", "manageable"],
     ["provide", "available"],
     ["active", "wait call-back"],
-  ] as const) {
-    const put = await api(`${ctx.url}/v1/nodes/${uuid}/states/provision`, {
-      method: "PUT",
-      body: { target },
-    });
-    expect(put.status).toBe(202);
-    await waitForState(ctx.url, uuid, state);
-  }
+  ]);
   const machine = simulatedMachine({ url: ctx.url, mac, disk });
   power.onReboot = () => {
     void machine.crash().then(() => machine.boot());

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { api, powerSettled, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, powerSettled, provisionThrough, startConductor, waitForState } from "../helpers/conductor.ts";
 import { RawAgent } from "../helpers/raw-agent.ts";
 
 const MAC = "52:54:00:29:00:02";
@@ -59,17 +59,10 @@ describe("fast track after a reboot", () => {
       expect(await agent.closed()).toBe(1006); // cut, not closed politely: a dead agent answers nothing
 
       // provide and deploy at once: no fast track onto the dead session, the ramdisk is booted and awaited
-      for (const [target, state] of [
+      await provisionThrough(ctx.url, uuid, [
         ["provide", "available"],
         ["active", "wait call-back"],
-      ] as const) {
-        const put = await api(`${ctx.url}/v1/nodes/${uuid}/states/provision`, {
-          method: "PUT",
-          body: { target },
-        });
-        expect(put.status).toBe(202);
-        await waitForState(ctx.url, uuid, state);
-      }
+      ]);
     } finally {
       await ctx.stop();
     }
