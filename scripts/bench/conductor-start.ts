@@ -3,7 +3,8 @@
  * workload (BENCH_NODES creates at concurrency 8, then detail pages), and the detail page's p50, so that a
  * memory saving that slows the API shows. Each variant is `run[:node flag …]`, where run is `tsx` (the sources
  * through tsx's loader), `built` (the esbuild bundle) or `built-ext` (a bundle that leaves npm packages to node's
- * resolver); the first is the baseline. Rounds are interleaved (the order rotates every round), each on a fresh
+ * resolver); a flag written NAME=value is put in the conductor's environment instead (built:MALLOC_ARENA_MAX=2);
+ * the first variant is the baseline. Rounds are interleaved (the order rotates every round), each on a fresh
  * database.
  * Usage: flock /tmp/anvil-heavy.lock node --import tsx scripts/bench/conductor-start.ts \
  *          [--variants tsx,built,built:--max-semi-space-size=4] [--rounds 4] [--nodes 2000]
@@ -75,12 +76,18 @@ function call(url: string, method: string, body?: unknown): Promise<number> {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function measure(variant: string, dir: string): Promise<Measured> {
-  const [run, ...nodeArgs] = variant.split(":");
+  const [run, ...parts] = variant.split(":");
+  // NAME=value parts are the process's environment (MALLOC_ARENA_MAX=2), the rest node's own flags
+  const nodeArgs = parts.filter((part) => part.startsWith("-"));
+  const env = Object.fromEntries(
+    parts.filter((part) => !part.startsWith("-")).map((part) => part.split("=", 2) as [string, string]),
+  );
   const started = performance.now();
   const { child, url } = await startBenchConductor(dir, {
     run: run === "tsx" ? "tsx" : "built",
     entry: run === "built-ext" ? `${EXT_DIR}/main.js` : undefined,
     nodeArgs,
+    env,
   });
   try {
     const startMs = performance.now() - started;
