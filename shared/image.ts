@@ -62,6 +62,20 @@ export const PartitionLayoutSchema = z.object({
 });
 export type PartitionLayout = z.infer<typeof PartitionLayoutSchema>;
 
+/**
+ * What names an image object across the temporary URLs it is fetched by: the URL without its query (a
+ * signature that differs per node and per deploy), fragment or credentials (a secret, never kept or sent on).
+ * @throws TypeError for a string that is not a URL
+ */
+export function imageObjectUrl(url: string): string {
+  const parsed = new URL(url);
+  parsed.search = "";
+  parsed.hash = "";
+  parsed.username = "";
+  parsed.password = "";
+  return parsed.href;
+}
+
 export const ImageSpecSchema = z
   .object({
     url: z.url({ protocol: /^https?$/ }),

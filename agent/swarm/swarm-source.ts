@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import { imageObjectUrl } from "../../shared/image.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { SwarmAnswer, SwarmDropReason, SwarmRequest, SwarmStats } from "../../shared/swarm.ts";
 import { redactQuery } from "../image/errors.ts";
@@ -88,7 +89,7 @@ export async function openSwarm(options: OpenSwarmOptions): Promise<SwarmSource 
     answer = await link.ask(
       {
         type: "swarm_join",
-        image: withoutQuery(options.url),
+        image: imageObjectUrl(options.url),
         ...(options.checksum === undefined ? {} : { checksum: options.checksum }),
         size,
         endpoint: server.url,
@@ -501,15 +502,6 @@ export class SwarmSource implements AsyncIterable<Buffer> {
     this.stats.fallback = reason;
     this.log.warn({ reason }, "swarm tracker lost: the rest of the image comes from the store");
   }
-}
-
-function withoutQuery(url: string): string {
-  const parsed = new URL(url);
-  parsed.search = "";
-  parsed.hash = "";
-  parsed.username = "";
-  parsed.password = "";
-  return parsed.href;
 }
 
 /** The object's size from a one-byte Range request (Content-Range's total), or null when the store hides it. */

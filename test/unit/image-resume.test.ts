@@ -166,5 +166,12 @@ describe("resuming a raw write", () => {
     expect(a).toEqual(b);
     expect(a).toEqual({ image: "https://swift/v1/img/disk.raw", checksum: `sha256:${"ab".repeat(32)}` });
     expect(imageIdentity({ url: "https://swift/v1/img/other.raw", checksum })).not.toEqual(a);
+    // credentials in the URL are a secret: never kept in driver_internal_info
+    const withCredentials = imageIdentity({
+      url: "https://user:s3cret@swift/v1/img/disk.raw?sig=5",
+      checksum,
+    });
+    expect(withCredentials).toEqual(a);
+    expect(JSON.stringify(withCredentials)).not.toContain("s3cret");
   });
 });

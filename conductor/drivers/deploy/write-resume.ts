@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { snapshotOf } from "../../../shared/history.ts";
-import { CheckpointSchema, type Checkpoint, type ImageSpec } from "../../../shared/image.ts";
+import { CheckpointSchema, imageObjectUrl, type Checkpoint, type ImageSpec } from "../../../shared/image.ts";
 import { historyRecord } from "../../history/recorder.ts";
 import { retireAgentToken } from "../agent-token.ts";
 import type { DriverTask as Task } from "../task-context.ts";
@@ -29,17 +29,14 @@ export interface ImageIdentity {
 }
 
 export function imageIdentity(image: Pick<ImageSpec, "url" | "checksum">): ImageIdentity {
-  const url = new URL(image.url);
-  url.search = "";
-  url.hash = "";
   const spec = image.checksum;
   const checksum =
     spec === undefined
       ? null
       : "url" in spec
-        ? `file:${new URL(spec.url).origin}${new URL(spec.url).pathname}`
+        ? `file:${imageObjectUrl(spec.url)}`
         : `${spec.algo}:${spec.value.toLowerCase()}`;
-  return { image: url.toString(), checksum };
+  return { image: imageObjectUrl(image.url), checksum };
 }
 
 function recordOf(task: Pick<Task, "node">, identity: ImageIdentity): ResumeRecord | null {
