@@ -256,6 +256,12 @@ find "$modules_dst" -name '*.ko' | sort | while read -r ko; do
   done
 done
 echo "$modules" >"$stage/etc/anvil/modules"
+# The drivers of PCI and virtio devices (a pci: or virtio: alias in modinfo): /init loads them only for the
+# devices present, by their modalias; the rest of the list it loads always (drivers.md, "Loading").
+for module in $modules; do
+  aliases=$(modinfo -F alias -b "$kernel_dir" -k "$version" "$module")
+  if echo "$aliases" | grep -E '^(pci|virtio):' >/dev/null; then echo "$module"; fi
+done >"$stage/etc/anvil/modules-by-device"
 
 install -m 0755 "$here/init" "$stage/init"
 install -m 0755 "$here/udhcpc.script" "$stage/etc/anvil/udhcpc.script"

@@ -210,6 +210,22 @@ describe("the deploy ramdisk's contents (unpacked on the host)", () => {
       extra.filter((module) => !softdeps.has(module) && !extra.some((e) => deps.get(e)?.includes(module))),
     ).toEqual([]);
 
+    // The device drivers /init loads only for the devices present: the listed modules with a PCI or virtio
+    // alias in Debian's modules.alias, in the list's order; the rest (filesystems, md, VLAN) load always.
+    const byDevice = new Set<string>();
+    for (const line of (await readFile(join(modulesDir, "modules.alias"), "utf8")).split("\n")) {
+      const module = /^alias (?:pci|virtio):\S* (\S+)$/.exec(line)?.[1];
+      if (module !== undefined) byDevice.add(moduleName(module));
+    }
+    const written = (await readFile(join(unpacked, "etc/anvil/modules-by-device"), "utf8"))
+      .trim()
+      .split("\n");
+    expect(written).toEqual(listed.filter((module) => byDevice.has(module)));
+    for (const module of ["virtio_net", "ice", "megaraid_sas", "nvme"])
+      expect(written, module).toContain(module);
+    for (const module of ["sd_mod", "raid456", "ext4", "8021q", "usb_storage"])
+      expect(written).not.toContain(module);
+
     // The ramdisk's own modules.dep (busybox modprobe reads it) resolves inside the ramdisk.
     const ramdiskDep = await readFile(join(unpacked, "lib/modules", version, "modules.dep"), "utf8");
     for (const line of ramdiskDep.trim().split("\n")) {
