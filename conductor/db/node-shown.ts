@@ -178,8 +178,10 @@ export function storedCuts(shown: string | null, cuts: string | null): number[] 
   let value = -1;
   for (let i = SHOWN_FORM.length + 1; i <= cuts.length; i++) {
     const code = i === cuts.length ? 0x2c : cuts.charCodeAt(i);
-    if (code >= 0x30 && code <= 0x39 && value < 2 ** 40) value = (value < 0 ? 0 : value * 10) + code - 0x30;
-    else if (code !== 0x2c || value < 0 || count === numbers.length) return null;
+    if (code >= 0x30 && code <= 0x39) {
+      value = (value < 0 ? 0 : value * 10) + code - 0x30;
+      if (value > 2 ** 40) return null;
+    } else if (code !== 0x2c || value < 0 || count === numbers.length) return null;
     else {
       numbers[count++] = value;
       value = -1;
