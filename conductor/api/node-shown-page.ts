@@ -48,36 +48,35 @@ type Note = { text: string; bytes: number } | undefined;
  */
 export function shownNodesPage(rows: readonly ShownNode[], frame: ShownPageFrame): Buffer {
   const { ctx, who } = frame;
-  const tail = linkPieces(ctx.baseUrl);
+  const links = linkPieces(ctx.baseUrl);
   // the notes depend on the caller and the node's owner and lessee only: worked out once per pair
-  const notesOf = new Map<string, Note[]>();
-  // `,"conductor":…,"links":[{"href":"<base>/v1/nodes/` per conductor (a few per page)
-  const headOf = new Map<string | null, Buffer>();
+  const notesOf = new Map<string | null, Map<string | null, Note[]>>();
+  // what follows a node's shown text depends on its conductor (a few per page) and its uuid's length
+  const tailOf = new Map<string | null, Tail>();
   const notes = new Array<Note[]>(rows.length);
-  const heads = new Array<Buffer>(rows.length);
+  const tails = new Array<Tail>(rows.length);
   const ids = new Array<string>(rows.length);
   let size =
     Buffer.byteLength(frame.open) + Buffer.byteLength(frame.close) + 2 + Math.max(0, rows.length - 1);
   for (let r = 0; r < rows.length; r++) {
     const row = rows[r]!;
-    const pair = `${row.owner ?? "\u0000"}\u0001${row.lessee ?? "\u0000"}`;
-    let rowNotes = notesOf.get(pair);
-    if (rowNotes === undefined) {
-      rowNotes = notesFor(who, row);
-      notesOf.set(pair, rowNotes);
-    }
+    let byLessee = notesOf.get(row.owner);
+    if (byLessee === undefined) notesOf.set(row.owner, (byLessee = new Map()));
+    let rowNotes = byLessee.get(row.lessee);
+    if (rowNotes === undefined) byLessee.set(row.lessee, (rowNotes = notesFor(who, row)));
     notes[r] = rowNotes;
-    const conductor = ctx.conductorOf(row);
-    let head = headOf.get(conductor);
-    if (head === undefined) {
-      head = Buffer.from(`,"conductor":${JSON.stringify(conductor)}${tail.open}`);
-      headOf.set(conductor, head);
-    }
-    heads[r] = head;
     // escaping is per character: the escaped uuid in the escaped base's links is the escaped link
     const id = JSON.stringify(row.uuid).slice(1, -1);
     ids[r] = id;
-    size += shownBytes(row, rowNotes) + head.length + tail.bytes + tail.pieces.length * Buffer.byteLength(id);
+    const idBytes = Buffer.byteLength(id);
+    const conductor = ctx.conductorOf(row);
+    let tail = tailOf.get(conductor);
+    if (tail === undefined || tail.idBytes !== idBytes) {
+      tail = nodeTail(conductor, links, idBytes);
+      tailOf.set(conductor, tail);
+    }
+    tails[r] = tail;
+    size += shownBytes(row, rowNotes) + tail.bytes.length;
   }
   const page: Cursor = { out: Buffer.allocUnsafe(size), at: 0 };
   const { out } = page;
@@ -86,24 +85,14 @@ export function shownNodesPage(rows: readonly ShownNode[], frame: ShownPageFrame
   for (let r = 0; r < rows.length; r++) {
     if (r > 0) out[page.at++] = 0x2c; // ,
     writeShown(page, rows[r]!, notes[r]!);
-    let at = page.at;
-    const head = heads[r]!;
-    out.set(head, at);
-    at += head.length;
-    // the uuid is written once, then copied: ten links name it
-    const idAt = at;
-    const idEnd = idAt + out.write(ids[r]!, idAt, "utf8");
-    at = idEnd;
-    for (let p = 0; p < tail.pieces.length; p++) {
-      if (p > 0) {
-        out.copyWithin(at, idAt, idEnd);
-        at += idEnd - idAt;
-      }
-      const piece = tail.pieces[p]!;
-      out.set(piece, at);
-      at += piece.length;
-    }
-    page.at = at;
+    // the tail in one copy, then its uuid: written once, then copied to the other links
+    const { bytes, slots, idBytes } = tails[r]!;
+    const at = page.at;
+    out.set(bytes, at);
+    const first = at + slots[0]!;
+    out.write(ids[r]!, first, "utf8");
+    for (let s = 1; s < slots.length; s++) out.copyWithin(at + slots[s]!, first, first + idBytes);
+    page.at = at + bytes.length;
   }
   out[page.at++] = 0x5d; // ]
   page.at += out.write(frame.close, page.at, "utf8");
@@ -115,6 +104,28 @@ export function shownNodesPage(rows: readonly ShownNode[], frame: ShownPageFrame
 interface Cursor {
   readonly out: Buffer;
   at: number;
+}
+
+/**
+ * What follows a node's shown text, `,"conductor":…,"links":[…],"ports":[…],…}`, with room for its uuid
+ * (`idBytes` long) at each of `slots`: the same bytes for every node of one conductor but the uuid.
+ */
+interface Tail {
+  bytes: Buffer;
+  slots: number[];
+  idBytes: number;
+}
+
+function nodeTail(conductor: string | null, links: LinkPieces, idBytes: number): Tail {
+  const head = Buffer.from(`,"conductor":${JSON.stringify(conductor)}${links.open}`);
+  const bytes = Buffer.alloc(head.length + links.bytes + links.pieces.length * idBytes);
+  let at = head.copy(bytes, 0);
+  const slots: number[] = [];
+  for (const piece of links.pieces) {
+    slots.push(at);
+    at += idBytes + piece.copy(bytes, at + idBytes);
+  }
+  return { bytes, slots, idBytes };
 }
 
 /** The members the caller's redactions put in place of the stored ones, per REDACTABLE_NODE_FIELDS slot. */
