@@ -8,7 +8,7 @@ import { checkFields } from "./node-request.ts";
 import { NodeListQuery, collection, effectiveLimit, nextLink, parseQuery } from "./query.ts";
 import { renderJson } from "./render.ts";
 import { SHARD_MINOR } from "./shards.ts";
-import { shownNodesJson, shownTextServes } from "./node-shown-page.ts";
+import { shownNodesPage, shownTextServes } from "./node-shown-page.ts";
 
 /** Ironic's MINOR_104_NODE_INSTANCE_NAME. */
 export const INSTANCE_NAME_MINOR = 104;
@@ -96,11 +96,9 @@ async function listPage(
         url,
         query: request.query as Record<string, unknown>,
       });
-      const tail = next === null ? "}" : `,"next":${JSON.stringify(next)}}`;
-      const json = shownNodesJson(rows, ctx, request.identity);
-      await reply
-        .type("application/json; charset=utf-8")
-        .send(Buffer.concat([NODES_OPEN, json, Buffer.from(tail)]));
+      const close = next === null ? "}" : `,"next":${JSON.stringify(next)}}`;
+      const json = shownNodesPage(rows, { ctx, who: request.identity, open: '{"nodes":', close });
+      await reply.type("application/json; charset=utf-8").send(json);
       return;
     }
   }

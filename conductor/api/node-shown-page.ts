@@ -1,8 +1,11 @@
 import type { Identity } from "../auth/identity.ts";
 import { nodeRedactions } from "../auth/node-access.ts";
-import { NEWEST_NODE_FORM_MINOR, REDACTABLE_NODE_FIELDS, redactedText } from "../db/node-shown.ts";
+import {
+  NEWEST_NODE_FORM_MINOR,
+  REDACTABLE_NODE_FIELDS,
+  REDACTABLE_IN_TEXT_ORDER,
+} from "../db/node-shown.ts";
 import type { ShownNode } from "../db/store.ts";
-import { arrayOf } from "../db/summary-json.ts";
 import type { ViewContext } from "./views.ts";
 
 /**
@@ -22,29 +25,175 @@ const SUBRESOURCES = ["ports", "states", "portgroups", "volume"] as const;
  * no node is parsed or stringified.
  */
 export function shownNodesJson(rows: readonly ShownNode[], ctx: ViewContext, who: Identity): Buffer {
-  // escaping is per character: the escaped base and uuid make the escaped link
-  const base = JSON.stringify(ctx.baseUrl).slice(1, -1);
+  return shownNodesPage(rows, { ctx, who, open: "", close: "" });
+}
+
+/** What one page writes around its nodes' array (`{"nodes":` and the `next` link), and for whom. */
+export interface ShownPageFrame {
+  ctx: ViewContext;
+  who: Identity;
+  /** ASCII or not: written as UTF-8 before the `[` and after the `]` */
+  open: string;
+  close: string;
+}
+
+/** One redacted member as written: its text and its length in bytes. */
+type Note = { text: string; bytes: number } | undefined;
+
+/**
+ * shownNodesJson with `open` before the array and `close` after it, written straight into one buffer of
+ * the page's exact size: the lengths are summed first, then every piece is copied once (no string is built
+ * per node: joining 1,000 texts with their links as template strings cost more than the rest of the page,
+ * garbage collection included).
+ */
+export function shownNodesPage(rows: readonly ShownNode[], frame: ShownPageFrame): Buffer {
+  const { ctx, who } = frame;
+  const links = linkPieces(ctx.baseUrl);
   // the notes depend on the caller and the node's owner and lessee only: worked out once per pair
-  const notesOf = new Map<string, (string | undefined)[]>();
-  const parts = rows.map((row) => {
-    const pair = `${row.owner ?? "\u0000"}\u0001${row.lessee ?? "\u0000"}`;
-    let notes = notesOf.get(pair);
-    if (notes === undefined) {
-      const redacted = new Map(nodeRedactions(who, row));
-      notes = REDACTABLE_NODE_FIELDS.map((field) =>
-        redacted.has(field) ? JSON.stringify(redacted.get(field)) : undefined,
-      );
-      notesOf.set(pair, notes);
-    }
+  const notesOf = new Map<string | null, Map<string | null, Note[]>>();
+  // what follows a node's shown text depends on its conductor (a few per page) and its uuid's length
+  const tailOf = new Map<string | null, Tail>();
+  const notes = new Array<Note[]>(rows.length);
+  const tails = new Array<Tail>(rows.length);
+  const ids = new Array<string>(rows.length);
+  let size =
+    Buffer.byteLength(frame.open) + Buffer.byteLength(frame.close) + 2 + Math.max(0, rows.length - 1);
+  for (let r = 0; r < rows.length; r++) {
+    const row = rows[r]!;
+    let byLessee = notesOf.get(row.owner);
+    if (byLessee === undefined) notesOf.set(row.owner, (byLessee = new Map()));
+    let rowNotes = byLessee.get(row.lessee);
+    if (rowNotes === undefined) byLessee.set(row.lessee, (rowNotes = notesFor(who, row)));
+    notes[r] = rowNotes;
+    // escaping is per character: the escaped uuid in the escaped base's links is the escaped link
     const id = JSON.stringify(row.uuid).slice(1, -1);
-    const self = `${base}/v1/nodes/${id}`;
-    const bookmark = `${base}/nodes/${id}`;
-    const links = (tail: string) =>
-      `[{"href":"${self}${tail}","rel":"self"},{"href":"${bookmark}${tail}","rel":"bookmark"}]`;
-    let text = `${redactedText(row.shown, row.cuts, notes)},"conductor":${JSON.stringify(ctx.conductorOf(row))}`;
-    text += `,"links":${links("")}`;
-    for (const sub of SUBRESOURCES) text += `,"${sub}":${links(`/${sub}`)}`;
-    return `${text}}`;
+    ids[r] = id;
+    const idBytes = Buffer.byteLength(id);
+    const conductor = ctx.conductorOf(row);
+    let tail = tailOf.get(conductor);
+    if (tail === undefined || tail.idBytes !== idBytes) {
+      tail = nodeTail(conductor, links, idBytes);
+      tailOf.set(conductor, tail);
+    }
+    tails[r] = tail;
+    size += shownBytes(row, rowNotes) + tail.bytes.length;
+  }
+  const page: Cursor = { out: Buffer.allocUnsafe(size), at: 0 };
+  const { out } = page;
+  page.at = out.write(frame.open, 0, "utf8");
+  out[page.at++] = 0x5b; // [
+  for (let r = 0; r < rows.length; r++) {
+    if (r > 0) out[page.at++] = 0x2c; // ,
+    writeShown(page, rows[r]!, notes[r]!);
+    // the tail in one copy, then its uuid: written once, then copied to the other links
+    const { bytes, slots, idBytes } = tails[r]!;
+    const at = page.at;
+    out.set(bytes, at);
+    const first = at + slots[0]!;
+    out.write(ids[r]!, first, "utf8");
+    for (let s = 1; s < slots.length; s++) out.copyWithin(at + slots[s]!, first, first + idBytes);
+    page.at = at + bytes.length;
+  }
+  out[page.at++] = 0x5d; // ]
+  page.at += out.write(frame.close, page.at, "utf8");
+  if (page.at !== size) throw new Error(`detail page: wrote ${page.at} of ${size} bytes`);
+  return out;
+}
+
+/** A buffer being written, and where the next byte goes. */
+interface Cursor {
+  readonly out: Buffer;
+  at: number;
+}
+
+/**
+ * What follows a node's shown text, `,"conductor":…,"links":[…],"ports":[…],…}`, with room for its uuid
+ * (`idBytes` long) at each of `slots`: the same bytes for every node of one conductor but the uuid.
+ */
+interface Tail {
+  bytes: Buffer;
+  slots: number[];
+  idBytes: number;
+}
+
+function nodeTail(conductor: string | null, links: LinkPieces, idBytes: number): Tail {
+  const head = Buffer.from(`,"conductor":${JSON.stringify(conductor)}${links.open}`);
+  const bytes = Buffer.alloc(head.length + links.bytes + links.pieces.length * idBytes);
+  let at = head.copy(bytes, 0);
+  const slots: number[] = [];
+  for (const piece of links.pieces) {
+    slots.push(at);
+    at += idBytes + piece.copy(bytes, at + idBytes);
+  }
+  return { bytes, slots, idBytes };
+}
+
+/** The members the caller's redactions put in place of the stored ones, per REDACTABLE_NODE_FIELDS slot. */
+function notesFor(who: Identity, row: ShownNode): Note[] {
+  const redacted = new Map(nodeRedactions(who, row));
+  return REDACTABLE_NODE_FIELDS.map((field) => {
+    if (!redacted.has(field)) return undefined;
+    const text = `,"${field}":${JSON.stringify(redacted.get(field))}`;
+    return { text, bytes: Buffer.byteLength(text) };
   });
-  return arrayOf(parts);
+}
+
+/** The bytes of a row's shown text with its notes in place. */
+function shownBytes(row: ShownNode, notes: readonly Note[]): number {
+  let bytes = 0;
+  let from = 0;
+  for (const slot of REDACTABLE_IN_TEXT_ORDER) {
+    const note = notes[slot];
+    if (note === undefined) continue;
+    bytes += Buffer.byteLength(row.shown.slice(from, row.cuts[slot * 2])) + note.bytes;
+    from = row.cuts[slot * 2 + 1]!;
+  }
+  return bytes + (from === 0 ? Buffer.byteLength(row.shown) : Buffer.byteLength(row.shown.slice(from)));
+}
+
+/** Writes a row's shown text with its notes in place at the cursor. */
+function writeShown(page: Cursor, row: ShownNode, notes: readonly Note[]): void {
+  const { out } = page;
+  let from = 0;
+  for (const slot of REDACTABLE_IN_TEXT_ORDER) {
+    const note = notes[slot];
+    if (note === undefined) continue;
+    page.at += out.write(row.shown.slice(from, row.cuts[slot * 2]), page.at, "utf8");
+    page.at += out.write(note.text, page.at, "utf8");
+    from = row.cuts[slot * 2 + 1]!;
+  }
+  page.at += out.write(from === 0 ? row.shown : row.shown.slice(from), page.at, "utf8");
+}
+
+/**
+ * The links' text around each node's uuid, for one base URL: `open` ends `,"links":[{"href":"<base>/v1/nodes/`
+ * (the uuid follows), each of `pieces` follows one copy of the uuid, the last closing the node. `bytes`: the
+ * pieces' total.
+ */
+interface LinkPieces {
+  open: string;
+  pieces: Buffer[];
+  bytes: number;
+}
+
+function linkPieces(baseUrl: string): LinkPieces {
+  const base = JSON.stringify(baseUrl).slice(1, -1);
+  const self = `${base}/v1/nodes/`;
+  const bookmark = `${base}/nodes/`;
+  // the text between the uuids: `<tail>","rel":"self"},{"href":"<bookmark>` and so on, per links array
+  const texts: string[] = [];
+  let before = "";
+  for (const tail of ["", ...SUBRESOURCES.map((sub) => `/${sub}`)]) {
+    const name = tail === "" ? "links" : tail.slice(1);
+    if (tail !== "") texts.push(`${before}],"${name}":[{"href":"${self}`);
+    texts.push(`${tail}","rel":"self"},{"href":"${bookmark}`);
+    before = `${tail}","rel":"bookmark"}`;
+  }
+  texts.push(`${before}]}`);
+  const pieces = texts.map((text) => Buffer.from(text));
+  return {
+    open: `,"links":[{"href":"${self}`,
+    pieces,
+    bytes: pieces.reduce((sum, piece) => sum + piece.length, 0),
+  };
 }

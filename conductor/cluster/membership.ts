@@ -225,7 +225,10 @@ export class Membership {
   /** The live conductor that owns the node, or undefined when none serves its group. */
   ownerOf(node: RingKey): ConductorRecord | undefined {
     const hostname = this.rings.ownerOf(node.uuid, node.conductor_group);
-    return hostname === undefined ? undefined : this.alive().find((r) => r.hostname === hostname);
+    // the first live row of that name, as alive().find would give, without a new array per node
+    return hostname === undefined
+      ? undefined
+      : this.rows.find((r) => r.hostname === hostname && this.isAlive(r));
   }
 
   /** Does this conductor own the node? */

@@ -117,6 +117,13 @@ const SHOWN_FIELDS = detailFields(NEWEST_NODE_FORM_MINOR).filter((field) => fiel
 export const REDACTABLE_NODE_FIELDS = ["last_error", "reservation", "driver_internal_info", "driver_info"];
 if (REDACTABLE_NODE_FIELDS.includes(SHOWN_FIELDS[0] ?? "")) throw new Error("a shown text opens with uuid");
 
+/** The REDACTABLE_NODE_FIELDS slots in the order their members come in a shown text. */
+export const REDACTABLE_IN_TEXT_ORDER: readonly number[] = REDACTABLE_NODE_FIELDS.map((_, slot) => slot).sort(
+  (a, b) =>
+    SHOWN_FIELDS.indexOf(REDACTABLE_NODE_FIELDS[a] as string) -
+    SHOWN_FIELDS.indexOf(REDACTABLE_NODE_FIELDS[b] as string),
+);
+
 /**
  * What the stored texts were written by: a text of another form (written before a change of the fields or of
  * how they show) is never served; the next start rewrites it (fillShownTexts). Bump the number whenever
@@ -165,37 +172,20 @@ export const unshowable = (): ShownColumns => ({ shown: null, shown_cuts: `${SHO
 export function storedCuts(shown: string | null, cuts: string | null): number[] | null {
   if (shown === null || cuts === null || !cuts.startsWith(SHOWN_FORM) || cuts[SHOWN_FORM.length] !== "/")
     return null;
-  const numbers = cuts
-    .slice(SHOWN_FORM.length + 1)
-    .split(",")
-    .map((n) => Number(n));
-  if (numbers.length !== REDACTABLE_NODE_FIELDS.length * 2 || !numbers.every(Number.isInteger)) return null;
-  return numbers;
-}
-
-/**
- * A stored text with the redactable members replaced: `notes[i]` is the JSON text of the note for
- * REDACTABLE_NODE_FIELDS[i], or undefined to keep what is stored. A member the document lacks gets its note
- * where the view would put it (the view redacts a field it shows as undefined too).
- */
-export function redactedText(shown: string, cuts: readonly number[], notes: readonly (string | undefined)[]) {
-  const spans: [number, number, string][] = [];
-  for (let i = 0; i < REDACTABLE_NODE_FIELDS.length; i++) {
-    const note = notes[i];
-    if (note !== undefined)
-      spans.push([
-        cuts[i * 2] as number,
-        cuts[i * 2 + 1] as number,
-        `,"${REDACTABLE_NODE_FIELDS[i]}":${note}`,
-      ]);
+  // NOTE: read digit by digit: split and Number made ~20 objects a row, 20,000 a detail page
+  const numbers = new Array<number>(REDACTABLE_NODE_FIELDS.length * 2);
+  let count = 0;
+  let value = -1;
+  for (let i = SHOWN_FORM.length + 1; i <= cuts.length; i++) {
+    const code = i === cuts.length ? 0x2c : cuts.charCodeAt(i);
+    if (code >= 0x30 && code <= 0x39) {
+      value = (value < 0 ? 0 : value * 10) + code - 0x30;
+      if (value > 2 ** 40) return null;
+    } else if (code !== 0x2c || value < 0 || count === numbers.length) return null;
+    else {
+      numbers[count++] = value;
+      value = -1;
+    }
   }
-  if (spans.length === 0) return shown;
-  spans.sort((a, b) => a[0] - b[0]);
-  let out = "";
-  let at = 0;
-  for (const [start, end, member] of spans) {
-    out += shown.slice(at, start) + member;
-    at = end;
-  }
-  return out + shown.slice(at);
+  return count === numbers.length ? numbers : null;
 }

@@ -88,6 +88,23 @@ describe("hash ring", () => {
     );
   });
 
+  it("places points and keys by the first 48 bits of their MD5 digest (every release agrees on owners)", () => {
+    // the placement as it was first written: a conductor of an older release must pick the same owners
+    const at = (key: string) => createHash("md5").update(key).digest().readUIntBE(0, 6);
+    const names = members(3);
+    const points = names
+      .flatMap((member) => Array.from({ length: 128 }, (_, i) => [at(`${member}-${i}`), member] as const))
+      .sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : 1));
+    const ownerOf = (key: string) => (points.find(([point]) => point >= at(key)) ?? points[0]!)[1];
+    const ring = new HashRing(names);
+    fc.assert(
+      fc.property(fc.oneof(fc.uuid(), fc.string(), fc.string({ unit: "grapheme" })), (key) => {
+        expect(ring.ownerOf(key)).toBe(ownerOf(key));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
   it("groups: a node is owned only by its own group's members, none when the group has none", () => {
     const rings = new GroupedRings(
       new Map([
