@@ -2,14 +2,18 @@
  * Image deploy through the API (not a test): what a user waits for, `PUT …/states/provision {"target":
  * "active"}` → `active`, against `curl -s URL | dd of=TARGET bs=4M oflag=direct` onto the same target, in the
  * same run. A conductor process (SQLite, fast track, fake power) drives the real agent executable on simulated
- * hardware whose disk is a file; the images come from a loopback HTTP server in this process.
+ * hardware whose disk is a file; the images come from a loopback HTTP server: `--server node` (the default) the
+ * test helper's node:http server in this process, `--server nginx` Debian's nginx (sendfile, its own process), as a
+ * real deployment serves images from nginx, Swift or Glance. Both `curl | dd` and the deploys read that server.
  *   dense: 2 GiB of random data, raw, sha256 verified                 goal: >= 1.5x curl | dd
  *   qcow2: a 4 GiB image with 10 % data, as qcow2, sha256 verified    goal: >= 10x curl | dd of its raw form
  * Every round also measures the machine's limits: dd from /dev/zero onto the target (disk write), sha256 of
- * the dense image in Node (hash), curl of the dense image to /dev/null (loopback HTTP). Each deploy is split
+ * the dense image in Node (hash), curl of the dense image to /dev/null from each server (loopback HTTP: the node
+ * server's and nginx's, whichever serves the deploys; nginx's only when it is installed). Each deploy is split
  * into phases from the event stream (`GET /v1/events`): accepted, agent's write_image step started, write
  * started (first progress frame), write_image done, active; with the agent's own write time (deploy_result).
  * Usage: node --import tsx scripts/bench/deploy-image.ts [--small] [--rounds 3] [--only dense|qcow2] [--profile] [--boot]
+ *   [--server node|nginx]
  *   --small: 1/8 sizes; --profile: this checkout's conductor and its agent (from source) run with --cpu-prof
  *   (written to .tmp/bench-prof);
  *   --boot: the default now (see BOOT): every deploy boots the "ramdisk" (the agent process starts at wait
@@ -32,6 +36,7 @@ import { runOk } from "../../test/helpers/run.ts";
 import { enrollSimulatedNode } from "../../test/helpers/simulated-node.ts";
 import { makeSparseImage } from "./bench-images.ts";
 import { startBenchConductor } from "./conductor-process.ts";
+import { startThrowawayNginx } from "./throwaway-nginx.ts";
 import {
   type Figure,
   type PairedRound,
@@ -55,8 +60,11 @@ const { values } = parseArgs({
     only: { type: "string" },
     profile: { type: "boolean", default: false },
     boot: { type: "boolean", default: false },
+    server: { type: "string", default: "node" },
   },
 });
+if (values.server !== "node" && values.server !== "nginx") throw new Error("--server node|nginx");
+const SERVER = values.server;
 const ROUNDS = Number(values.rounds);
 /**
  * Every deploy boots the "ramdisk" (its agent starts at wait call-back). NOTE: fast track from one timed deploy
@@ -356,7 +364,17 @@ async function curlDd(url: string, target: string): Promise<number> {
 /** The machine's limits this round: disk write (O_DIRECT), sha256 in Node, loopback HTTP. Seconds each. */
 const HASH_BLOCK = randomBytes(64 * MiB);
 
-async function limits(dense: { url: string; bytes: number }, target: string) {
+/** The machine's limits; `loopback` by server name (curl -o /dev/null of the dense image from each). */
+interface Limits {
+  disk: number;
+  sha: number;
+  loopback: Record<string, number>;
+}
+
+async function limits(
+  dense: { urls: Record<string, string>; bytes: number },
+  target: string,
+): Promise<Limits> {
   await freshDisk(target);
   let t0 = performance.now();
   await must("dd", [
@@ -375,9 +393,12 @@ async function limits(dense: { url: string; bytes: number }, target: string) {
   for (let done = 0; done < dense.bytes; done += HASH_BLOCK.length) hash.update(HASH_BLOCK);
   hash.digest();
   const sha = seconds(t0);
-  t0 = performance.now();
-  await must("curl", ["-sf", "-o", "/dev/null", dense.url]);
-  const loopback = seconds(t0);
+  const loopback: Record<string, number> = {};
+  for (const [server, url] of Object.entries(dense.urls)) {
+    t0 = performance.now();
+    await must("curl", ["-sf", "-o", "/dev/null", url]);
+    loopback[server] = seconds(t0);
+  }
   return { disk, sha, loopback };
 }
 
@@ -411,6 +432,12 @@ async function main(): Promise<void> {
   await mkdir(dir, { recursive: true });
   const executable = await ensureAgentBuilt();
   const server = await startHttpImageServer();
+  // nginx serves when asked to; otherwise only its loopback limit is measured, when it is installed
+  const nginx = await startThrowawayNginx(join(dir, "nginx")).catch((error: unknown) => {
+    if (SERVER === "nginx") throw error;
+    return undefined;
+  });
+  const bases: Record<string, string> = { node: server.url, ...(nginx ? { nginx: nginx.url } : {}) };
   const sides: Side[] = [];
   try {
     const denseBytes = (2 * GiB) / scale;
@@ -427,10 +454,13 @@ async function main(): Promise<void> {
     const sparsePath = join(dir, "sparse.raw");
     await makeSparseImage(sparsePath, sparseBytes, 0.1);
     await must("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", sparsePath, join(dir, "sparse.qcow2")]);
-    for (const f of ["dense.raw", "sparse.raw", "sparse.qcow2"]) server.serve(`/${f}`, join(dir, f));
+    for (const f of ["dense.raw", "sparse.raw", "sparse.qcow2"]) {
+      server.serve(`/${f}`, join(dir, f));
+      await nginx?.serve(f, join(dir, f));
+    }
     const shaOf = async (f: string): Promise<string> =>
       (await must("sha256sum", [join(dir, f)])).split(" ")[0] ?? "";
-    const url = (f: string): string => `${server.url}/${f}`;
+    const url = (f: string): string => `${bases[SERVER]}/${f}`;
     const dense: Image = {
       label: `dense raw ${denseBytes / MiB} MiB`,
       url: url("dense.raw"),
@@ -494,18 +524,25 @@ async function main(): Promise<void> {
     const here = sides.at(-1)!;
     console.log(
       `node ${process.version}; ${values.small ? "1/8" : "full"} sizes; ${ROUNDS} interleaved round(s); ` +
+        `images served by ${SERVER === "nginx" ? "nginx (sendfile, its own process)" : "node:http in this process"}; ` +
         `sides: curl | dd, ${sides.map((s) => s.name).join(", ")}`,
     );
 
-    const limitRuns: { disk: number; sha: number; loopback: number }[] = [];
+    const limitRuns: Limits[] = [];
     const results = new Map<string, { dd: number[]; deploys: DeployRun[][]; load: [number, number][] }>();
     for (const image of images) results.set(image.label, { dd: [], deploys: sides.map(() => []), load: [] });
     for (let round = 0; round < ROUNDS; round += 1) {
-      const lim = await limits({ url: dense.url, bytes: denseBytes }, here.disk);
+      const urls = Object.fromEntries(
+        Object.entries(bases).map(([name, base]) => [name, `${base}/dense.raw`]),
+      );
+      const lim = await limits({ urls, bytes: denseBytes }, here.disk);
       limitRuns.push(lim);
+      const loopbacks = Object.entries(lim.loopback).map(
+        ([name, s]) => `${name} ${fmt(mbps(denseBytes, s), 0)}`,
+      );
       console.log(
         `round ${round + 1} limits: disk write ${fmt(mbps(denseBytes, lim.disk), 0)} MB/s, sha256 ${fmt(mbps(denseBytes, lim.sha), 0)} MB/s, ` +
-          `loopback HTTP ${fmt(mbps(denseBytes, lim.loopback), 0)} MB/s; load ${fmt(loadNow())}`,
+          `loopback HTTP ${loopbacks.join(", ")} MB/s; load ${fmt(loadNow())}`,
       );
       for (const image of images) {
         const record = results.get(image.label)!;
@@ -530,14 +567,16 @@ async function main(): Promise<void> {
     }
 
     console.log(`\n== the machine's limits (median of ${ROUNDS}, ${denseBytes / MiB} MiB) ==`);
-    for (const [name, key] of [
-      ["disk write, dd if=/dev/zero oflag=direct", "disk"],
-      ["sha256 in Node (from memory)", "sha"],
-      ["loopback HTTP, curl -o /dev/null", "loopback"],
-    ] as const)
-      console.log(
-        `  ${name.padEnd(44)} ${fmt(mbps(denseBytes, median(limitRuns.map((l) => l[key]))), 0)} MB/s`,
-      );
+    const limitRows: [string, (l: Limits) => number][] = [
+      ["disk write, dd if=/dev/zero oflag=direct", (l) => l.disk],
+      ["sha256 in Node (from memory)", (l) => l.sha],
+      ...Object.keys(bases).map((name): [string, (l: Limits) => number] => [
+        `loopback HTTP, curl -o /dev/null, ${name}${name === SERVER ? " (serving)" : ""}`,
+        (l) => l.loopback[name] ?? NaN,
+      ]),
+    ];
+    for (const [name, of] of limitRows)
+      console.log(`  ${name.padEnd(52)} ${fmt(mbps(denseBytes, median(limitRuns.map(of))), 0)} MB/s`);
 
     console.log(`\n== deploy through the API (PUT active → active event) against curl | dd, same target ==`);
     for (const image of images) {
@@ -599,6 +638,7 @@ async function main(): Promise<void> {
       await side.stop();
     }
     await server.close();
+    await nginx?.stop();
     await rm(dir, { recursive: true, force: true });
   }
 }
