@@ -1,4 +1,3 @@
-import { availableParallelism } from "node:os";
 import type { Logger } from "../../shared/log.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { WriteImageRequestSchema } from "../../shared/image.ts";
@@ -336,7 +335,7 @@ async function streamMapped(
       // the holes before the extent are hashed already: the hash stands at `end`, the disk's first bytes
       if (tap !== undefined && every !== undefined && end >= nextCheckpoint && tap.bytes === end) {
         nextCheckpoint = end + every;
-        const checkpoint = { bytes: end, algo: tap.algo, digest: await tap.prefixDigest() };
+        const checkpoint = { bytes: end, algo: tap.algo, digest: tap.prefixDigest() };
         const { durable } = await writer.checkpoint();
         durable.then(
           () => meter.checkpoint(checkpoint),
@@ -400,9 +399,6 @@ function qcow2Limits(options: StreamOptions): Qcow2Limits {
   };
 }
 
-/** A stream at least this long is hashed on a worker thread (ParallelHash) when there is a second CPU. */
-const PARALLEL_HASH_BYTES = 64 * 1024 * 1024;
-
 async function streamImage(
   image: ImageSpec,
   options: StreamOptions,
@@ -416,8 +412,6 @@ async function streamImage(
       ...(kept === undefined ? {} : { from: kept.bytes }),
     });
   const tap = kept?.tap ?? new HashingTap(options.algo);
-  // a worker's start (~30 ms) pays only for a large image, and only with a second CPU to run on
-  const parallel = (): boolean => (download.total ?? 0) >= PARALLEL_HASH_BYTES && availableParallelism() > 1;
   const meter = new ProgressMeter(options.onProgress, options.progressIntervalMs);
   async function* counted(): AsyncGenerator<Buffer> {
     for await (const chunk of download) {
@@ -433,7 +427,7 @@ async function streamImage(
     // a resumed write was raw and uncompressed from its start (its checkpoint says so): no magic to look for
     const { compression, qcow2, extents } =
       kept === undefined
-        ? await detectedExtents(tap.pass(counted(), parallel), image, options)
+        ? await detectedExtents(tap.pass(counted()), image, options)
         : { compression: "none", qcow2: undefined, extents: rawExtents(tap.pass(counted()), kept.bytes) };
     const every = compression === "none" && !qcow2 ? options.checkpointBytes : undefined;
     let nextCheckpoint = rawEnd + (every ?? 0);
@@ -452,7 +446,7 @@ async function streamImage(
       // the hash must stand exactly at rawEnd for the prefix digest to be the disk's first rawEnd bytes
       if (every !== undefined && rawEnd >= nextCheckpoint && tap.bytes === rawEnd) {
         nextCheckpoint = rawEnd + every;
-        const checkpoint = { bytes: rawEnd, algo: tap.algo, digest: await tap.prefixDigest() };
+        const checkpoint = { bytes: rawEnd, algo: tap.algo, digest: tap.prefixDigest() };
         const { durable } = await writer.checkpoint();
         durable.then(
           () => meter.checkpoint(checkpoint),
