@@ -13,7 +13,9 @@
  * into phases from the event stream (`GET /v1/events`): accepted, agent's write_image step started, write
  * started (first progress frame), write_image done, active; with the agent's own write time (deploy_result).
  * Usage: node --import tsx scripts/bench/deploy-image.ts [--small] [--rounds 3] [--only dense|qcow2] [--profile] [--boot]
- *   [--server node|nginx]
+ *   [--server node|nginx] [--timeline]
+ *   --timeline: prints one deploy per image and side (the last round's) as a timeline in ms from the PUT: the
+ *   event stream's events, the conductor's log lines and the agent's (JSON lines with their own clocks)
  *   --small: 1/8 sizes; --profile: this checkout's conductor and its agent (from source) run with --cpu-prof
  *   (written to .tmp/bench-prof);
  *   --boot: the default now (see BOOT): every deploy boots the "ramdisk" (the agent process starts at wait
@@ -28,6 +30,7 @@ import { symlinkSync } from "node:fs";
 import { mkdir, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
+import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { ensureAgentBuilt, type AgentProcess } from "../../test/helpers/agent.ts";
 import { api } from "../../test/helpers/conductor.ts";
@@ -61,6 +64,7 @@ const { values } = parseArgs({
     profile: { type: "boolean", default: false },
     boot: { type: "boolean", default: false },
     server: { type: "string", default: "node" },
+    timeline: { type: "boolean", default: false },
   },
 });
 if (values.server !== "node" && values.server !== "nginx") throw new Error("--server node|nginx");
@@ -154,6 +158,8 @@ interface Side {
   agent?: AgentProcess;
   /** Starts the node's agent as a boot into the ramdisk would (a fresh boot id). */
   boot: () => AgentProcess;
+  /** The conductor's log lines (JSON, with their `time`), for --timeline. */
+  log: string[];
 }
 
 /** The image a deploy writes, with what the user passes and how many bytes land on the disk. */
@@ -178,6 +184,8 @@ interface DeployRun {
   /** --boot: the node waits for its agent (wait call-back), and the agent's hello lands (NaN with fast track) */
   waiting: number;
   connected: number;
+  /** --timeline: the deploy's events and log lines, ms from the PUT. */
+  timeline: string[];
 }
 
 const provision = (side: Side, target: string) =>
@@ -208,6 +216,26 @@ async function reach(side: Side, from: number, state: string): Promise<Seen> {
   return event;
 }
 
+/** Events and JSON log lines (epoch-ms `time`) as `+ms source what`, sorted, from the PUT at `t0` (performance.now()). */
+function timeline(t0: number, events: Seen[], logLines: string[]): string[] {
+  const t0Epoch = performance.timeOrigin + t0;
+  const rows: [number, string][] = events.map((e) => {
+    const { node: _node, ...data } = e.data;
+    return [e.at - t0, `event ${e.type} ${JSON.stringify(data)}`];
+  });
+  for (const line of logLines) {
+    if (!line.startsWith("{")) continue;
+    const entry = JSON.parse(line) as Record<string, unknown>;
+    const { time, msg, name, level: _level, pid: _pid, hostname: _host, ...rest } = entry;
+    if (typeof time !== "number") continue;
+    rows.push([time - t0Epoch, `${String(name ?? "log")} ${String(msg)} ${JSON.stringify(rest)}`]);
+  }
+  return rows
+    .filter(([ms]) => ms >= -5)
+    .sort((a, b) => a[0] - b[0])
+    .map(([ms, what]) => `${ms.toFixed(1).padStart(8)} ms  ${what.slice(0, 220)}`);
+}
+
 async function freshDisk(disk: string): Promise<void> {
   await truncate(disk, 0);
   await truncate(disk, DISK_BYTES);
@@ -231,6 +259,7 @@ async function deployOnce(side: Side, image: Image): Promise<DeployRun> {
   await freshDisk(side.disk);
   await setImage(side, image);
   const from = side.events.seen.length;
+  const logFrom = side.log.length;
   const t0 = performance.now();
   const put = await provision(side, "active");
   const accepted = seconds(t0);
@@ -260,12 +289,16 @@ async function deployOnce(side: Side, image: Image): Promise<DeployRun> {
     agentWrite: (node.driver_internal_info.deploy_result?.duration_ms ?? NaN) / 1000,
     waiting: at((e) => e.type === "provision" && e.data.provision_state === "wait call-back"),
     connected: at((e) => e.type === "agent" && e.data.connected === true),
+    timeline: [],
   };
+  let agentLog = "";
   if (BOOT) {
     // the instance boots: the ramdisk's agent is gone
-    await side.agent?.stop();
+    agentLog = (await side.agent?.stop())?.stderr ?? "";
     side.agent = undefined;
   }
+  if (values.timeline)
+    run.timeline = timeline(t0, events, [...side.log.slice(logFrom), ...agentLog.split("\n")]);
   const back = side.events.seen.length;
   const undeploy = await provision(side, "deleted");
   if (undeploy.status !== 202) throw new Error(`${side.name}: undeploy ${undeploy.status}`);
@@ -308,9 +341,12 @@ async function startSide(options: {
       executable,
       body: { automated_clean: false },
     });
+    const log: string[] = [];
+    if (values.timeline) createInterface({ input: child.stderr! }).on("line", (line) => log.push(line));
     const side: Side = {
       name,
       url,
+      log,
       stop,
       uuid: node.uuid,
       disk: node.disk,
@@ -593,6 +629,10 @@ async function main(): Promise<void> {
             `×${fmt(median(ratios))} curl|dd (per round ${ratios.map((r) => `×${fmt(r)}`).join(" ")})`,
         );
         printPhases(`  ${side.name}`, runs);
+        if (values.timeline) {
+          console.log(`    ${side.name}: the last deploy's timeline (ms from the PUT):`);
+          for (const row of runs.at(-1)?.timeline ?? []) console.log(`      ${row}`);
+        }
       }
     }
     if (sides.length > 1) {
