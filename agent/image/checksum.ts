@@ -3,18 +3,22 @@ import type { Hash } from "node:crypto";
 import { CHECKSUM_HEX_LENGTH } from "../../shared/image.ts";
 import type { ChecksumAlgo, ChecksumValue } from "../../shared/image.ts";
 import { ChecksumMismatchError, ImageError } from "./errors.ts";
+import { ParallelHash } from "./parallel-hash.ts";
 
 const ZEROS = Buffer.alloc(1024 * 1024);
 
 /**
  * Hashes the bytes that pass through it, untouched; read `digest()` once the source is exhausted.
- * NOTE: inline on the receiving thread. Two worker-thread designs (structured-clone copies per chunk; a
- * shared-memory ring, one message per MiB) were measured slower and 20-80 MB heavier on a loaded 2-core
- * machine; they only pay off with idle cores.
+ * NOTE: `update` hashes inline; `pass` may hand a fresh hash to a worker thread (ParallelHash), asked once at
+ * the first chunk. Receiving and hashing on one thread take the sum of both; the worker pays when a core is
+ * free (a 2 GiB deploy 17 % faster at load ~2 on 2 cores) and gains nothing when none is (load 4 and above);
+ * figures in docs/images.md.
  */
 export class HashingTap {
   private readonly hash: Hash;
   private result: string | undefined;
+  /** The worker hashing what `pass` yields, while it runs. */
+  private worker: ParallelHash | undefined;
   /** Bytes hashed so far (holes' zeros included). */
   bytes = 0;
 
@@ -25,40 +29,66 @@ export class HashingTap {
     this.hash = from ?? createHash(algo);
   }
 
-  /** A tap that goes on from this one's state, this one left as it is. */
+  /** A tap that goes on from this one's state, this one left as it is. @throws while a worker hashes */
   fork(): HashingTap {
+    if (this.worker) throw new Error("a tap hashing on a worker cannot be forked");
     const tap = new HashingTap(this.algo, this.hash.copy());
     tap.bytes = this.bytes;
     return tap;
   }
 
-  async *pass(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
-    for await (const chunk of source) {
-      this.hash.update(chunk);
-      this.bytes += chunk.length;
-      yield chunk;
+  /**
+   * Yields the source's chunks, hashing each first. `parallel`, asked once at the first chunk (when a download
+   * knows its length) of a tap that has hashed nothing yet, hands the hashing to a worker; the digest is ready
+   * once the source ends.
+   * @throws the source's errors; the worker's error
+   */
+  async *pass(source: AsyncIterable<Buffer>, parallel?: () => boolean): AsyncGenerator<Buffer> {
+    let first = true;
+    try {
+      for await (const chunk of source) {
+        if (first) {
+          first = false;
+          // a resumed hash's state cannot move to a worker: only a fresh one goes
+          if (this.bytes === 0 && this.result === undefined && parallel?.())
+            this.worker = new ParallelHash(this.algo);
+        }
+        if (this.worker) await this.worker.update(chunk);
+        else this.hash.update(chunk);
+        this.bytes += chunk.length;
+        yield chunk;
+      }
+      if (this.worker) this.result = await this.worker.digest();
+    } finally {
+      this.worker?.close();
+      this.worker = undefined;
     }
   }
 
+  /** @throws while a worker hashes */
   update(chunk: Buffer): void {
+    if (this.worker) throw new Error("a tap hashing on a worker takes bytes only through pass");
     this.hash.update(chunk);
     this.bytes += chunk.length;
   }
 
-  /** The digest of the bytes hashed so far, without ending the hash (a checkpoint's). */
-  prefixDigest(): string {
-    return this.hash.copy().digest("hex");
+  /** The digest of the bytes hashed so far, without ending the hash (a checkpoint's). @throws the worker's error */
+  async prefixDigest(): Promise<string> {
+    return this.worker ? this.worker.prefixDigest() : this.hash.copy().digest("hex");
   }
 
   /** Hashes `length` zero bytes (a hole a block map skipped). */
   zeros(length: number): void {
+    if (this.worker) throw new Error("a tap hashing on a worker takes bytes only through pass");
     this.bytes += length;
     for (let left = length; left > 0; left -= ZEROS.length) {
       this.hash.update(left >= ZEROS.length ? ZEROS : ZEROS.subarray(0, left));
     }
   }
 
+  /** @throws while a worker still hashes */
   digest(): ChecksumValue {
+    if (this.worker) throw new Error("the worker's digest is ready once the stream ends");
     this.result ??= this.hash.digest("hex");
     return { algo: this.algo, value: this.result };
   }

@@ -76,7 +76,7 @@ export async function readKeptPrefix(
   } finally {
     await handle.close();
   }
-  if (tap.prefixDigest() !== checkpoint.digest) {
+  if ((await tap.prefixDigest()) !== checkpoint.digest) {
     return { refused: `the disk's first ${checkpoint.bytes} bytes differ from the checkpoint's` };
   }
   return { bytes: restartAt, tap: kept ?? tap };

@@ -2,14 +2,20 @@
  * Image deploy through the API (not a test): what a user waits for, `PUT …/states/provision {"target":
  * "active"}` → `active`, against `curl -s URL | dd of=TARGET bs=4M oflag=direct` onto the same target, in the
  * same run. A conductor process (SQLite, fast track, fake power) drives the real agent executable on simulated
- * hardware whose disk is a file; the images come from a loopback HTTP server in this process.
+ * hardware whose disk is a file; the images come from a loopback HTTP server: `--server node` (the default) the
+ * test helper's node:http server in this process, `--server nginx` Debian's nginx (sendfile, its own process), as a
+ * real deployment serves images from nginx, Swift or Glance. Both `curl | dd` and the deploys read that server.
  *   dense: 2 GiB of random data, raw, sha256 verified                 goal: >= 1.5x curl | dd
  *   qcow2: a 4 GiB image with 10 % data, as qcow2, sha256 verified    goal: >= 10x curl | dd of its raw form
  * Every round also measures the machine's limits: dd from /dev/zero onto the target (disk write), sha256 of
- * the dense image in Node (hash), curl of the dense image to /dev/null (loopback HTTP). Each deploy is split
+ * the dense image in Node (hash), curl of the dense image to /dev/null from each server (loopback HTTP: the node
+ * server's and nginx's, whichever serves the deploys; nginx's only when it is installed). Each deploy is split
  * into phases from the event stream (`GET /v1/events`): accepted, agent's write_image step started, write
  * started (first progress frame), write_image done, active; with the agent's own write time (deploy_result).
  * Usage: node --import tsx scripts/bench/deploy-image.ts [--small] [--rounds 3] [--only dense|qcow2] [--profile] [--boot]
+ *   [--server node|nginx] [--timeline]
+ *   --timeline: prints one deploy per image and side (the last round's) as a timeline in ms from the PUT: the
+ *   event stream's events, the conductor's log lines and the agent's (JSON lines with their own clocks)
  *   --small: 1/8 sizes; --profile: this checkout's conductor and its agent (from source) run with --cpu-prof
  *   (written to .tmp/bench-prof);
  *   --boot: the default now (see BOOT): every deploy boots the "ramdisk" (the agent process starts at wait
@@ -24,6 +30,7 @@ import { symlinkSync } from "node:fs";
 import { mkdir, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
+import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { ensureAgentBuilt, type AgentProcess } from "../../test/helpers/agent.ts";
 import { api } from "../../test/helpers/conductor.ts";
@@ -32,6 +39,7 @@ import { runOk } from "../../test/helpers/run.ts";
 import { enrollSimulatedNode } from "../../test/helpers/simulated-node.ts";
 import { makeSparseImage } from "./bench-images.ts";
 import { startBenchConductor } from "./conductor-process.ts";
+import { startThrowawayNginx } from "./throwaway-nginx.ts";
 import {
   type Figure,
   type PairedRound,
@@ -55,8 +63,12 @@ const { values } = parseArgs({
     only: { type: "string" },
     profile: { type: "boolean", default: false },
     boot: { type: "boolean", default: false },
+    server: { type: "string", default: "node" },
+    timeline: { type: "boolean", default: false },
   },
 });
+if (values.server !== "node" && values.server !== "nginx") throw new Error("--server node|nginx");
+const SERVER = values.server;
 const ROUNDS = Number(values.rounds);
 /**
  * Every deploy boots the "ramdisk" (its agent starts at wait call-back). NOTE: fast track from one timed deploy
@@ -146,6 +158,8 @@ interface Side {
   agent?: AgentProcess;
   /** Starts the node's agent as a boot into the ramdisk would (a fresh boot id). */
   boot: () => AgentProcess;
+  /** The conductor's log lines (JSON, with their `time`), for --timeline. */
+  log: string[];
 }
 
 /** The image a deploy writes, with what the user passes and how many bytes land on the disk. */
@@ -170,6 +184,8 @@ interface DeployRun {
   /** --boot: the node waits for its agent (wait call-back), and the agent's hello lands (NaN with fast track) */
   waiting: number;
   connected: number;
+  /** --timeline: the deploy's events and log lines, ms from the PUT. */
+  timeline: string[];
 }
 
 const provision = (side: Side, target: string) =>
@@ -200,6 +216,26 @@ async function reach(side: Side, from: number, state: string): Promise<Seen> {
   return event;
 }
 
+/** Events and JSON log lines (epoch-ms `time`) as `+ms source what`, sorted, from the PUT at `t0` (performance.now()). */
+function timeline(t0: number, events: Seen[], logLines: string[]): string[] {
+  const t0Epoch = performance.timeOrigin + t0;
+  const rows: [number, string][] = events.map((e) => {
+    const { node: _node, ...data } = e.data;
+    return [e.at - t0, `event ${e.type} ${JSON.stringify(data)}`];
+  });
+  for (const line of logLines) {
+    if (!line.startsWith("{")) continue;
+    const entry = JSON.parse(line) as Record<string, unknown>;
+    const { time, msg, name, level: _level, pid: _pid, hostname: _host, ...rest } = entry;
+    if (typeof time !== "number") continue;
+    rows.push([time - t0Epoch, `${String(name ?? "log")} ${String(msg)} ${JSON.stringify(rest)}`]);
+  }
+  return rows
+    .filter(([ms]) => ms >= -5)
+    .sort((a, b) => a[0] - b[0])
+    .map(([ms, what]) => `${ms.toFixed(1).padStart(8)} ms  ${what.slice(0, 220)}`);
+}
+
 async function freshDisk(disk: string): Promise<void> {
   await truncate(disk, 0);
   await truncate(disk, DISK_BYTES);
@@ -223,6 +259,7 @@ async function deployOnce(side: Side, image: Image): Promise<DeployRun> {
   await freshDisk(side.disk);
   await setImage(side, image);
   const from = side.events.seen.length;
+  const logFrom = side.log.length;
   const t0 = performance.now();
   const put = await provision(side, "active");
   const accepted = seconds(t0);
@@ -252,12 +289,16 @@ async function deployOnce(side: Side, image: Image): Promise<DeployRun> {
     agentWrite: (node.driver_internal_info.deploy_result?.duration_ms ?? NaN) / 1000,
     waiting: at((e) => e.type === "provision" && e.data.provision_state === "wait call-back"),
     connected: at((e) => e.type === "agent" && e.data.connected === true),
+    timeline: [],
   };
+  let agentLog = "";
   if (BOOT) {
     // the instance boots: the ramdisk's agent is gone
-    await side.agent?.stop();
+    agentLog = (await side.agent?.stop())?.stderr ?? "";
     side.agent = undefined;
   }
+  if (values.timeline)
+    run.timeline = timeline(t0, events, [...side.log.slice(logFrom), ...agentLog.split("\n")]);
   const back = side.events.seen.length;
   const undeploy = await provision(side, "deleted");
   if (undeploy.status !== 202) throw new Error(`${side.name}: undeploy ${undeploy.status}`);
@@ -300,9 +341,12 @@ async function startSide(options: {
       executable,
       body: { automated_clean: false },
     });
+    const log: string[] = [];
+    if (values.timeline) createInterface({ input: child.stderr! }).on("line", (line) => log.push(line));
     const side: Side = {
       name,
       url,
+      log,
       stop,
       uuid: node.uuid,
       disk: node.disk,
@@ -356,7 +400,17 @@ async function curlDd(url: string, target: string): Promise<number> {
 /** The machine's limits this round: disk write (O_DIRECT), sha256 in Node, loopback HTTP. Seconds each. */
 const HASH_BLOCK = randomBytes(64 * MiB);
 
-async function limits(dense: { url: string; bytes: number }, target: string) {
+/** The machine's limits; `loopback` by server name (curl -o /dev/null of the dense image from each). */
+interface Limits {
+  disk: number;
+  sha: number;
+  loopback: Record<string, number>;
+}
+
+async function limits(
+  dense: { urls: Record<string, string>; bytes: number },
+  target: string,
+): Promise<Limits> {
   await freshDisk(target);
   let t0 = performance.now();
   await must("dd", [
@@ -375,9 +429,12 @@ async function limits(dense: { url: string; bytes: number }, target: string) {
   for (let done = 0; done < dense.bytes; done += HASH_BLOCK.length) hash.update(HASH_BLOCK);
   hash.digest();
   const sha = seconds(t0);
-  t0 = performance.now();
-  await must("curl", ["-sf", "-o", "/dev/null", dense.url]);
-  const loopback = seconds(t0);
+  const loopback: Record<string, number> = {};
+  for (const [server, url] of Object.entries(dense.urls)) {
+    t0 = performance.now();
+    await must("curl", ["-sf", "-o", "/dev/null", url]);
+    loopback[server] = seconds(t0);
+  }
   return { disk, sha, loopback };
 }
 
@@ -411,6 +468,12 @@ async function main(): Promise<void> {
   await mkdir(dir, { recursive: true });
   const executable = await ensureAgentBuilt();
   const server = await startHttpImageServer();
+  // nginx serves when asked to; otherwise only its loopback limit is measured, when it is installed
+  const nginx = await startThrowawayNginx(join(dir, "nginx")).catch((error: unknown) => {
+    if (SERVER === "nginx") throw error;
+    return undefined;
+  });
+  const bases: Record<string, string> = { node: server.url, ...(nginx ? { nginx: nginx.url } : {}) };
   const sides: Side[] = [];
   try {
     const denseBytes = (2 * GiB) / scale;
@@ -427,10 +490,13 @@ async function main(): Promise<void> {
     const sparsePath = join(dir, "sparse.raw");
     await makeSparseImage(sparsePath, sparseBytes, 0.1);
     await must("qemu-img", ["convert", "-f", "raw", "-O", "qcow2", sparsePath, join(dir, "sparse.qcow2")]);
-    for (const f of ["dense.raw", "sparse.raw", "sparse.qcow2"]) server.serve(`/${f}`, join(dir, f));
+    for (const f of ["dense.raw", "sparse.raw", "sparse.qcow2"]) {
+      server.serve(`/${f}`, join(dir, f));
+      await nginx?.serve(f, join(dir, f));
+    }
     const shaOf = async (f: string): Promise<string> =>
       (await must("sha256sum", [join(dir, f)])).split(" ")[0] ?? "";
-    const url = (f: string): string => `${server.url}/${f}`;
+    const url = (f: string): string => `${bases[SERVER]}/${f}`;
     const dense: Image = {
       label: `dense raw ${denseBytes / MiB} MiB`,
       url: url("dense.raw"),
@@ -494,18 +560,25 @@ async function main(): Promise<void> {
     const here = sides.at(-1)!;
     console.log(
       `node ${process.version}; ${values.small ? "1/8" : "full"} sizes; ${ROUNDS} interleaved round(s); ` +
+        `images served by ${SERVER === "nginx" ? "nginx (sendfile, its own process)" : "node:http in this process"}; ` +
         `sides: curl | dd, ${sides.map((s) => s.name).join(", ")}`,
     );
 
-    const limitRuns: { disk: number; sha: number; loopback: number }[] = [];
+    const limitRuns: Limits[] = [];
     const results = new Map<string, { dd: number[]; deploys: DeployRun[][]; load: [number, number][] }>();
     for (const image of images) results.set(image.label, { dd: [], deploys: sides.map(() => []), load: [] });
     for (let round = 0; round < ROUNDS; round += 1) {
-      const lim = await limits({ url: dense.url, bytes: denseBytes }, here.disk);
+      const urls = Object.fromEntries(
+        Object.entries(bases).map(([name, base]) => [name, `${base}/dense.raw`]),
+      );
+      const lim = await limits({ urls, bytes: denseBytes }, here.disk);
       limitRuns.push(lim);
+      const loopbacks = Object.entries(lim.loopback).map(
+        ([name, s]) => `${name} ${fmt(mbps(denseBytes, s), 0)}`,
+      );
       console.log(
         `round ${round + 1} limits: disk write ${fmt(mbps(denseBytes, lim.disk), 0)} MB/s, sha256 ${fmt(mbps(denseBytes, lim.sha), 0)} MB/s, ` +
-          `loopback HTTP ${fmt(mbps(denseBytes, lim.loopback), 0)} MB/s; load ${fmt(loadNow())}`,
+          `loopback HTTP ${loopbacks.join(", ")} MB/s; load ${fmt(loadNow())}`,
       );
       for (const image of images) {
         const record = results.get(image.label)!;
@@ -530,14 +603,16 @@ async function main(): Promise<void> {
     }
 
     console.log(`\n== the machine's limits (median of ${ROUNDS}, ${denseBytes / MiB} MiB) ==`);
-    for (const [name, key] of [
-      ["disk write, dd if=/dev/zero oflag=direct", "disk"],
-      ["sha256 in Node (from memory)", "sha"],
-      ["loopback HTTP, curl -o /dev/null", "loopback"],
-    ] as const)
-      console.log(
-        `  ${name.padEnd(44)} ${fmt(mbps(denseBytes, median(limitRuns.map((l) => l[key]))), 0)} MB/s`,
-      );
+    const limitRows: [string, (l: Limits) => number][] = [
+      ["disk write, dd if=/dev/zero oflag=direct", (l) => l.disk],
+      ["sha256 in Node (from memory)", (l) => l.sha],
+      ...Object.keys(bases).map((name): [string, (l: Limits) => number] => [
+        `loopback HTTP, curl -o /dev/null, ${name}${name === SERVER ? " (serving)" : ""}`,
+        (l) => l.loopback[name] ?? NaN,
+      ]),
+    ];
+    for (const [name, of] of limitRows)
+      console.log(`  ${name.padEnd(52)} ${fmt(mbps(denseBytes, median(limitRuns.map(of))), 0)} MB/s`);
 
     console.log(`\n== deploy through the API (PUT active → active event) against curl | dd, same target ==`);
     for (const image of images) {
@@ -554,6 +629,10 @@ async function main(): Promise<void> {
             `×${fmt(median(ratios))} curl|dd (per round ${ratios.map((r) => `×${fmt(r)}`).join(" ")})`,
         );
         printPhases(`  ${side.name}`, runs);
+        if (values.timeline) {
+          console.log(`    ${side.name}: the last deploy's timeline (ms from the PUT):`);
+          for (const row of runs.at(-1)?.timeline ?? []) console.log(`      ${row}`);
+        }
       }
     }
     if (sides.length > 1) {
@@ -599,6 +678,7 @@ async function main(): Promise<void> {
       await side.stop();
     }
     await server.close();
+    await nginx?.stop();
     await rm(dir, { recursive: true, force: true });
   }
 }

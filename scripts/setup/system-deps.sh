@@ -36,6 +36,8 @@ packages=(
   grub2-common grub-pc-bin grub-efi-amd64-bin
   # Image tests (a self-signed HTTPS image server, bmaptool's block maps) and the image bench's curl | dd baseline.
   openssl curl bmap-tools
+  # The image deploy bench can serve its images from nginx (sendfile, its own process), as deployments do.
+  nginx-light
   # The dashboard's browser tests drive Debian's Chromium (nothing is downloaded at test time).
   chromium
   # The cluster store's tests, benches and lab start a throwaway server (scripts/setup/postgres.sh).

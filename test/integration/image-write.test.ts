@@ -206,6 +206,52 @@ describe("writeImage: checksums", () => {
   });
 });
 
+describe("writeImage: an image hashed on a worker thread (parallelHashBytes 1 MiB)", () => {
+  const large = randomBytes(24 * MiB + 123);
+  const onWorker = { parallelHashBytes: MiB };
+  const digest = sha256(large);
+  const largeTarget = async (): Promise<string> => {
+    const target = join(dir, `large-${randomBytes(4).toString("hex")}.img`);
+    await writeFile(target, "");
+    return target;
+  };
+  beforeAll(async () => {
+    await writeFile(join(dir, "large.raw"), large);
+    server.serve("/large-drop.raw", join(dir, "large.raw"), { dropAfterBytes: 10 * MiB + 5 });
+    server.serve("/large.raw", join(dir, "large.raw"));
+  });
+
+  it("a 24 MiB raw image, dropped once, is written and verified; a wrong digest still fails", async () => {
+    const target = await largeTarget();
+    const result = await writeImage(
+      { image: spec("large-drop.raw", { checksum: { algo: "sha256", value: digest } }) },
+      options(target, onWorker),
+    );
+    expect(result.checksum).toEqual({ algo: "sha256", value: digest });
+    expect((await readFile(target)).subarray(0, large.length).equals(large)).toBe(true);
+    const wrong = writeImage(
+      { image: spec("large.raw", { checksum: { algo: "sha256", value: sha256(Buffer.from("no")) } }) },
+      options(await largeTarget(), onWorker),
+    );
+    await expect(wrong).rejects.toBeInstanceOf(ChecksumMismatchError);
+  });
+
+  it("its resume checkpoints carry the digests of the disk's first bytes, asked of the worker", async () => {
+    const reports: ImageProgress[] = [];
+    await writeImage(
+      {
+        image: spec("large.raw", { checksum: { algo: "sha256", value: digest } }),
+        checkpoint_bytes: 4 * MiB,
+      },
+      options(await largeTarget(), { ...onWorker, onProgress: (progress) => reports.push(progress) }),
+    );
+    const checkpoints = reports.flatMap((r) => (r.checkpoint ? [r.checkpoint] : []));
+    expect(checkpoints.length).toBeGreaterThanOrEqual(4);
+    for (const checkpoint of checkpoints)
+      expect(checkpoint.digest).toBe(sha256(large.subarray(0, checkpoint.bytes)));
+  });
+});
+
 describe("writeImage: HTTP faults", () => {
   it("resumes a twice-dropped download with Range requests starting where each drop stopped", async () => {
     server.serve("/drop.raw", join(dir, "disk.raw"), { dropAfterBytes: 3 * MiB, dropTimes: 2 });
