@@ -13,7 +13,8 @@
  * into phases from the event stream (`GET /v1/events`): accepted, agent's write_image step started, write
  * started (first progress frame), write_image done, active; with the agent's own write time (deploy_result).
  * Usage: node --import tsx scripts/bench/deploy-image.ts [--small] [--rounds 3] [--only dense|qcow2] [--profile] [--boot]
- *   [--server node|nginx] [--timeline]
+ *   [--server node|nginx] [--timeline] [--fast-track]
+ *   --fast-track: the conductor runs with fast track and each deploy goes to the agent that cleaned the node
  *   --timeline: prints one deploy per image and side (the last round's) as a timeline in ms from the PUT: the
  *   event stream's events, the conductor's log lines and the agent's (JSON lines with their own clocks)
  *   --small: 1/8 sizes; --profile: this checkout's conductor and its agent (from source) run with --cpu-prof
@@ -65,18 +66,21 @@ const { values } = parseArgs({
     boot: { type: "boolean", default: false },
     server: { type: "string", default: "node" },
     timeline: { type: "boolean", default: false },
+    "fast-track": { type: "boolean", default: false },
   },
 });
 if (values.server !== "node" && values.server !== "nginx") throw new Error("--server node|nginx");
 const SERVER = values.server;
 const ROUNDS = Number(values.rounds);
 /**
- * Every deploy boots the "ramdisk" (its agent starts at wait call-back). NOTE: fast track from one timed deploy
- * to the next is gone since fast track asks the power state (as Ironic's does): the undeploy powers the node
- * off, so the next deploy boots it and the old agent's boot is refused; the bench then waited forever.
- * `--boot` is kept as a no-op.
+ * By default every deploy boots the "ramdisk" (its agent starts at wait call-back). `--fast-track` is Ironic's
+ * fast track as an operator runs it: the conductor keeps the agent that cleaned the node, so the deploy goes
+ * to a running agent. Fast track asks the power state (as Ironic's does), so the undeploy between deploys
+ * cleans (automated_clean): the node boots the ramdisk for cleaning and stays on it, available. `--boot` is
+ * kept as a no-op.
  */
-const BOOT = true;
+const FAST_TRACK = values["fast-track"];
+const BOOT = !FAST_TRACK;
 const must = (command: string, args: string[]): Promise<string> =>
   runOk(command, args, { timeoutMs: 30 * 60_000 });
 const seconds = (from: number, to = performance.now()): number => (to - from) / 1000;
@@ -291,19 +295,25 @@ async function deployOnce(side: Side, image: Image): Promise<DeployRun> {
     connected: at((e) => e.type === "agent" && e.data.connected === true),
     timeline: [],
   };
-  let agentLog = "";
-  if (BOOT) {
-    // the instance boots: the ramdisk's agent is gone
-    agentLog = (await side.agent?.stop())?.stderr ?? "";
-    side.agent = undefined;
-  }
+  // the instance boots: the ramdisk's agent is gone
+  const agentLog = (await side.agent?.stop())?.stderr ?? "";
+  side.agent = undefined;
   if (values.timeline)
     run.timeline = timeline(t0, events, [...side.log.slice(logFrom), ...agentLog.split("\n")]);
-  const back = side.events.seen.length;
-  const undeploy = await provision(side, "deleted");
-  if (undeploy.status !== 202) throw new Error(`${side.name}: undeploy ${undeploy.status}`);
-  await reach(side, back, "available");
+  await undeploy(side);
   return run;
+}
+
+/** Undeploy (not timed). With fast track it cleans on a fresh ramdisk boot whose agent stays for the next deploy. */
+async function undeploy(side: Side): Promise<void> {
+  const back = side.events.seen.length;
+  const answer = await provision(side, "deleted");
+  if (answer.status !== 202) throw new Error(`${side.name}: undeploy ${answer.status}`);
+  if (FAST_TRACK) {
+    await reach(side, back, "clean wait");
+    side.agent = side.boot();
+  }
+  await reach(side, back, "available");
 }
 
 /** A conductor (this checkout's, or `cwd`'s) with one node enrolled, available, its agent connected. */
@@ -332,14 +342,14 @@ async function startSide(options: {
     await exited;
   };
   try {
-    // automated_clean false: an undeploy goes back to available at once, the agent still connected
+    // without fast track, automated_clean false: an undeploy goes back to available at once
     const node = await enrollSimulatedNode({
       url,
       dir,
       name: "bench-1",
       mac: options.mac,
       executable,
-      body: { automated_clean: false },
+      body: { automated_clean: FAST_TRACK },
     });
     const log: string[] = [];
     if (values.timeline) createInterface({ input: child.stderr! }).on("line", (line) => log.push(line));
@@ -360,22 +370,25 @@ async function startSide(options: {
       const from = side.events.seen.length;
       const answer = await provision(side, target);
       if (answer.status !== 202) throw new Error(`${name}: ${target}: ${answer.status}`);
+      if (target === "provide" && FAST_TRACK) {
+        // cleaning boots the "ramdisk"; with fast track its agent stays for the deploy
+        await reach(side, from, "clean wait");
+        side.agent = node.boot();
+      }
       await reach(side, from, state);
     }
-    // the warm-up deploy boots the "ramdisk": the agent starts when the node waits for it, and stays
+    // the warm-up deploy: without fast track it boots the "ramdisk" (the agent starts when the node waits)
     await setImage(side, options.warmup);
     const from = side.events.seen.length;
     await provision(side, "active");
-    await reach(side, from, "wait call-back");
-    side.agent = node.boot();
-    await reach(side, from, "active");
     if (BOOT) {
-      await side.agent.stop();
-      side.agent = undefined;
+      await reach(side, from, "wait call-back");
+      side.agent = node.boot();
     }
-    const back = side.events.seen.length;
-    await provision(side, "deleted");
-    await reach(side, back, "available");
+    await reach(side, from, "active");
+    await side.agent?.stop();
+    side.agent = undefined;
+    await undeploy(side);
     return side;
   } catch (error) {
     await stop();
