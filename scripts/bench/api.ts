@@ -13,7 +13,8 @@
 // installed service runs; BENCH_CONDUCTOR=tsx runs the sources through tsx instead. A baseline written
 // `<revision>:tsx` (or `:built`) runs that way whatever BENCH_CONDUCTOR says: `BENCH_BASELINE_REV=db27671:tsx`
 // compares a revision as it used to run with this checkout built, `HEAD:tsx` this checkout's code both ways;
-// more fields are node flags for that side (`HEAD:built:--max-semi-space-size=2`).
+// more fields are node flags for that side (`HEAD:built:--max-semi-space-size=2`). `<revision>:own` runs it built
+// by its own build script (a change to the build measured against the revision as it built itself).
 import bcrypt from "bcryptjs";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -152,7 +153,9 @@ async function main(): Promise<void> {
     mkdirSync(base);
     execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "bash", rev, base]);
     symlinkSync(resolve("node_modules"), join(base, "node_modules"));
-    const run: ConductorRun = mode === "tsx" || mode === "built" ? mode : BENCH_CONDUCTOR_RUN;
+    const run: ConductorRun =
+      mode === "tsx" ? mode : mode === "built" || mode === "own" ? "built" : BENCH_CONDUCTOR_RUN;
+    if (mode === "own") await prepareBenchConductor(base, run, { ownBuild: true });
     checkouts.push([`baseline ${spec}`, { cwd: base, run, nodeArgs: [...NODE_ARGS, ...flags] }]);
   }
   checkouts.push(["this checkout", { cwd: undefined, run: BENCH_CONDUCTOR_RUN, nodeArgs: NODE_ARGS }]);

@@ -1,6 +1,7 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
+import { promisify } from "node:util";
 import { CONDUCTOR_ENTRY, buildConductor } from "../build/conductor.ts";
 
 /**
@@ -16,15 +17,25 @@ const builds = new Map<string, Promise<unknown>>();
 /**
  * Builds the conductor bundle of a checkout (`cwd`, default this one) with this checkout's build, so that a
  * baseline revision runs from the same kind of bundle as this checkout; once per checkout and process. Nothing to
- * do for `tsx`.
+ * do for `tsx`. `ownBuild` builds it with the checkout's own scripts/build/conductor.ts instead (a change to the
+ * build itself, measured against the revision as it builds).
  */
 export async function prepareBenchConductor(
   cwd?: string,
   run: ConductorRun = BENCH_CONDUCTOR_RUN,
+  options: { ownBuild?: boolean } = {},
 ): Promise<void> {
   if (run !== "built") return;
   const root = resolve(cwd ?? ".");
-  if (!builds.has(root)) builds.set(root, buildConductor({ root }));
+  if (!builds.has(root))
+    builds.set(
+      root,
+      options.ownBuild
+        ? promisify(execFile)(process.execPath, ["--import", "tsx", "scripts/build/conductor.ts"], {
+            cwd: root,
+          })
+        : buildConductor({ root }),
+    );
   await builds.get(root);
 }
 

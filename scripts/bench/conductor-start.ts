@@ -3,7 +3,8 @@
  * workload (BENCH_NODES creates at concurrency 8, then detail pages), and the detail page's p50, so that a
  * memory saving that slows the API shows. Each variant is `run[:node flag …]`, where run is `tsx` (the sources
  * through tsx's loader), `built` (the esbuild bundle) or `built-ext` (a bundle that leaves npm packages to node's
- * resolver); a flag written NAME=value is put in the conductor's environment instead (built:MALLOC_ARENA_MAX=2);
+ * resolver) or a path to another bundle (`build/main-c23342b/main.js`: another revision built; the path has no
+ * `:`); a flag written NAME=value is put in the conductor's environment instead (built:MALLOC_ARENA_MAX=2);
  * the first variant is the baseline. Rounds are interleaved (the order rotates every round), each on a fresh
  * database.
  * Usage: flock /tmp/anvil-heavy.lock node --import tsx scripts/bench/conductor-start.ts \
@@ -85,7 +86,7 @@ async function measure(variant: string, dir: string): Promise<Measured> {
   const started = performance.now();
   const { child, url } = await startBenchConductor(dir, {
     run: run === "tsx" ? "tsx" : "built",
-    entry: run === "built-ext" ? `${EXT_DIR}/main.js` : undefined,
+    entry: run === "built-ext" ? `${EXT_DIR}/main.js` : run?.endsWith(".js") ? run : undefined,
     nodeArgs,
     env,
   });

@@ -29,6 +29,9 @@ describe("scripts/install.sh into a staging root", () => {
       expect(existsSync(join(root, path)), path).toBe(true);
     // the commands on PATH are links into the installed tree
     expect(lstatSync(join(root, "usr/local/bin/anvil")).isSymbolicLink()).toBe(true);
+    // one byte a character: V8 keeps the bundle's text resident, as UTF-16 when one character is not Latin-1
+    const bundle = readFileSync(join(root, "opt/anvil/build/conductor/main.js"));
+    expect(bundle.findIndex((byte) => byte > 0x7f)).toBe(-1);
     const config = readFileSync(join(root, "etc/anvil/conductor.yaml"), "utf8");
     expect(config).toMatch(/^data_dir: \/var\/lib\/anvil/m);
     expect(config).toMatch(/^# public_url: /m);
