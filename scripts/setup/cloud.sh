@@ -14,15 +14,4 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 echo "setup/cloud: installing ${missing[*]}" >&2
-if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
-policy=/usr/sbin/policy-rc.d
-added_policy=""
-if [ ! -e "$policy" ]; then
-  printf '#!/bin/sh\n# added by scripts/setup/cloud.sh while installing\nexit 101\n' | $SUDO tee "$policy" >/dev/null
-  $SUDO chmod 755 "$policy"
-  added_policy=1
-fi
-trap '[ -n "$added_policy" ] && $SUDO rm -f "$policy"' EXIT
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q >&2
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+bash "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" "${missing[@]}"
