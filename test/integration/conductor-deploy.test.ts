@@ -182,6 +182,8 @@ describe("deploy through the agent", () => {
     }
   });
 
+  // NOTE: the test's timeout is longer than waitForState's own 60 s, so a hang fails naming the state the node
+  // was left in (it timed out once in a fresh-clone run, with nothing to go on)
   it("an image server that drips bytes ends the deploy in 'deploy failed' naming the rate, not a stuck node", async () => {
     // the conductor's floor: 256 KiB/s over 1 s windows; the server sends 4 KiB every 100 ms (40 KiB/s)
     const ctx = await startConductor({
@@ -214,7 +216,7 @@ describe("deploy through the agent", () => {
     } finally {
       await ctx.stop();
     }
-  });
+  }, 120_000);
 
   it("an agent that dials in before its node reaches the wait state is not lost", async () => {
     // slow fake power: the agent connects while the node is still "cleaning"
