@@ -8,7 +8,7 @@ import type { Inventory } from "../../shared/inventory.ts";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseBlockMap } from "../../agent/image/bmap.ts";
 import type { FakeBoot } from "../../conductor/drivers/boot/fake.ts";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, provisionThrough, startConductor, waitForState } from "../helpers/conductor.ts";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
 import { readRange, sha256, sparseCopyWithBlockMap } from "../helpers/disk.ts";
@@ -183,7 +183,7 @@ describe("deploy through the agent", () => {
   });
 
   // NOTE: the test's timeout is longer than waitForState's own 60 s, so a hang fails naming the state the node
-  // was left in (it timed out once in a fresh-clone run, with nothing to go on)
+  // was left in (that is how its one flake, a provide refused while manage verified, was found)
   it("an image server that drips bytes ends the deploy in 'deploy failed' naming the rate, not a stuck node", async () => {
     // the conductor's floor: 256 KiB/s over 1 s windows; the server sends 4 KiB every 100 ms (40 KiB/s)
     const ctx = await startConductor({
@@ -192,8 +192,11 @@ describe("deploy through the agent", () => {
     try {
       images.serve("/drip.raw", join(dir, "disk.raw"), { drip: { bytes: 4096, everyMs: 100 } });
       await setup(ctx, "drip").then(async ({ boot }) => {
-        for (const target of ["manage", "provide"]) await provision(ctx.url, "drip", { target });
-        await waitForState(ctx.url, "drip", "clean wait");
+        // each verb once the last has landed: a provide sent while manage still verifies is refused
+        await provisionThrough(ctx.url, "drip", [
+          ["manage", "manageable"],
+          ["provide", "clean wait"],
+        ]);
         const cleaner = boot();
         await waitForState(ctx.url, "drip", "available");
         await cleaner.stop();
