@@ -14,6 +14,51 @@ import type { HttpImageServer } from "./http-image-server.ts";
 const MiB = 1024 * 1024;
 
 /**
+ * A fake-hardware node deploying `image` (served at `path`, with its block map at `bmapPath` if given) with
+ * the direct interface onto a new 64 MiB disk file, its port `mac`, taken through `url` to "wait call-back".
+ * @returns the node's uuid
+ */
+export async function directDeployWaiting(options: {
+  url: string;
+  images: HttpImageServer;
+  path: string;
+  image: Buffer;
+  disk: string;
+  mac: string;
+  uuid?: string;
+  bmapPath?: string;
+}): Promise<string> {
+  const { url, images, path, image, disk, mac, bmapPath } = options;
+  await writeFile(disk, "");
+  await truncate(disk, 64 * MiB);
+  const created = await api(`${url}/v1/nodes`, {
+    method: "POST",
+    body: {
+      ...(options.uuid ? { uuid: options.uuid } : {}),
+      driver: "fake-hardware",
+      deploy_interface: "direct",
+      automated_clean: false,
+      instance_info: {
+        image_source: `${images.url}${path}`,
+        image_os_hash_algo: "sha256",
+        image_os_hash_value: sha256(image),
+        ...(bmapPath === undefined ? {} : { image_bmap: `${images.url}${bmapPath}` }),
+      },
+    },
+  });
+  expect(created.status).toBe(201);
+  const uuid = (created.body as { uuid: string }).uuid;
+  const port = await api(`${url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: mac } });
+  expect(port.status).toBe(201);
+  await provisionThrough(url, uuid, [
+    ["manage", "manageable"],
+    ["provide", "available"],
+    ["active", "wait call-back"],
+  ]);
+  return uuid;
+}
+
+/**
  * A direct-deploy node on a simulated machine whose 8 MiB image stops half-way until `resume()`, taken
  * through `url` to "wait call-back". `boot` starts its agent (in this process) dialling `conductors` in order;
  * `writing` resolves with the write_image command id once the agent is caught mid-write; `expectWrittenOnce`
@@ -36,31 +81,15 @@ export async function nodeCaughtMidWrite(options: {
     resumeWhen: new Promise<void>((r) => (resume = r)),
   });
   const disk = join(dir, `${path}.disk`);
-  await writeFile(disk, "");
-  await truncate(disk, 64 * MiB);
-  const created = await api(`${url}/v1/nodes`, {
-    method: "POST",
-    body: {
-      ...(options.uuid ? { uuid: options.uuid } : {}),
-      driver: "fake-hardware",
-      deploy_interface: "direct",
-      automated_clean: false,
-      instance_info: {
-        image_source: `${images.url}${path}`,
-        image_os_hash_algo: "sha256",
-        image_os_hash_value: sha256(image),
-      },
-    },
+  const uuid = await directDeployWaiting({
+    url,
+    images,
+    path,
+    image,
+    disk,
+    mac,
+    ...(options.uuid ? { uuid: options.uuid } : {}),
   });
-  expect(created.status).toBe(201);
-  const uuid = (created.body as { uuid: string }).uuid;
-  const port = await api(`${url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: mac } });
-  expect(port.status).toBe(201);
-  await provisionThrough(url, uuid, [
-    ["manage", "manageable"],
-    ["provide", "available"],
-    ["active", "wait call-back"],
-  ]);
 
   const agentLog = recordingLogger();
   let link: AgentLink | undefined;

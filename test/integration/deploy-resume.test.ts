@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { open, readFile, truncate, writeFile } from "node:fs/promises";
+import { open, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -10,11 +10,12 @@ import { AgentLink } from "../../agent/link/client.ts";
 import { agentEndpointOf } from "../../conductor/agents/endpoint.ts";
 import type { CallOptions, DriverNode } from "../../conductor/drivers/interfaces.ts";
 import { recordingLogger, sampleInventory } from "../helpers/agent.ts";
-import { api, provisionThrough, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, startConductor, waitForState } from "../helpers/conductor.ts";
 import { CountingPower, fakeHardwareWith } from "../helpers/counting-power.ts";
 import { MiB, sha256, sparseCopyWithBlockMap } from "../helpers/disk.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
 import { until } from "../helpers/wait.ts";
+import { directDeployWaiting } from "../helpers/mid-write.ts";
 
 /** Fake power whose reboot boots the simulated machine again (a fresh agent, a fresh boot id). */
 class RebootingPower extends CountingPower {
@@ -126,33 +127,16 @@ async function deployCaughtMidWrite(options: {
     resumeWhen: new Promise<void>((r) => (resumeServer = r)),
   });
   const disk = join(dir, "node.disk");
-  await writeFile(disk, "");
-  await truncate(disk, 64 * MiB);
   const mac = "52:54:00:29:00:01";
-  const created = await api(`${ctx.url}/v1/nodes`, {
-    method: "POST",
-    body: {
-      driver: "fake-hardware",
-      deploy_interface: "direct",
-      automated_clean: false,
-      instance_info: {
-        image_source: `${images.url}${path}`,
-        image_os_hash_algo: "sha256",
-        image_os_hash_value: sha256(image),
-        ...(bmap === undefined ? {} : { image_bmap: `${images.url}${bmap}` }),
-      },
-    },
+  const uuid = await directDeployWaiting({
+    url: ctx.url,
+    images,
+    path,
+    image,
+    disk,
+    mac,
+    ...(bmap === undefined ? {} : { bmapPath: bmap }),
   });
-  expect(created.status).toBe(201);
-  const uuid = (created.body as { uuid: string }).uuid;
-  expect(
-    (await api(`${ctx.url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: mac } })).status,
-  ).toBe(201);
-  await provisionThrough(ctx.url, uuid, [
-    ["manage", "manageable"],
-    ["provide", "available"],
-    ["active", "wait call-back"],
-  ]);
   const machine = simulatedMachine({ url: ctx.url, mac, disk });
   power.onReboot = () => {
     void machine.crash().then(() => machine.boot());
