@@ -20,7 +20,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { Agent, request } from "node:http";
+import { Agent } from "node:http";
 import {
   BENCH_CONDUCTOR_RUN,
   type ConductorRun,
@@ -37,6 +37,7 @@ import {
 } from "./interleave.ts";
 import { percentile } from "./percentile.ts";
 import { rssMiB } from "./rss.ts";
+import { type BenchAnswer, ironicCall } from "./ironic-call.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 10_000);
 const CONCURRENCY = 8;
@@ -54,29 +55,10 @@ const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 const auth: Record<string, string> = {};
 
 /** `method` is "GET" or "POST", "GET latest" asks for the newest microversion (else 1.78). */
-function call(url: string, method: string, body?: unknown): Promise<{ status: number; text: string }> {
-  const version = method.endsWith(" latest") ? "latest" : "1.78";
-  method = method.split(" ")[0] ?? method;
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = request(url, {
-      method,
-      agent,
-      headers: {
-        "Content-Type": "application/json",
-        "X-OpenStack-Ironic-API-Version": version,
-        ...auth,
-        ...(payload ? { "Content-Length": Buffer.byteLength(payload) } : {}),
-      },
-    });
-    req.on("response", (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
-    });
-    req.on("error", reject);
-    req.end(payload);
-  });
+/** `method` may end in " latest" for that microversion; 1.78 otherwise. */
+function call(url: string, method: string, body?: unknown): Promise<BenchAnswer> {
+  const [verb = method, version] = method.split(" ");
+  return ironicCall(url, verb, { agent, version: version ?? "1.78", headers: auth, body });
 }
 
 async function timed(

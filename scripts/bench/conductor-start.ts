@@ -11,7 +11,7 @@
  *          [--variants tsx,built,built:--max-semi-space-size=4] [--rounds 4] [--nodes 2000]
  */
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { Agent, request } from "node:http";
+import { Agent } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -20,6 +20,7 @@ import { prepareBenchConductor, startBenchConductor } from "./conductor-process.
 import { type Figure, compareRounds, loadNow, printLoad } from "./interleave.ts";
 import { percentile } from "./percentile.ts";
 import { rssMiB } from "./rss.ts";
+import { ironicCall } from "./ironic-call.ts";
 
 const { values } = parseArgs({
   options: {
@@ -53,25 +54,8 @@ const FIGURES: Figure<Measured>[] = [
 
 const agent = new Agent({ keepAlive: true, maxSockets: 8 });
 
-function call(url: string, method: string, body?: unknown): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = request(url, {
-      method,
-      agent,
-      headers: {
-        "Content-Type": "application/json",
-        "X-OpenStack-Ironic-API-Version": "latest",
-        ...(payload ? { "Content-Length": Buffer.byteLength(payload) } : {}),
-      },
-    });
-    req.on("response", (res) => {
-      res.on("data", () => undefined);
-      res.on("end", () => resolve(res.statusCode ?? 0));
-    });
-    req.on("error", reject);
-    req.end(payload);
-  });
+async function call(url: string, method: string, body?: unknown): Promise<number> {
+  return (await ironicCall(url, method, { agent, version: "latest", body, keepBody: false })).status;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
