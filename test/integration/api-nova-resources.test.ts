@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, powerSettled, startConductor, waitForState } from "../helpers/conductor.ts";
 
 let ctx: Awaited<ReturnType<typeof startConductor>>;
 
@@ -19,12 +19,8 @@ async function enroll(extra: Record<string, unknown> = {}): Promise<string> {
 async function power(node: string, target: "power on" | "power off"): Promise<void> {
   const put = await at("1.78", `/v1/nodes/${node}/states/power`, { method: "PUT", body: { target } });
   expect(put.status).toBe(202);
-  for (let i = 0; i < 200; i++) {
-    const got = (await at("1.78", `/v1/nodes/${node}`)).body as { power_state: string };
-    if (got.power_state === target) return;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`node ${node} never reached ${target}`);
+  // settled and released: a change sent while the power task still holds the lock is refused 409
+  await powerSettled({ url: ctx.url, headers: { "X-OpenStack-Ironic-API-Version": "1.78" } }, node, target);
 }
 
 beforeAll(async () => {

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, powerSettled, provisionThrough, startConductor, waitForState } from "../helpers/conductor.ts";
 import { enrollSimulatedNode } from "../helpers/simulated-node.ts";
 
 /**
@@ -38,11 +38,17 @@ describe("servicing an active node through the agent", () => {
   /** A simulated node adopted as active (its instance "running"), powered on. */
   async function activeNode(name: string, mac: string, smartFailing = false) {
     const node = await enrollSimulatedNode({ url: ctx.url, dir, name, mac, executable, smartFailing });
-    await provision(name, { target: "manage" });
-    await waitForState(ctx.url, name, "manageable");
-    await provision(name, { target: "adopt" });
-    await waitForState(ctx.url, name, "active");
-    await api(`${ctx.url}/v1/nodes/${name}/states/power`, { method: "PUT", body: { target: "power on" } });
+    await provisionThrough(ctx.url, name, [
+      ["manage", "manageable"],
+      ["adopt", "active"],
+    ]);
+    const on = await api(`${ctx.url}/v1/nodes/${name}/states/power`, {
+      method: "PUT",
+      body: { target: "power on" },
+    });
+    expect(on.status, JSON.stringify(on.body)).toBe(202);
+    // a service request sent while the power task still holds the node's lock is refused 409 NodeLocked
+    await powerSettled(ctx.url, name, "power on");
     return { ...node, boot: () => agents.push(node.boot()) };
   }
 
@@ -65,11 +71,12 @@ describe("servicing an active node through the agent", () => {
     expect(stored.driver_internal_info).not.toHaveProperty("service_steps");
     const device = await api(`${ctx.url}/v1/nodes/svc-ok/management/boot_device`);
     expect(device.body).toMatchObject({ boot_device: "disk", persistent: true });
-  });
+  }, 120_000);
 
   it("a failing step lands in service failed naming it; abort returns the node to active", async () => {
     const node = await activeNode("svc-bad", "52:54:00:00:08:02", true);
-    await provision("svc-bad", { target: "service", service_steps: [SMART] });
+    const r = await provision("svc-bad", { target: "service", service_steps: [SMART] });
+    expect(r.status, JSON.stringify(r.body)).toBe(202);
     await waitForState(ctx.url, "svc-bad", "service wait");
     node.boot();
     const failed = await waitForState(ctx.url, "svc-bad", "service failed");
@@ -84,5 +91,5 @@ describe("servicing an active node through the agent", () => {
       provision_state: "active",
       last_error: "By request, the service operation was aborted",
     });
-  });
+  }, 120_000);
 });
