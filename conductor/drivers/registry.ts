@@ -10,6 +10,7 @@ import { fakeRaid } from "./raid/fake.ts";
 import { IpxeBoot } from "./boot/ipxe.ts";
 import { PxeBoot } from "./boot/pxe.ts";
 import { deployImageDefaultsOf } from "./boot/deploy-images.ts";
+import { DEFAULT_KERNEL_WORDS, KERNEL_WORDS_BY_ARCH } from "./boot/kernel-append.ts";
 import { driverRegistry, type DriverRegistry, type HardwareType } from "./hardware-type.ts";
 import { IpmitoolConsole } from "./ipmi/console.ts";
 import { Ipmitool, type IpmitoolOptions } from "./ipmi/ipmitool.ts";
@@ -85,9 +86,8 @@ export function fakeHardware(config: ConductorConfig): HardwareType {
 
 function networkBoot(config: ConductorConfig) {
   const defaults = deployImageDefaultsOf(config.boot);
-  const kernelArgs = ["console=tty0", "console=ttyS0,115200n8"];
-  // Arm servers' (and QEMU virt's) serial port is a PL011, ttyAMA0; the last console= is /dev/console.
-  const kernelArgsByArch = { aarch64: ["console=tty0", "console=ttyAMA0,115200"] };
+  const kernelArgs = DEFAULT_KERNEL_WORDS;
+  const kernelArgsByArch = KERNEL_WORDS_BY_ARCH;
   return config.boot.kind === "ipxe"
     ? new IpxeBoot({
         root: httpBootRoot(config),
@@ -112,7 +112,7 @@ export function redfishHardwareOf(
             files: new DeployFiles({ dir: join(config.dataDir, "vmedia-sources") }),
             signedUrl: (path) => vmedia.signedUrl(path),
             defaultDeployImages: deployImageDefaultsOf(config.boot),
-            kernelArgs: ["console=tty0", "console=ttyS0,115200n8"],
+            kernelArgs: DEFAULT_KERNEL_WORDS,
           },
         }
       : {}),
@@ -133,10 +133,6 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
   // status reads go native unless configured otherwise; the same metrics hook sees both
   const statusClient =
     config.ipmi.statusClient === "native" ? new RmcpClient({ onCall: ipmitoolOptions.onCall }) : undefined;
-  const defaults = deployImageDefaultsOf(config.boot);
-  const kernelArgs = ["console=tty0", "console=ttyS0,115200n8"];
-  // Arm servers' (and QEMU virt's) serial port is a PL011, ttyAMA0; the last console= is /dev/console.
-  const kernelArgsByArch = { aarch64: ["console=tty0", "console=ttyAMA0,115200"] };
   return {
     name: "ipmi",
     interfaces: {
@@ -156,20 +152,7 @@ export function ipmiHardware(config: ConductorConfig, ipmitoolOptions: IpmitoolO
     },
     power: new IpmitoolPower({ ipmitool, statusClient }),
     management: new IpmitoolManagement({ ipmitool }),
-    boot:
-      config.boot.kind === "ipxe"
-        ? new IpxeBoot({
-            root: httpBootRoot(config),
-            defaultDeployImages: defaults,
-            kernelArgs,
-            kernelArgsByArch,
-          })
-        : new PxeBoot({
-            root: tftpRoot(config),
-            defaultDeployImages: defaults,
-            kernelArgs,
-            kernelArgsByArch,
-          }),
+    boot: networkBoot(config),
     deploy: [agentDeploy],
     inspect: [agentInspect],
     // NOTE: as in Ironic, no-raid is the default; `--raid-interface agent` builds software RAID in band

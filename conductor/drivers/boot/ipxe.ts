@@ -5,7 +5,7 @@ import type { BootMode } from "./boot-mode.ts";
 import { pathInside, removeFile, writeFileAtomic } from "./boot-files.ts";
 import { cpuArchOf, deployImagesFor, requireHttpUrl } from "./deploy-images.ts";
 import type { DeployImageDefaults, DeployImages } from "./deploy-images.ts";
-import { ramdiskKernelWords } from "./kernel-append.ts";
+import { DEFAULT_KERNEL_WORDS, ramdiskKernelWords } from "./kernel-append.ts";
 import { checkKernelWords, formatKernelArgs } from "./kernel-args.ts";
 import { macHyphenated, macPxeName } from "./mac.ts";
 import type { Mac } from "./mac.ts";
@@ -17,9 +17,9 @@ export interface IpxeBootOptions {
   /** Used when driver_info has no deploy_kernel / deploy_ramdisk. */
   defaultDeployImages?: DeployImageDefaults;
   /** Words on every deploy kernel command line. Default: consoles on tty0 and ttyS0. */
-  kernelArgs?: string[];
+  kernelArgs?: readonly string[];
   /** Instead of kernelArgs for nodes of these cpu_arch (canonical names), e.g. aarch64's ttyAMA0 console. */
-  kernelArgsByArch?: Readonly<Record<string, string[]>>;
+  kernelArgsByArch?: Readonly<Record<string, readonly string[]>>;
   /** How long iPXE waits before retrying a failed download. Default 10 s. */
   retryDelaySec?: number;
 }
@@ -117,7 +117,7 @@ export class IpxeBoot implements BootInterface {
   constructor(options: IpxeBootOptions) {
     this.root = options.root;
     this.defaults = options.defaultDeployImages ?? {};
-    this.kernelWords = checkKernelWords(options.kernelArgs ?? ["console=tty0", "console=ttyS0,115200n8"]);
+    this.kernelWords = checkKernelWords(options.kernelArgs ?? DEFAULT_KERNEL_WORDS);
     this.kernelWordsByArch = new Map(
       Object.entries(options.kernelArgsByArch ?? {}).map(([arch, words]) => [arch, checkKernelWords(words)]),
     );

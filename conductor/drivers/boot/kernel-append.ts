@@ -4,6 +4,15 @@ import { checkKernelWords } from "./kernel-args.ts";
 
 /** Ironic's per-node driver_info key for the deploy ramdisk's kernel command line. */
 export const KERNEL_APPEND_PARAMS = "kernel_append_params";
+/**
+ * The conductor's own ramdisk words (Ironic's `[pxe] kernel_append_params`): both consoles, the serial port
+ * last, since the last console= is /dev/console and a BMC's serial-over-LAN is where operators watch.
+ */
+export const DEFAULT_KERNEL_WORDS: readonly string[] = ["console=tty0", "console=ttyS0,115200n8"];
+/** Instead of those for nodes of these cpu_arch: Arm servers' (and QEMU virt's) serial port is a PL011. */
+export const KERNEL_WORDS_BY_ARCH: Readonly<Record<string, readonly string[]>> = {
+  aarch64: ["console=tty0", "console=ttyAMA0,115200"],
+};
 /** Where a node's value puts the conductor's own words (Ironic's placeholder). */
 const DEFAULT_PLACEHOLDER = "%default%";
 /** Words that are the conductor's to write: the agent's endpoints and certificate pin. */

@@ -4,7 +4,7 @@ import type { VmediaIsoBuilder } from "../../images/iso.ts";
 import { IsoBuildError } from "../../images/iso.ts";
 import type { DeployFiles } from "../../images/iso-sources.ts";
 import { deployImagesFor, type DeployImageDefaults } from "../boot/deploy-images.ts";
-import { ramdiskKernelWords } from "../boot/kernel-append.ts";
+import { DEFAULT_KERNEL_WORDS, ramdiskKernelWords } from "../boot/kernel-append.ts";
 import { checkKernelWords, formatKernelArgs } from "../boot/kernel-args.ts";
 import { isMac, macPxeName, normalizeMac } from "../boot/mac.ts";
 import { checkedUuid } from "../boot/node-uuid.ts";
@@ -28,7 +28,7 @@ export interface VirtualMediaBootOptions {
   /** Used when driver_info has no deploy_kernel / deploy_ramdisk. */
   defaultDeployImages?: DeployImageDefaults;
   /** Words on every deploy kernel command line (consoles). */
-  kernelArgs?: string[];
+  kernelArgs?: readonly string[];
 }
 
 /** The node's network_data for the ISO, or null when none is set (the ramdisk then falls back to DHCP). */
@@ -50,7 +50,7 @@ export class RedfishVirtualMediaBoot implements BootInterface {
   private readonly held = new Map<string, string>();
 
   constructor(private readonly options: VirtualMediaBootOptions) {
-    this.kernelWords = checkKernelWords(options.kernelArgs ?? ["console=tty0", "console=ttyS0,115200n8"]);
+    this.kernelWords = checkKernelWords(options.kernelArgs ?? DEFAULT_KERNEL_WORDS);
     this.defaults = options.defaultDeployImages ?? {};
   }
 
