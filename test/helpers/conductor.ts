@@ -140,7 +140,26 @@ export async function waitForState(
   }
 }
 
-/** PUTs each provision target in turn, each answered 202, and waits for the state it leads to. */
+/**
+ * Waits until nobody holds the node's lock (`reservation` null). A flow writes its state before it releases the
+ * lock (on PostgreSQL two round trips apart), so a change sent as soon as the state shows can be refused 409
+ * NodeLocked. A node that is not found counts as released: the change sent next reports the 404.
+ */
+export async function released(target: NodeTarget, node: string): Promise<void> {
+  const { url, headers } = typeof target === "string" ? { url: target, headers: {} } : target;
+  await until(
+    async () => {
+      const body = (await api(`${url}/v1/nodes/${node}`, { headers })).body as Record<string, unknown>;
+      return typeof body.reservation === "string" ? undefined : true;
+    },
+    { what: `${node} to be released` },
+  );
+}
+
+/**
+ * PUTs each provision target in turn, each once the node is `released`, each answered 202, and waits for the
+ * state it leads to.
+ */
 export async function provisionThrough(
   target: NodeTarget,
   node: string,
@@ -148,6 +167,7 @@ export async function provisionThrough(
 ): Promise<void> {
   const { url, headers } = typeof target === "string" ? { url: target, headers: {} } : target;
   for (const [provision, state] of steps) {
+    await released(target, node);
     const put = await api(`${url}/v1/nodes/${node}/states/provision`, {
       method: "PUT",
       body: { target: provision },
