@@ -156,25 +156,25 @@ export async function released(target: NodeTarget, node: string): Promise<void> 
   );
 }
 
+/** A provision request: the target alone, or the whole body (clean_steps, configdrive, service_steps...). */
+export type ProvisionRequest = string | { readonly target: string; readonly [field: string]: unknown };
+
 /**
- * PUTs each provision target in turn, each once the node is `released`, each answered 202, and waits for the
- * state it leads to.
+ * PUTs each provision request in turn, each once the node is `released`, each answered 202 (else it throws with
+ * the answer), and waits for the state it leads to.
  */
 export async function provisionThrough(
   target: NodeTarget,
   node: string,
-  steps: ReadonlyArray<readonly [target: string, state: string]>,
+  steps: ReadonlyArray<readonly [request: ProvisionRequest, state: string]>,
 ): Promise<void> {
   const { url, headers } = typeof target === "string" ? { url: target, headers: {} } : target;
-  for (const [provision, state] of steps) {
+  for (const [request, state] of steps) {
+    const body = typeof request === "string" ? { target: request } : request;
     await released(target, node);
-    const put = await api(`${url}/v1/nodes/${node}/states/provision`, {
-      method: "PUT",
-      body: { target: provision },
-      headers,
-    });
+    const put = await api(`${url}/v1/nodes/${node}/states/provision`, { method: "PUT", body, headers });
     if (put.status !== 202)
-      throw new Error(`${provision} ${node}: ${put.status} ${JSON.stringify(put.body)}`);
+      throw new Error(`${body.target} ${node}: ${put.status} ${JSON.stringify(put.body)}`);
     await waitForState(target, node, state);
   }
 }
