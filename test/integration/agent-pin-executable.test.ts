@@ -96,7 +96,7 @@ describe("the agent executable pins the CA fingerprint it is given", () => {
       await agent.stop();
       await conductor.close();
     }
-  }, 60_000);
+  }, 120_000);
 
   it("refuses a conductor presenting a certificate from another CA: it dials, but never upgrades or says hello", async () => {
     const conductor = await conductorServing(other);
@@ -115,7 +115,7 @@ describe("the agent executable pins the CA fingerprint it is given", () => {
       expect(stderr).toContain(lab.caFingerprint);
     }
     await conductor.close();
-  }, 60_000);
+  }, 120_000);
 });
 
 /**
@@ -166,7 +166,7 @@ describe("the agent executable verifies the chain under its pin as OpenSSL does,
       await agent.stop();
       await conductor.close();
     }
-  }, 60_000);
+  }, 120_000);
 
   // OpenSSL checks each issuer's purpose as a CA: like `openssl verify`, it names the depth-1 certificate
   // "unsuitable certificate purpose" (INVALID_PURPOSE) when it has no CA bit
@@ -252,5 +252,5 @@ describe("the agent executable verifies the chain under its pin as OpenSSL does,
       await conductor.close();
       await clear.close();
     }
-  }, 60_000);
+  }, 120_000);
 });
