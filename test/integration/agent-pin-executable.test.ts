@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { createServer as createHttpServer } from "node:http";
 import { createServer } from "node:https";
 import type { AddressInfo } from "node:net";
@@ -35,6 +35,8 @@ let other: LabCa;
 let chains: Record<ImpostorKind, ServedChain>;
 
 beforeAll(async () => {
+  // .tmp is not in a fresh clone: made here, not left to whichever file happened to run first
+  await mkdir(join(ROOT, ".tmp"), { recursive: true });
   dir = await mkdtemp(join(ROOT, ".tmp/agent-pin-"));
   [executable, lab, other] = await Promise.all([
     ensureAgentBuilt(),
