@@ -140,21 +140,41 @@ export async function waitForState(
   }
 }
 
-/** PUTs each provision target in turn, each answered 202, and waits for the state it leads to. */
+/**
+ * Waits until nobody holds the node's lock (`reservation` null). A flow writes its state before it releases the
+ * lock (on PostgreSQL two round trips apart), so a change sent as soon as the state shows can be refused 409
+ * NodeLocked. A node that is not found counts as released: the change sent next reports the 404.
+ */
+export async function released(target: NodeTarget, node: string): Promise<void> {
+  const { url, headers } = typeof target === "string" ? { url: target, headers: {} } : target;
+  await until(
+    async () => {
+      const body = (await api(`${url}/v1/nodes/${node}`, { headers })).body as Record<string, unknown>;
+      return typeof body.reservation === "string" ? undefined : true;
+    },
+    { what: `${node} to be released` },
+  );
+}
+
+/** A provision request: the target alone, or the whole body (clean_steps, configdrive, service_steps...). */
+export type ProvisionRequest = string | { readonly target: string; readonly [field: string]: unknown };
+
+/**
+ * PUTs each provision request in turn, each once the node is `released`, each answered 202 (else it throws with
+ * the answer), and waits for the state it leads to.
+ */
 export async function provisionThrough(
   target: NodeTarget,
   node: string,
-  steps: ReadonlyArray<readonly [target: string, state: string]>,
+  steps: ReadonlyArray<readonly [request: ProvisionRequest, state: string]>,
 ): Promise<void> {
   const { url, headers } = typeof target === "string" ? { url: target, headers: {} } : target;
-  for (const [provision, state] of steps) {
-    const put = await api(`${url}/v1/nodes/${node}/states/provision`, {
-      method: "PUT",
-      body: { target: provision },
-      headers,
-    });
+  for (const [request, state] of steps) {
+    const body = typeof request === "string" ? { target: request } : request;
+    await released(target, node);
+    const put = await api(`${url}/v1/nodes/${node}/states/provision`, { method: "PUT", body, headers });
     if (put.status !== 202)
-      throw new Error(`${provision} ${node}: ${put.status} ${JSON.stringify(put.body)}`);
+      throw new Error(`${body.target} ${node}: ${put.status} ${JSON.stringify(put.body)}`);
     await waitForState(target, node, state);
   }
 }

@@ -7,7 +7,7 @@ import { silentLogger } from "../../shared/log.ts";
 import type { CommandName, Welcome } from "../../shared/protocol.ts";
 import { sampleInventory } from "../helpers/agent.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, released, startConductor, waitForState } from "../helpers/conductor.ts";
 import { RawAgent } from "../helpers/raw-agent.ts";
 
 const MAC = "52:54:00:aa:00:01";
@@ -49,9 +49,6 @@ describe("a fake agent with only the node's MAC", () => {
     ctx = undefined;
   });
 
-  const provision = (target: string) =>
-    api(`${ctx?.url}/v1/nodes/victim/states/provision`, { method: "PUT", body: { target } });
-
   /** Every hello a fake can build without the token: refused, closed, never a command. */
   async function attack(url: string, realBootId: string): Promise<string[]> {
     const attempts: Array<{ bootId: string; token?: string }> = [
@@ -84,8 +81,10 @@ describe("a fake agent with only the node's MAC", () => {
         inspect_interface: "agent",
       },
     });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
     const uuid = (created.body as { uuid: string }).uuid;
-    await api(`${url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: MAC } });
+    const port = await api(`${url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: MAC } });
+    expect(port.status, JSON.stringify(port.body)).toBe(201);
     const connects: boolean[] = [];
     conductor.events.subscribe((event) => {
       if (event.type === "agent" && event.node === uuid) connects.push(event.connected === true);
@@ -111,10 +110,10 @@ describe("a fake agent with only the node's MAC", () => {
       onWelcome: (welcome) => welcomes.push(welcome),
     });
 
-    await provision("manage");
-    await waitForState(url, "victim", "manageable");
-    await provision("inspect");
-    await waitForState(url, "victim", "inspect wait");
+    await provisionThrough(url, "victim", [
+      ["manage", "manageable"],
+      ["inspect", "inspect wait"],
+    ]);
     links.push(link);
     link.start();
     await waitFor(() => gates.started.includes("get_inventory"), { what: "inspection to call the agent" });
@@ -125,7 +124,9 @@ describe("a fake agent with only the node's MAC", () => {
     const inspected = await waitForState(url, "victim", "manageable");
     expect((inspected.properties as { cpus?: number }).cpus).toBe(8);
 
-    await provision("provide");
+    // released first and the 202 read: a provide refused while inspection let go would leave the wait below
+    // to time out unnamed
+    await provisionThrough(url, "victim", [["provide", "cleaning"]]);
     await waitFor(() => gates.started.includes("erase_devices_metadata"), { what: "cleaning" });
     refusals.push(...(await attack(wsUrl, realBootId))); // cleaning, erase in flight
     gates.release("erase_devices_metadata", {});
@@ -133,11 +134,13 @@ describe("a fake agent with only the node's MAC", () => {
 
     refusals.push(...(await attack(wsUrl, realBootId))); // fast-track available, agent idle
 
-    await api(`${url}/v1/nodes/victim`, {
+    await released(url, "victim");
+    const patched = await api(`${url}/v1/nodes/victim`, {
       method: "PATCH",
       body: [{ op: "add", path: "/instance_info/image_source", value: "http://127.0.0.1:9/disk.raw" }],
     });
-    await provision("active");
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    await provisionThrough(url, "victim", [["active", "deploying"]]);
     await waitFor(() => gates.started.includes("write_image"), { what: "the deploy to call the agent" });
     refusals.push(...(await attack(wsUrl, realBootId))); // deploying, write_image in flight
     gates.release("write_image", { image_bytes: 4242, written_by: "real" });
@@ -167,21 +170,23 @@ describe("a fake agent with only the node's MAC", () => {
       method: "POST",
       body: { name: "victim", driver: "fake-hardware", deploy_interface: "direct" },
     });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
     const uuid = (created.body as { uuid: string }).uuid;
-    await api(`${url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: MAC } });
-    await api(`${url}/v1/nodes/victim`, {
+    const port = await api(`${url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: MAC } });
+    expect(port.status, JSON.stringify(port.body)).toBe(201);
+    const patched = await api(`${url}/v1/nodes/victim`, {
       method: "PATCH",
       body: [
         { op: "add", path: "/instance_info/image_source", value: "http://127.0.0.1:9/disk.raw" },
         { op: "add", path: "/automated_clean", value: false },
       ],
     });
-    await provision("manage");
-    await waitForState(url, "victim", "manageable");
-    await provision("provide");
-    await waitForState(url, "victim", "available");
-    await provision("active");
-    await waitForState(url, "victim", "wait call-back");
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    await provisionThrough(url, "victim", [
+      ["manage", "manageable"],
+      ["provide", "available"],
+      ["active", "wait call-back"],
+    ]);
 
     const gates = new Gates();
     const backend = new SimulatedBackend({ inventory: sampleInventory({ macs: [MAC] }) });

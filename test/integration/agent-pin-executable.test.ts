@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { createServer as createHttpServer } from "node:http";
 import { createServer } from "node:https";
 import type { AddressInfo } from "node:net";
@@ -35,6 +35,8 @@ let other: LabCa;
 let chains: Record<ImpostorKind, ServedChain>;
 
 beforeAll(async () => {
+  // .tmp is not in a fresh clone: made here, not left to whichever file happened to run first
+  await mkdir(join(ROOT, ".tmp"), { recursive: true });
   dir = await mkdtemp(join(ROOT, ".tmp/agent-pin-"));
   [executable, lab, other] = await Promise.all([
     ensureAgentBuilt(),
@@ -96,7 +98,7 @@ describe("the agent executable pins the CA fingerprint it is given", () => {
       await agent.stop();
       await conductor.close();
     }
-  }, 60_000);
+  }, 120_000);
 
   it("refuses a conductor presenting a certificate from another CA: it dials, but never upgrades or says hello", async () => {
     const conductor = await conductorServing(other);
@@ -115,7 +117,7 @@ describe("the agent executable pins the CA fingerprint it is given", () => {
       expect(stderr).toContain(lab.caFingerprint);
     }
     await conductor.close();
-  }, 60_000);
+  }, 120_000);
 });
 
 /**
@@ -166,7 +168,7 @@ describe("the agent executable verifies the chain under its pin as OpenSSL does,
       await agent.stop();
       await conductor.close();
     }
-  }, 60_000);
+  }, 120_000);
 
   // OpenSSL checks each issuer's purpose as a CA: like `openssl verify`, it names the depth-1 certificate
   // "unsuitable certificate purpose" (INVALID_PURPOSE) when it has no CA bit
@@ -252,5 +254,5 @@ describe("the agent executable verifies the chain under its pin as OpenSSL does,
       await conductor.close();
       await clear.close();
     }
-  }, 60_000);
+  }, 120_000);
 });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createConductor } from "../../conductor/server.ts";
 import { silentLogger } from "../../shared/log.ts";
-import { api, powerOff, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, powerOff, provisionThrough, startConductor } from "../helpers/conductor.ts";
 import { until } from "../helpers/wait.ts";
 
 let first: Awaited<ReturnType<typeof startConductor>>;
@@ -14,10 +14,10 @@ async function availableNode(url: string, body: Record<string, unknown>): Promis
   });
   expect(created.status).toBe(201);
   const uuid = String((created.body as { uuid: string }).uuid);
-  await api(`${url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target: "manage" } });
-  await waitForState(url, uuid, "manageable");
-  await api(`${url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target: "provide" } });
-  await waitForState(url, uuid, "available");
+  await provisionThrough(url, uuid, [
+    ["manage", "manageable"],
+    ["provide", "available"],
+  ]);
   await powerOff(url, uuid);
   return uuid;
 }

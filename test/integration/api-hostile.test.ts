@@ -6,7 +6,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STATEMENT_CACHE_SIZE, type SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
 import { UNSHOWABLE } from "../../conductor/api/render.ts";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, provisionThrough, released, startConductor } from "../helpers/conductor.ts";
 import { deepJson, hostileJson, hostilePatch, withSecret } from "../helpers/hostile.ts";
 import { recordingLogger } from "../helpers/log.ts";
 
@@ -469,13 +469,11 @@ describe("the config drive is packed without stalling the API", () => {
         body: { driver: "fake-hardware", name: "cd" },
       });
       expect(created.status).toBe(201);
-      for (const [verb, state] of [
+      await provisionThrough(own.url, "cd", [
         ["manage", "manageable"],
         ["provide", "available"],
-      ] as const) {
-        await api(`${own.url}/v1/nodes/cd/states/provision`, { method: "PUT", body: { target: verb } });
-        await waitForState(own.url, "cd", state);
-      }
+      ]);
+      await released(own.url, "cd"); // the deploy below needs the lock
       // incompressible user data: the gzip does all the work it can
       const userData = randomBytes(30 * 1024 * 1024).toString("base64");
       let settled = false;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, startConductor } from "../helpers/conductor.ts";
+import { api, powerSettled, startConductor } from "../helpers/conductor.ts";
 
 let ctx: Awaited<ReturnType<typeof startConductor>>;
 
@@ -60,11 +60,16 @@ describe("the default list, written by the database", () => {
 
   it("is the same document as the same fields asked for by name, page by page", async () => {
     const nodes = ((await api(`${ctx.url}/v1/nodes`)).body as Page).nodes;
-    await api(`${ctx.url}/v1/nodes/${String(nodes[0]!.uuid)}/maintenance`, { method: "PUT", body: {} });
-    await api(`${ctx.url}/v1/nodes/${String(nodes[1]!.uuid)}`, {
+    const maintenance = await api(`${ctx.url}/v1/nodes/${String(nodes[0]!.uuid)}/maintenance`, {
+      method: "PUT",
+      body: {},
+    });
+    expect(maintenance.status, JSON.stringify(maintenance.body)).toBe(202);
+    const patched = await api(`${ctx.url}/v1/nodes/${String(nodes[1]!.uuid)}`, {
       method: "PATCH",
       body: [{ op: "add", path: "/instance_uuid", value: "5c6a2a9e-4f7c-4c55-9a3f-0d6b2c1e7a10" }],
     });
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
     for (const query of ["", "sort_key=name&sort_dir=desc", "resource_class=small", "sort_key=maintenance"]) {
       // the short list (no fields: the database writes it) against ?fields= (views built in JavaScript)
       let fast = `${ctx.url}/v1/nodes?limit=2&${query}`;
@@ -90,14 +95,19 @@ describe("the default list, written by the database", () => {
     const v = (version: string) => ({ headers: { "X-OpenStack-Ironic-API-Version": version } });
     const nodes = ((await api(`${ctx.url}/v1/nodes`)).body as Page).nodes;
     // writes through a PATCH (the whole document) and a reservation's edit (the database's)
-    await api(`${ctx.url}/v1/nodes/${String(nodes[2]!.uuid)}`, {
+    const patched = await api(`${ctx.url}/v1/nodes/${String(nodes[2]!.uuid)}`, {
       method: "PATCH",
       body: [{ op: "add", path: "/driver_info/ipmi_password", value: "pw" }],
     });
-    await api(`${ctx.url}/v1/nodes/${String(nodes[2]!.uuid)}/states/power`, {
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    const on = await api(`${ctx.url}/v1/nodes/${String(nodes[2]!.uuid)}/states/power`, {
       method: "PUT",
       body: { target: "power on" },
     });
+    expect(on.status, JSON.stringify(on.body)).toBe(202);
+    // landed and released before the pages are compared: a power task still running between the two reads
+    // changes power_state, target_power_state and reservation under them
+    await powerSettled(ctx.url, String(nodes[2]!.uuid), "power on");
     for (const query of ["limit=2", "detail=true&limit=2"]) {
       let fast = `${ctx.url}/v1/nodes${query.startsWith("detail") ? "" : "/detail"}?${query}`;
       let slow = fast;

@@ -4,7 +4,15 @@ import { runPowerSyncPass } from "../../conductor/cluster/power-sync.ts";
 import { storePowerSyncPort } from "../../conductor/cluster/power-sync-port.ts";
 import { MemoryMachine } from "../../scripts/lab/redfish/machine.ts";
 import { startRedfishBmc, type RedfishBmc } from "../../scripts/lab/redfish/server.ts";
-import { api, faultOf, powerOff, startConductor, waitForState } from "../helpers/conductor.ts";
+import {
+  api,
+  faultOf,
+  powerOff,
+  provisionThrough,
+  released,
+  startConductor,
+  waitForState,
+} from "../helpers/conductor.ts";
 import { at, microApi, type Body } from "../helpers/micro-api.ts";
 
 /**
@@ -92,16 +100,14 @@ describe("instance_name (1.104)", () => {
 
   it("is cleared when the instance is torn down", async () => {
     const n = await node("1.104", { name: "mv104-td", instance_name: "gone-soon" });
-    for (const target of ["manage", "provide"]) {
-      await provision(n.uuid, "1.104", { target });
-      await waitForState(ctx.url, n.uuid, target === "manage" ? "manageable" : "available");
-    }
+    await provisionThrough({ url: ctx.url, headers: at("1.104") }, n.uuid, [
+      ["manage", "manageable"],
+      ["provide", "available"],
+    ]);
     await powerOff(ctx.url, n.uuid);
-    await provision(n.uuid, "1.104", { target: "active" });
-    await waitForState(ctx.url, n.uuid, "active");
+    await provisionThrough({ url: ctx.url, headers: at("1.104") }, n.uuid, [["active", "active"]]);
     expect((await show(n.uuid, "1.104")).instance_name).toBe("gone-soon");
-    await provision(n.uuid, "1.104", { target: "deleted" });
-    await waitForState(ctx.url, n.uuid, "available");
+    await provisionThrough({ url: ctx.url, headers: at("1.104") }, n.uuid, [["deleted", "available"]]);
     expect((await show(n.uuid, "1.104")).instance_name).toBeNull();
   });
 });
@@ -156,13 +162,13 @@ describe("1.105–1.107", () => {
 describe("servicing without the ramdisk (1.108)", () => {
   it("runs a service step that needs no ramdisk with disable_ramdisk, a 406 below 1.108", async () => {
     const n = await node("1.108", { name: "mv108" });
-    for (const target of ["manage", "provide"]) {
-      await provision(n.uuid, "1.108", { target });
-      await waitForState(ctx.url, n.uuid, target === "manage" ? "manageable" : "available");
-    }
+    await provisionThrough({ url: ctx.url, headers: at("1.108") }, n.uuid, [
+      ["manage", "manageable"],
+      ["provide", "available"],
+    ]);
     await powerOff(ctx.url, n.uuid);
-    await provision(n.uuid, "1.108", { target: "active" });
-    await waitForState(ctx.url, n.uuid, "active");
+    await provisionThrough({ url: ctx.url, headers: at("1.108") }, n.uuid, [["active", "active"]]);
+    await released(ctx.url, n.uuid); // the service below needs the lock the deploy held
     const step = { interface: "vendor", step: "log_passthrough", args: {} };
     const early = await provision(n.uuid, "1.107", {
       target: "service",
@@ -201,8 +207,8 @@ describe("node health (1.109)", () => {
     expect(made.status, JSON.stringify(made.body)).toBe(201);
     const uuid = (made.body as Body & { uuid: string }).uuid;
     expect((made.body as Body).health).toBeNull();
-    await provision(uuid, "1.109", { target: "manage" });
-    await waitForState(ctx.url, uuid, "manageable");
+    await provisionThrough({ url: ctx.url, headers: at("1.109") }, uuid, [["manage", "manageable"]]);
+    await released(ctx.url, uuid); // a sync pass skips a node still held
     const port = storePowerSyncPort(ctx.conductor.provisioner);
     const pass = () =>
       runPowerSyncPass(port, { concurrency: 1, forcePowerStateDuringSync: false, maxFailures: 3 });
@@ -235,11 +241,15 @@ describe("abort from wait call-back (1.110)", () => {
       automated_clean: false,
       instance_info: { image_source: "http://127.0.0.1:9/x.raw" },
     });
-    await api(`${ctx.url}/v1/ports`, { method: "POST", body: { node_uuid: n.uuid, address: nextMac() } });
-    for (const target of ["manage", "provide"]) {
-      await provision(n.uuid, "1.110", { target });
-      await waitForState(ctx.url, n.uuid, target === "manage" ? "manageable" : "available");
-    }
+    const nic = await api(`${ctx.url}/v1/ports`, {
+      method: "POST",
+      body: { node_uuid: n.uuid, address: nextMac() },
+    });
+    expect(nic.status, JSON.stringify(nic.body)).toBe(201);
+    await provisionThrough({ url: ctx.url, headers: at("1.110") }, n.uuid, [
+      ["manage", "manageable"],
+      ["provide", "available"],
+    ]);
     await powerOff(ctx.url, n.uuid);
     const deploy = await provision(n.uuid, "1.110", { target: "active" });
     expect(deploy.status, JSON.stringify(deploy.body)).toBe(202);

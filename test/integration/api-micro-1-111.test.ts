@@ -1,6 +1,13 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import {
+  api,
+  faultOf,
+  provisionThrough,
+  released,
+  startConductor,
+  waitForState,
+} from "../helpers/conductor.ts";
 import { at, microApi, type Body } from "../helpers/micro-api.ts";
 
 /**
@@ -146,11 +153,8 @@ describe("runbook traits (1.112)", () => {
     expect(
       (await call("1.112", `/v1/nodes/${n.uuid}/traits`, { method: "PUT", body: { traits } })).status,
     ).toBe(204);
-    await call("1.112", `/v1/nodes/${n.uuid}/states/provision`, {
-      method: "PUT",
-      body: { target: "manage" },
-    });
-    await waitForState(ctx.url, n.uuid, "manageable");
+    await provisionThrough({ url: ctx.url, headers: at("1.112") }, n.uuid, [["manage", "manageable"]]);
+    await released(ctx.url, n.uuid); // the test's clean comes next
     return n.uuid;
   }
   const clean = (version: string, uuid: string, runbook: string) =>

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, provisionThrough, startConductor, waitForState } from "../helpers/conductor.ts";
 
 /**
  * 1.87, the service verb (Ironic's MINOR_87_SERVICE): raw requests below and at the version, and servicing of
@@ -146,8 +146,9 @@ describe("1.87 servicing a fake-hardware node", () => {
 
   it("abort in service hold fails the servicing and returns the node to active, saying so", async () => {
     const uuid = await activeNode("mv87-abort");
-    await provision(uuid, "1.87", { target: "service", service_steps: [HOLD, LOG] });
-    await waitForState(ctx.url, uuid, "service hold");
+    await provisionThrough({ url: ctx.url, headers: at("1.87") }, uuid, [
+      [{ target: "service", service_steps: [HOLD, LOG] }, "service hold"],
+    ]);
     expect((await provision(uuid, "1.87", { target: "abort" })).status).toBe(202);
     const node = await show(uuid);
     expect(node).toMatchObject({ provision_state: "active", target_provision_state: null, service_step: {} });

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { basic, writeUserFiles, type TestUser } from "../helpers/auth.ts";
 import { boolSpelling, expectedBool } from "../helpers/bool-spellings.ts";
-import { api, faultOf, powerSettled, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, powerSettled, provisionThrough, startConductor } from "../helpers/conductor.ts";
 import { CountingPower, fakeHardwareWith } from "../helpers/counting-power.ts";
 import { until } from "../helpers/wait.ts";
 
@@ -137,8 +137,9 @@ describe("1.95 disable_power_off, the field", () => {
 describe("1.95 disable_power_off, power actions", () => {
   async function manageable(body: Record<string, unknown>): Promise<string> {
     const node = uuidOf(await create(body));
-    await call(`/v1/nodes/${node}/states/provision`, { method: "PUT", body: { target: "manage" } });
-    await waitForState({ url: ctx.url, headers: basic("sysadmin", "pw-sysadmin") }, node, "manageable");
+    await provisionThrough({ url: ctx.url, headers: basic("sysadmin", "pw-sysadmin") }, node, [
+      ["manage", "manageable"],
+    ]);
     return node;
   }
 
@@ -168,7 +169,8 @@ describe("1.95 disable_power_off, power actions", () => {
 
   it("powers the node off once the field is unset again", async () => {
     const node = await manageable({ disable_power_off: true });
-    await patch(node, [{ op: "remove", path: "/disable_power_off" }]);
+    const unset = await patch(node, [{ op: "remove", path: "/disable_power_off" }]);
+    expect(unset.status, JSON.stringify(unset.body)).toBe(200);
     const before = power.of(node).length;
     expect((await setPower(node, "power off")).status).toBe(202);
     await until(async () => power.of(node).length > before || undefined, { what: "power off" });

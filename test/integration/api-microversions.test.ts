@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sampleInventory } from "../helpers/agent.ts";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, provisionThrough, startConductor, waitForState } from "../helpers/conductor.ts";
 
 /**
  * Raw requests for each microversion after 1.82, one block per version: the change is absent or refused
@@ -208,8 +208,7 @@ describe("1.84 continue_inspection", () => {
   });
 
   it("answers ironic-inspector's shape at 1.1, and refuses once Anvil's agent holds the boot", async () => {
-    await provision("inspect");
-    await waitForState(ctx.url, uuid, "inspect wait");
+    await provisionThrough({ url: ctx.url, headers: at("1.84") }, uuid, [["inspect", "inspect wait"]]);
     await ctx.conductor.store.setAgentToken(uuid, { digest: "d", bootId: "b" });
     const taken = await post("1.84", { inventory: sampleInventory({ macs: [MAC] }) });
     expect(taken.status).toBe(404);

@@ -1,7 +1,15 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, faultOf, powerSettled, startConductor, waitForState } from "../helpers/conductor.ts";
+import {
+  api,
+  faultOf,
+  powerSettled,
+  provisionThrough,
+  released,
+  startConductor,
+  waitForState,
+} from "../helpers/conductor.ts";
 
 let ctx: Awaited<ReturnType<typeof startConductor>>;
 
@@ -367,13 +375,11 @@ describe("deploy templates at deploy time", () => {
 
   async function available(): Promise<string> {
     const node = await enroll();
-    for (const [target, state] of [
+    await provisionThrough({ url: ctx.url, headers: { "X-OpenStack-Ironic-API-Version": "1.78" } }, node, [
       ["manage", "manageable"],
       ["provide", "available"],
-    ] as const) {
-      await at("1.78", `/v1/nodes/${node}/states/provision`, { method: "PUT", body: { target } });
-      await waitForState(ctx.url, node, state);
-    }
+    ]);
+    await released(ctx.url, node); // the test's PATCH and deploy come next
     return node;
   }
   const setInstance = (node: string, info: Record<string, unknown>) =>

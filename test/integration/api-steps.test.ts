@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import {
+  api,
+  faultOf,
+  provisionThrough,
+  released,
+  startConductor,
+  waitForState,
+} from "../helpers/conductor.ts";
 
 /** Microversion gates and refusals of the step and RAID API, over HTTP. */
 describe("steps and RAID at their microversions", () => {
@@ -8,10 +15,14 @@ describe("steps and RAID at their microversions", () => {
 
   beforeAll(async () => {
     ctx = await startConductor();
-    await api(`${ctx.url}/v1/nodes`, { method: "POST", body: { driver: "fake-hardware", name: "v1" } });
-    await api(`${ctx.url}/v1/nodes`, { method: "POST", body: { driver: "ipmi", name: "noraid" } });
-    await api(`${ctx.url}/v1/nodes/v1/states/provision`, { method: "PUT", body: { target: "manage" } });
-    await waitForState(ctx.url, "v1", "manageable");
+    for (const body of [
+      { driver: "fake-hardware", name: "v1" },
+      { driver: "ipmi", name: "noraid" },
+    ]) {
+      const made = await api(`${ctx.url}/v1/nodes`, { method: "POST", body });
+      expect(made.status, JSON.stringify(made.body)).toBe(201);
+    }
+    await provisionThrough(ctx.url, "v1", [["manage", "manageable"]]);
   });
   afterAll(async () => {
     await ctx.stop();
@@ -37,6 +48,7 @@ describe("steps and RAID at their microversions", () => {
     });
     expect(accepted.status).toBe(202);
     await waitForState(ctx.url, "v1", "manageable");
+    await released(ctx.url, "v1"); // the RAID test below reserves the node itself
   });
 
   it("shows clean_step and deploy_step only from their microversions", async () => {

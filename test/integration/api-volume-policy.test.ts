@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { basic, writeUserFiles, type TestUser } from "../helpers/auth.ts";
-import { api, faultOf, startConductor } from "../helpers/conductor.ts";
+import { api, faultOf, powerOff, startConductor } from "../helpers/conductor.ts";
 
 const USERS: TestUser[] = [
   { name: "sysadmin", password: "pw-sysadmin", role: "admin" },
@@ -61,16 +61,16 @@ beforeAll(async () => {
       method: "POST",
       body: { driver: "fake-hardware", name, ...extra },
     });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
     nodes[name] = (made.body as { uuid: string }).uuid;
-    // volume changes need the node powered off
-    await as("sysadmin", `/v1/nodes/${name}/states/power`, { method: "PUT", body: { target: "power off" } });
-  }
-  for (let i = 0; i < 200; i++) {
-    const all = (await as("sysadmin", "/v1/nodes?fields=power_state")).body as {
-      nodes: { power_state: string }[];
-    };
-    if (all.nodes.every((n) => n.power_state === "power off")) break;
-    await new Promise((resolve) => setTimeout(resolve, 25));
+    // volume changes need the node powered off and released: the 202 read, then no 5 s cap on the wait
+    await powerOff(
+      {
+        url: ctx.url,
+        headers: { ...basic("sysadmin", "pw-sysadmin"), "X-OpenStack-Ironic-API-Version": "1.78" },
+      },
+      name,
+    );
   }
 });
 afterAll(async () => {

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, startConductor, waitForState } from "../helpers/conductor.ts";
 import { enrollSimulatedNode } from "../helpers/simulated-node.ts";
 
 /** The agent's steps as the conductor shows them, before and after the agent (simulated hardware) reports them. */
@@ -46,15 +46,16 @@ describe("agent steps from the one catalogue", () => {
     const ctx = await startConductor();
     try {
       const node = await enroll(ctx, "same", { body: { automated_clean: false } });
-      await api(`${ctx.url}/v1/nodes/same`, {
+      const patched = await api(`${ctx.url}/v1/nodes/same`, {
         method: "PATCH",
         // never fetched: the deploy holds before write_image
         body: [{ op: "add", path: "/instance_info/image_source", value: "http://127.0.0.1:9/none.raw" }],
       });
-      await provision(ctx.url, "same", { target: "manage" });
-      await waitForState(ctx.url, "same", "manageable");
-      await provision(ctx.url, "same", { target: "provide" });
-      await waitForState(ctx.url, "same", "available");
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+      await provisionThrough(ctx.url, "same", [
+        ["manage", "manageable"],
+        ["provide", "available"],
+      ]);
       const accepted = await provision(ctx.url, "same", {
         target: "active",
         deploy_steps: [{ interface: "deploy", step: "hold", priority: 90 }],
@@ -86,13 +87,16 @@ describe("agent steps from the one catalogue", () => {
     const ctx = await startConductor();
     try {
       const node = await enroll(ctx, "healthy");
-      await provision(ctx.url, "healthy", { target: "manage" });
-      await waitForState(ctx.url, "healthy", "manageable");
-      await provision(ctx.url, "healthy", {
-        target: "clean",
-        clean_steps: [{ interface: "deploy", step: "smart_check" }],
-      });
-      await waitForState(ctx.url, "healthy", "clean wait");
+      await provisionThrough(ctx.url, "healthy", [
+        ["manage", "manageable"],
+        [
+          {
+            target: "clean",
+            clean_steps: [{ interface: "deploy", step: "smart_check" }],
+          },
+          "clean wait",
+        ],
+      ]);
       node.boot();
       const done = await waitForState(ctx.url, "healthy", "manageable");
       expect(done.last_error).toBeNull();
@@ -109,18 +113,21 @@ describe("agent steps from the one catalogue", () => {
     const ctx = await startConductor();
     try {
       const node = await enroll(ctx, "failing", { smartFailing: true });
-      await provision(ctx.url, "failing", { target: "manage" });
-      await waitForState(ctx.url, "failing", "manageable");
+      await provisionThrough(ctx.url, "failing", [["manage", "manageable"]]);
       const bad = await provision(ctx.url, "failing", {
         target: "clean",
         clean_steps: [{ interface: "deploy", step: "smart_check", args: { devices: "all" } }],
       });
       expect(bad.status).toBe(400);
-      await provision(ctx.url, "failing", {
-        target: "clean",
-        clean_steps: [{ interface: "deploy", step: "smart_check" }],
-      });
-      await waitForState(ctx.url, "failing", "clean wait");
+      await provisionThrough(ctx.url, "failing", [
+        [
+          {
+            target: "clean",
+            clean_steps: [{ interface: "deploy", step: "smart_check" }],
+          },
+          "clean wait",
+        ],
+      ]);
       node.boot();
       const failed = await waitForState(ctx.url, "failing", "clean failed");
       expect(String(failed.last_error)).toContain("smart_check");
@@ -143,17 +150,20 @@ describe("agent steps from the one catalogue", () => {
           },
         },
       });
-      await provision(ctx.url, "burnin", { target: "manage" });
-      await waitForState(ctx.url, "burnin", "manageable");
-      await provision(ctx.url, "burnin", {
-        target: "clean",
-        clean_steps: [
-          { interface: "deploy", step: "burnin_cpu" },
-          { interface: "deploy", step: "burnin_memory", args: { timeout: 2 } },
-          { interface: "deploy", step: "burnin_disk" },
+      await provisionThrough(ctx.url, "burnin", [
+        ["manage", "manageable"],
+        [
+          {
+            target: "clean",
+            clean_steps: [
+              { interface: "deploy", step: "burnin_cpu" },
+              { interface: "deploy", step: "burnin_memory", args: { timeout: 2 } },
+              { interface: "deploy", step: "burnin_disk" },
+            ],
+          },
+          "clean wait",
         ],
-      });
-      await waitForState(ctx.url, "burnin", "clean wait");
+      ]);
       node.boot();
       const done = await waitForState(ctx.url, "burnin", "manageable");
       expect(done.last_error).toBeNull();
@@ -192,13 +202,16 @@ describe("agent steps from the one catalogue", () => {
     const ctx = await startConductor();
     try {
       const dying = await enroll(ctx, "dying", { burninFailing: ["disk"] });
-      await provision(ctx.url, "dying", { target: "manage" });
-      await waitForState(ctx.url, "dying", "manageable");
-      await provision(ctx.url, "dying", {
-        target: "clean",
-        clean_steps: [{ interface: "deploy", step: "burnin_disk", args: { loops: 1, runtime: 1 } }],
-      });
-      await waitForState(ctx.url, "dying", "clean wait");
+      await provisionThrough(ctx.url, "dying", [
+        ["manage", "manageable"],
+        [
+          {
+            target: "clean",
+            clean_steps: [{ interface: "deploy", step: "burnin_disk", args: { loops: 1, runtime: 1 } }],
+          },
+          "clean wait",
+        ],
+      ]);
       dying.boot();
       const failed = await waitForState(ctx.url, "dying", "clean failed");
       expect(String(failed.last_error)).toContain(

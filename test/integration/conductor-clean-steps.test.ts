@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, released, startConductor, waitForState } from "../helpers/conductor.ts";
 import { readRange } from "../helpers/disk.ts";
 import { enrollSimulatedNode } from "../helpers/simulated-node.ts";
 
@@ -46,8 +46,8 @@ describe("manual cleaning through the agent", () => {
           });
         }
       });
-      await api(`${ctx.url}/v1/nodes/c1/states/provision`, { method: "PUT", body: { target: "manage" } });
-      await waitForState(ctx.url, "c1", "manageable");
+      await provisionThrough(ctx.url, "c1", [["manage", "manageable"]]);
+      await released(ctx.url, "c1");
       const accepted = await api(`${ctx.url}/v1/nodes/c1/states/provision`, {
         method: "PUT",
         body: { target: "clean", clean_steps: [{ interface: "deploy", step: "erase_devices_metadata" }] },
@@ -87,7 +87,7 @@ describe("manual cleaning through the agent", () => {
     } finally {
       await ctx.stop();
     }
-  });
+  }, 120_000); // room for waitForState's own 60 s to name the state
   it("records erase_devices' per-disk results in driver_internal_info", async () => {
     const ctx = await startConductor();
     try {
@@ -99,12 +99,14 @@ describe("manual cleaning through the agent", () => {
         executable,
       });
       await writeFile(node.disk, Buffer.alloc(4096, 0xab), { flag: "r+" });
-      await api(`${ctx.url}/v1/nodes/c2/states/provision`, { method: "PUT", body: { target: "manage" } });
-      await waitForState(ctx.url, "c2", "manageable");
-      await api(`${ctx.url}/v1/nodes/c2/states/provision`, {
+      await provisionThrough(ctx.url, "c2", [["manage", "manageable"]]);
+      await released(ctx.url, "c2");
+      // the clean's 202 read: a refused clean left the node manageable and the wait timed out unnamed
+      const accepted = await api(`${ctx.url}/v1/nodes/c2/states/provision`, {
         method: "PUT",
         body: { target: "clean", clean_steps: [{ interface: "deploy", step: "erase_devices" }] },
       });
+      expect(accepted.status, JSON.stringify(accepted.body)).toBe(202);
       await waitForState(ctx.url, "c2", "clean wait");
       agents.push(node.boot());
       const done = await waitForState(ctx.url, "c2", "manageable");
@@ -119,5 +121,5 @@ describe("manual cleaning through the agent", () => {
     } finally {
       await ctx.stop();
     }
-  });
+  }, 120_000);
 });

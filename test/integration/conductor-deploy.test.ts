@@ -15,6 +15,7 @@ import { readRange, sha256, sparseCopyWithBlockMap } from "../helpers/disk.ts";
 import { qcow2Bomb } from "../helpers/qcow2.ts";
 import { runOk } from "../helpers/run.ts";
 import { enrollSimulatedNode } from "../helpers/simulated-node.ts";
+import { until } from "../helpers/wait.ts";
 
 const MiB = 1024 * 1024;
 
@@ -109,10 +110,10 @@ describe("deploy through the agent", () => {
         if (e.node === uuid && e.type === "provision") transitions.push(String(e.provision_state));
       });
       await writeFile(disk, Buffer.from("OLD-PARTITION-TABLE"), { flag: "r+" });
-      await provision(ctx.url, "d1", { target: "manage" });
-      await waitForState(ctx.url, "d1", "manageable");
-      await provision(ctx.url, "d1", { target: "provide" });
-      await waitForState(ctx.url, "d1", "clean wait");
+      await provisionThrough(ctx.url, "d1", [
+        ["manage", "manageable"],
+        ["provide", "clean wait"],
+      ]);
       const cleaner = boot();
       await waitForState(ctx.url, "d1", "available");
       expect((await readRange(disk, 0, 19)).equals(Buffer.alloc(19))).toBe(true); // metadata erased
@@ -222,23 +223,37 @@ describe("deploy through the agent", () => {
   }, 120_000);
 
   it("an agent that dials in before its node reaches the wait state is not lost", async () => {
-    // slow fake power: the agent connects while the node is still "cleaning"
-    const ctx = await startConductor({ fakeDelayMs: 1500 });
+    const ctx = await startConductor();
+    // the clean's power calls are held until the agent has dialled in, so the node is still "cleaning" when it
+    // does however long the agent takes to start (a 1.5 s fake power delay raced the agent's start, and the
+    // test gave the agent a fixed 5 s)
+    let letGo = (): void => undefined;
+    const held = new Promise<void>((resolve) => (letGo = resolve));
     try {
       const { uuid, boot } = await setup(ctx, "early");
-      await provision(ctx.url, "early", { target: "manage" });
-      await waitForState(ctx.url, "early", "manageable");
-      await provision(ctx.url, "early", { target: "provide" });
-      await waitForState(ctx.url, "early", "cleaning");
+      await provisionThrough(ctx.url, "early", [["manage", "manageable"]]);
+      const power = ctx.conductor.drivers.get("fake-hardware")!.power;
+      const { reboot, setPowerState } = power;
+      power.reboot = async (node, options) => {
+        if (node.uuid === uuid) await held;
+        return reboot.call(power, node, options);
+      };
+      power.setPowerState = async (node, target, options) => {
+        if (node.uuid === uuid) await held;
+        return setPowerState.call(power, node, target, options);
+      };
+      await provisionThrough(ctx.url, "early", [["provide", "cleaning"]]);
       boot();
-      for (let i = 0; i < 100 && !ctx.conductor.gateway.isConnected(uuid); i++)
-        await new Promise((r) => setTimeout(r, 50));
-      expect(ctx.conductor.gateway.isConnected(uuid)).toBe(true);
+      await until(() => ctx.conductor.gateway.isConnected(uuid) || undefined, {
+        what: "the agent to dial in",
+      });
       expect(
         ((await api(`${ctx.url}/v1/nodes/early`)).body as { provision_state: string }).provision_state,
       ).toBe("cleaning");
+      letGo();
       await waitForState(ctx.url, "early", "available");
     } finally {
+      letGo();
       await ctx.stop();
     }
   });
@@ -254,10 +269,10 @@ describe("deploy through the agent", () => {
           body: [{ op: "add", path: "/properties/skip_block_devices", value }],
         });
       expect((await setSkip("all of them")).status).toBe(200);
-      await provision(ctx.url, "skip", { target: "manage" });
-      await waitForState(ctx.url, "skip", "manageable");
-      await provision(ctx.url, "skip", { target: "provide" });
-      await waitForState(ctx.url, "skip", "clean wait");
+      await provisionThrough(ctx.url, "skip", [
+        ["manage", "manageable"],
+        ["provide", "clean wait"],
+      ]);
       const first = boot();
       await waitForState(ctx.url, "skip", "clean failed");
       const failed = (await api(`${ctx.url}/v1/nodes/skip`)).body as { last_error: string };
@@ -265,10 +280,10 @@ describe("deploy through the agent", () => {
       await first.stop();
 
       expect((await setSkip([{ name: disk }])).status).toBe(200);
-      await provision(ctx.url, "skip", { target: "manage" });
-      await waitForState(ctx.url, "skip", "manageable");
-      await provision(ctx.url, "skip", { target: "provide" });
-      await waitForState(ctx.url, "skip", "clean wait");
+      await provisionThrough(ctx.url, "skip", [
+        ["manage", "manageable"],
+        ["provide", "clean wait"],
+      ]);
       boot();
       await waitForState(ctx.url, "skip", "available");
       expect((await readRange(disk, 0, 15)).toString()).toBe("KEEP-THIS-TABLE");
@@ -286,7 +301,7 @@ describe("deploy through the agent", () => {
         ...inventory,
         disks: inventory.disks.map((disk) => ({ ...disk, serial: `token=${secret}` })),
       }));
-      await api(`${ctx.url}/v1/nodes/d2`, {
+      const patched = await api(`${ctx.url}/v1/nodes/d2`, {
         method: "PATCH",
         body: [
           { op: "add", path: "/instance_info/image_source", value: `${images.url}/disk.raw` },
@@ -295,12 +310,12 @@ describe("deploy through the agent", () => {
           { op: "add", path: "/automated_clean", value: false },
         ],
       });
-      await provision(ctx.url, "d2", { target: "manage" });
-      await waitForState(ctx.url, "d2", "manageable");
-      await provision(ctx.url, "d2", { target: "provide" });
-      await waitForState(ctx.url, "d2", "available");
-      await provision(ctx.url, "d2", { target: "active" });
-      await waitForState(ctx.url, "d2", "wait call-back");
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+      await provisionThrough(ctx.url, "d2", [
+        ["manage", "manageable"],
+        ["provide", "available"],
+        ["active", "wait call-back"],
+      ]);
       boot();
       const node = await waitForState(ctx.url, "d2", "deploy failed");
       expect(String(node.last_error)).toMatch(/sha256 mismatch/);
@@ -348,19 +363,19 @@ describe("deploy through the agent", () => {
       const { uuid, disk, boot } = await setup(ctx, "bomb");
       await writeFile(join(dir, "bomb.qcow2"), qcow2Bomb(512)); // 32 MiB from a few hundred bytes
       images.serve("/bomb.qcow2", join(dir, "bomb.qcow2"));
-      await api(`${ctx.url}/v1/nodes/bomb`, {
+      const patched = await api(`${ctx.url}/v1/nodes/bomb`, {
         method: "PATCH",
         body: [
           { op: "add", path: "/instance_info/image_source", value: `${images.url}/bomb.qcow2` },
           { op: "add", path: "/automated_clean", value: false },
         ],
       });
-      await provision(ctx.url, "bomb", { target: "manage" });
-      await waitForState(ctx.url, "bomb", "manageable");
-      await provision(ctx.url, "bomb", { target: "provide" });
-      await waitForState(ctx.url, "bomb", "available");
-      await provision(ctx.url, "bomb", { target: "active" });
-      await waitForState(ctx.url, "bomb", "wait call-back");
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+      await provisionThrough(ctx.url, "bomb", [
+        ["manage", "manageable"],
+        ["provide", "available"],
+        ["active", "wait call-back"],
+      ]);
       const agent = boot();
       const node = await waitForState(ctx.url, "bomb", "deploy failed");
       expect(String(node.last_error)).toMatch(
@@ -381,7 +396,7 @@ describe("deploy through the agent", () => {
     try {
       const { uuid, disk, boot } = await setup(ctx, "d4");
       await writeFile(disk, randomBytes(24 * MiB), { flag: "r+" }); // a previous tenant's bytes
-      await api(`${ctx.url}/v1/nodes/d4`, {
+      const patched = await api(`${ctx.url}/v1/nodes/d4`, {
         method: "PATCH",
         body: [
           {
@@ -399,12 +414,12 @@ describe("deploy through the agent", () => {
           { op: "add", path: "/automated_clean", value: false },
         ],
       });
-      await provision(ctx.url, "d4", { target: "manage" });
-      await waitForState(ctx.url, "d4", "manageable");
-      await provision(ctx.url, "d4", { target: "provide" });
-      await waitForState(ctx.url, "d4", "available");
-      await provision(ctx.url, "d4", { target: "active" });
-      await waitForState(ctx.url, "d4", "wait call-back");
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+      await provisionThrough(ctx.url, "d4", [
+        ["manage", "manageable"],
+        ["provide", "available"],
+        ["active", "wait call-back"],
+      ]);
       // The ramdisk is told the conductor's listening address (it was started on port 0), as temp URLs are.
       const fakeBoot = ctx.conductor.drivers.get("fake-hardware")?.boot as FakeBoot;
       expect(fakeBoot.stateOf(uuid)).toEqual({
@@ -434,23 +449,24 @@ describe("deploy through the agent", () => {
       ctx.conductor.events.subscribe((e) => {
         if (e.node === uuid && e.type === "provision") transitions.push(String(e.provision_state));
       });
-      await api(`${ctx.url}/v1/nodes/d3`, {
+      const patched = await api(`${ctx.url}/v1/nodes/d3`, {
         method: "PATCH",
         body: [
           { op: "add", path: "/instance_info/image_source", value: `${images.url}/disk.raw` },
           { op: "add", path: "/automated_clean", value: false },
         ],
       });
-      await provision(ctx.url, "d3", { target: "manage" });
-      await waitForState(ctx.url, "d3", "manageable");
-      await provision(ctx.url, "d3", { target: "inspect" });
-      await waitForState(ctx.url, "d3", "inspect wait");
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+      await provisionThrough(ctx.url, "d3", [
+        ["manage", "manageable"],
+        ["inspect", "inspect wait"],
+      ]);
       const ramdisk = boot();
       await waitForState(ctx.url, "d3", "manageable");
-      await provision(ctx.url, "d3", { target: "provide" });
-      await waitForState(ctx.url, "d3", "available");
-      await provision(ctx.url, "d3", { target: "active" });
-      await waitForState(ctx.url, "d3", "active");
+      await provisionThrough(ctx.url, "d3", [
+        ["provide", "available"],
+        ["active", "active"],
+      ]);
       expect(transitions.slice(transitions.indexOf("available"))).toEqual([
         "available",
         "deploying",

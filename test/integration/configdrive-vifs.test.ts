@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, released, startConductor, waitForState } from "../helpers/conductor.ts";
 import { readConfigDrive } from "../helpers/config-drive.ts";
 
 /**
@@ -30,17 +30,16 @@ describe("VIFs in the config drive the conductor builds", () => {
       const attached = await api(`${ctx.url}/v1/nodes/${uuid}/vifs`, { method: "POST", body: { id: vif } });
       expect(attached.status).toBe(204);
     }
-    for (const [target, state] of [
+    await provisionThrough(ctx.url, uuid, [
       ["manage", "manageable"],
       ["provide", "available"],
-    ] as const) {
-      await api(`${ctx.url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target } });
-      await waitForState(ctx.url, uuid, state);
-    }
-    await api(`${ctx.url}/v1/nodes/${uuid}`, {
+    ]);
+    await released(ctx.url, uuid); // a PATCH of a node still held is refused 409
+    const patched = await api(`${ctx.url}/v1/nodes/${uuid}`, {
       method: "PATCH",
       body: [{ op: "add", path: "/instance_info/image_source", value: "http://127.0.0.1:9/disk.raw" }],
     });
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
     return uuid;
   }
 

@@ -8,7 +8,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { launchBrowser } from "../helpers/browser.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, released, startConductor, waitForState } from "../helpers/conductor.ts";
 import { enrollSimulatedNode } from "../helpers/simulated-node.ts";
 
 const MiB = 1024 * 1024;
@@ -82,15 +82,16 @@ describe("the web dashboard in headless Chromium", () => {
               driver: "fake-hardware",
               resource_class: i % 2 ? "large" : "small",
             },
-          }),
+          }).then((made) => expect(made.status, JSON.stringify(made.body)).toBe(201)),
         ),
       );
     }
-    for (let i = 0; i < 10; i++)
-      await api(`${ctx.url}/v1/nodes/fleet-${String(i).padStart(4, "0")}/states/provision`, {
-        method: "PUT",
-        body: { target: "manage" },
-      });
+    // landed, not just sent: the fleet test reads "10 manageable" once, right when "990 enroll" shows
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        provisionThrough(ctx.url, `fleet-${String(i).padStart(4, "0")}`, [["manage", "manageable"]]),
+      ),
+    );
     browser = await launchBrowser();
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   }, 300_000);
@@ -148,13 +149,12 @@ describe("the web dashboard in headless Chromium", () => {
       executable,
       body: { automated_clean: false },
     });
-    for (const [target, state] of [
+    await provisionThrough(ctx.url, name, [
       ["manage", "manageable"],
       ["provide", "available"],
-    ] as const) {
-      await api(`${ctx.url}/v1/nodes/${name}/states/provision`, { method: "PUT", body: { target } });
-      await waitForState(ctx.url, name, state);
-    }
+    ]);
+    // the page's deploy needs the lock: released before the test clicks it
+    await released(ctx.url, name);
     await page.goto(`${ctx.url}/ui/#/node/${node.uuid}`);
     await page.waitForSelector('[data-testid="node-state"]');
     // a marker that a reload would wipe

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, released, startConductor, waitForState } from "../helpers/conductor.ts";
 import { CountingPower, fakeHardwareWith } from "../helpers/counting-power.ts";
 import { MiB, readRange, sha256 } from "../helpers/disk.ts";
 import { startHttpImageServer, type HttpImageServer } from "../helpers/http-image-server.ts";
@@ -63,8 +63,9 @@ describe("disable_power_off: flows reboot where they would power off", () => {
         body: [{ op: "replace", path: "/disable_power_off", value: disablePowerOff }],
       });
       expect(flagged.body).toMatchObject({ disable_power_off: disablePowerOff });
-      const provision = (body: Record<string, unknown>) =>
-        api(`${ctx.url}/v1/nodes/${name}/states/provision`, { method: "PUT", headers: V95, body });
+      // each verb once the node is released, its 202 asserted: a refusal is named, not an unnamed wait
+      const walk = (steps: Parameters<typeof provisionThrough>[2]) =>
+        provisionThrough({ url: ctx.url, headers: V95 }, name, steps);
       /** Boots the ramdisk's agent, waits for `state`, then ends the agent (the node left the ramdisk). */
       const withAgent = async (state: string) => {
         const agent = node.boot();
@@ -74,17 +75,16 @@ describe("disable_power_off: flows reboot where they would power off", () => {
         return reached;
       };
 
-      await provision({ target: "manage" });
-      await waitForState(ctx.url, name, "manageable");
+      await walk([["manage", "manageable"]]);
       // automated cleaning: erase_devices_metadata in the ramdisk
       await writeFile(node.disk, Buffer.from("OLD-PARTITION-TABLE"), { flag: "r+" });
-      await provision({ target: "provide" });
-      await waitForState(ctx.url, name, "clean wait");
+      await walk([["provide", "clean wait"]]);
       await withAgent("available");
       expect((await readRange(node.disk, 0, 19)).equals(Buffer.alloc(19))).toBe(true);
 
       // deploy: write_image, then boot_instance
-      await api(`${ctx.url}/v1/nodes/${name}`, {
+      await released(ctx.url, name);
+      const patched = await api(`${ctx.url}/v1/nodes/${name}`, {
         method: "PATCH",
         body: [
           { op: "add", path: "/instance_info/image_source", value: `${images.url}/disk.raw` },
@@ -92,37 +92,36 @@ describe("disable_power_off: flows reboot where they would power off", () => {
           { op: "add", path: "/instance_info/image_os_hash_value", value: sha256(image) },
         ],
       });
-      expect((await provision({ target: "active" })).status).toBe(202);
-      await waitForState(ctx.url, name, "wait call-back");
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+      await walk([["active", "wait call-back"]]);
       const active = await withAgent("active");
       expect(active.last_error).toBeNull();
       expect(active.power_state).toBe("power on");
       expect(sha256(await readRange(node.disk, 0, image.length))).toBe(sha256(image));
 
       // servicing (1.87) with an in-band step: into the ramdisk, then back to the instance
-      const serviced = await provision({
-        target: "service",
-        service_steps: [{ interface: "deploy", step: "smart_check" }],
-      });
-      expect(serviced.status).toBe(202);
-      await waitForState(ctx.url, name, "service wait");
+      await walk([
+        [
+          { target: "service", service_steps: [{ interface: "deploy", step: "smart_check" }] },
+          "service wait",
+        ],
+      ]);
       const back = await withAgent("active");
       expect(back.last_error).toBeNull();
       expect(back.power_state).toBe("power on");
 
       // undeploy: teardown, then automated cleaning again
-      expect((await provision({ target: "deleted" })).status).toBe(202);
-      await waitForState(ctx.url, name, "clean wait");
+      await walk([["deleted", "clean wait"]]);
       await withAgent("available");
 
       // manual cleaning
-      await provision({ target: "manage" });
-      await waitForState(ctx.url, name, "manageable");
-      await provision({
-        target: "clean",
-        clean_steps: [{ interface: "deploy", step: "erase_devices_metadata" }],
-      });
-      await waitForState(ctx.url, name, "clean wait");
+      await walk([
+        ["manage", "manageable"],
+        [
+          { target: "clean", clean_steps: [{ interface: "deploy", step: "erase_devices_metadata" }] },
+          "clean wait",
+        ],
+      ]);
       const final = await withAgent("manageable");
       expect(final.last_error).toBeNull();
       return { calls: power.of(node.uuid), final };

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { SqliteStore } from "../../conductor/db/sqlite/sqlite-store.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, released, startConductor, waitForState } from "../helpers/conductor.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
 import { nodeCaughtMidWrite } from "../helpers/mid-write.ts";
 
@@ -15,22 +15,17 @@ async function stopDuringDeploy(
   const ctx = await startConductor({ fakeDelayMs: 400, stopGraceS });
   const put = (uuid: string, target: string) =>
     api(`${ctx.url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target } });
-  const node = (await api(`${ctx.url}/v1/nodes`, { method: "POST", body: { driver: "fake-hardware" } }))
-    .body as {
-    uuid: string;
-  };
-  const settle = async (state: string) => {
-    for (;;) {
-      const current = (await api(`${ctx.url}/v1/nodes/${node.uuid}`)).body as { provision_state: string };
-      if (current.provision_state === state) return;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
-  await put(node.uuid, "manage");
-  await settle("manageable");
-  await put(node.uuid, "provide");
-  await settle("available");
-  expect((await put(node.uuid, "active")).status).toBe(202);
+  const created = await api(`${ctx.url}/v1/nodes`, { method: "POST", body: { driver: "fake-hardware" } });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  const node = created.body as { uuid: string };
+  // each verb's 202 read, each state awaited with a deadline (a refused verb hung here, unnamed), released
+  await provisionThrough(ctx.url, node.uuid, [
+    ["manage", "manageable"],
+    ["provide", "available"],
+  ]);
+  await released(ctx.url, node.uuid);
+  const deploy = await put(node.uuid, "active");
+  expect(deploy.status, JSON.stringify(deploy.body)).toBe(202);
   await ctx.conductor.stop();
   const store = new SqliteStore(ctx.config.databasePath);
   const after = await store.getNode(node.uuid);

@@ -15,6 +15,7 @@ import { ConnectionDroppedError, Http1Connection } from "../../agent/image/http1
 import type { Http1Response } from "../../agent/image/http1.ts";
 import { ImageWriter } from "../../agent/image/writer.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
+import { waitFor } from "../helpers/wait.ts";
 import { selfSignedCert } from "../helpers/tls.ts";
 
 const OPTIONS = { connectTimeoutMs: 2_000, stallTimeoutMs: 2_000 };
@@ -286,7 +287,8 @@ describe("ImageDownload", () => {
     const base = await listen(server);
     try {
       for await (const chunk of new ImageDownload(`${base}/small`, OPTIONS)) void chunk;
-      for (let i = 0; i < 100 && open > 0; i += 1) await sleep(10);
+      // the server sees the client's close when it gets to it: polled for, not given a fixed second
+      await waitFor(() => open === 0, { what: "the download's connection to close", timeoutMs: 30_000 });
       expect(open).toBe(0);
     } finally {
       await close(server);

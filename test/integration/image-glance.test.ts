@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, released, startConductor, waitForState } from "../helpers/conductor.ts";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { readRange } from "../helpers/disk.ts";
 import { startGlance, type ThrowawayGlance } from "../helpers/glance.ts";
@@ -65,10 +65,11 @@ describe("deploying Glance images through the conductor's cache", () => {
       executable,
       body: { owner, automated_clean: false },
     });
-    await provision(ctx.url, name, { target: "manage" });
-    await waitForState(ctx.url, name, "manageable");
-    await provision(ctx.url, name, { target: "provide" });
-    await waitForState(ctx.url, name, "available");
+    await provisionThrough(ctx.url, name, [
+      ["manage", "manageable"],
+      ["provide", "available"],
+    ]);
+    await released(ctx.url, name); // the test's PATCH and deploy come next
     return { ...node, name, boot: () => agents.push(node.boot()) };
   }
   const provision = (url: string, node: string, body: Record<string, unknown>) =>
@@ -187,8 +188,7 @@ describe("deploying Glance images through the conductor's cache", () => {
     try {
       const node = await availableNode(ctx, "g4", "p1");
       await setImage(ctx.url, "g4", id);
-      await provision(ctx.url, "g4", { target: "active" });
-      await waitForState(ctx.url, "g4", "wait call-back");
+      await provisionThrough(ctx.url, "g4", [["active", "wait call-back"]]);
       node.boot();
       const failed = await waitForState(ctx.url, "g4", "deploy failed");
       expect(failed.last_error).toMatch(

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { api, spawnConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, spawnConductor, waitForState } from "../helpers/conductor.ts";
 import {
   ensureAgentBuilt,
   sampleInventory,
@@ -32,12 +32,17 @@ describe("a conductor killed during inspection", () => {
       method: "POST",
       body: { name: "ir", driver: "fake-hardware", inspect_interface: "agent" },
     });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
     const uuid = (created.body as { uuid: string }).uuid;
-    await api(`${first.url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: MAC } });
-    await api(`${first.url}/v1/nodes/ir/states/provision`, { method: "PUT", body: { target: "manage" } });
-    await waitForState(first.url, "ir", "manageable");
-    await api(`${first.url}/v1/nodes/ir/states/provision`, { method: "PUT", body: { target: "inspect" } });
-    await waitForState(first.url, "ir", "inspect wait");
+    const nic = await api(`${first.url}/v1/ports`, {
+      method: "POST",
+      body: { node_uuid: uuid, address: MAC },
+    });
+    expect(nic.status, JSON.stringify(nic.body)).toBe(201);
+    await provisionThrough(first.url, "ir", [
+      ["manage", "manageable"],
+      ["inspect", "inspect wait"],
+    ]);
 
     first.child.kill("SIGKILL");
     await new Promise((resolve) => first.child.once("exit", resolve));
@@ -65,5 +70,6 @@ describe("a conductor killed during inspection", () => {
     expect(node.last_error).toBeNull();
     expect(node.reservation).toBeNull();
     expect((node.properties as Record<string, unknown>).cpus).toBe(8);
-  });
+    // two conductor starts (30 s each at most) and waits: room for waitForState's 60 s to name the state
+  }, 180_000);
 });

@@ -4,7 +4,7 @@
 // `inspect failed`.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { sampleInventory } from "../helpers/agent.ts";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, faultOf, provisionThrough, startConductor, waitForState } from "../helpers/conductor.ts";
 
 type Ctx = Awaited<ReturnType<typeof startConductor>>;
 const V = (minor: number) => ({ "X-OpenStack-Ironic-API-Version": `1.${minor}` });
@@ -117,19 +117,17 @@ describe("rules after in-band inspection", () => {
       headers: V(84),
       body: { driver: "fake-hardware", inspect_interface: "agent", name },
     });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
     const uuid = (made.body as { uuid: string }).uuid;
-    await api(`${ctx.url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: mac } });
-    for (const [target, state] of [
+    const port = await api(`${ctx.url}/v1/ports`, {
+      method: "POST",
+      body: { node_uuid: uuid, address: mac },
+    });
+    expect(port.status, JSON.stringify(port.body)).toBe(201);
+    await provisionThrough({ url: ctx.url, headers: V(84) }, uuid, [
       ["manage", "manageable"],
       ["inspect", "inspect wait"],
-    ] as const) {
-      await api(`${ctx.url}/v1/nodes/${uuid}/states/provision`, {
-        method: "PUT",
-        headers: V(84),
-        body: { target },
-      });
-      await waitForState(ctx.url, uuid, state);
-    }
+    ]);
     return uuid;
   }
 

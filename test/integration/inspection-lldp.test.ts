@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { RawTlv } from "../../shared/lldp.ts";
-import { api, spawnConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, spawnConductor, waitForState } from "../helpers/conductor.ts";
 import { ensureAgentBuilt, sampleInventory, startAgentProcess } from "../helpers/agent.ts";
 
 const MACS = ["52:54:00:27:00:01", "52:54:00:27:00:02", "52:54:00:27:00:03"];
@@ -43,14 +43,20 @@ describe("inspection with LLDP", () => {
       method: "POST",
       body: { name: "ll", driver: "fake-hardware", inspect_interface: "agent" },
     });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
     const uuid = (created.body as { uuid: string }).uuid;
-    await api(`${url}/v1/ports`, { method: "POST", body: { node_uuid: uuid, address: MACS[0] } });
+    const eth0 = await api(`${url}/v1/ports`, {
+      method: "POST",
+      body: { node_uuid: uuid, address: MACS[0] },
+    });
+    expect(eth0.status, JSON.stringify(eth0.body)).toBe(201);
     // the operator cabled eth1 by hand: its port_id stays, the rest comes from LLDP
-    await api(`${url}/v1/ports`, {
+    const eth1 = await api(`${url}/v1/ports`, {
       method: "POST",
       headers: { "X-OpenStack-Ironic-API-Version": "1.19" },
       body: { node_uuid: uuid, address: MACS[1], local_link_connection: { port_id: "by-hand" } },
     });
+    expect(eth1.status, JSON.stringify(eth1.body)).toBe(201);
 
     const machine = join(dir, "machine.json");
     const collectorData = {
@@ -88,9 +94,11 @@ describe("inspection with LLDP", () => {
     });
     stops.push(() => agent.stop());
 
-    await api(`${url}/v1/nodes/ll/states/provision`, { method: "PUT", body: { target: "manage" } });
-    await waitForState(url, "ll", "manageable");
-    await api(`${url}/v1/nodes/ll/states/provision`, { method: "PUT", body: { target: "inspect" } });
+    // the inspect's 202 read: a refused inspect would leave the node manageable, the wait passing at once
+    await provisionThrough(url, "ll", [
+      ["manage", "manageable"],
+      ["inspect", "manageable"],
+    ]);
     const node = await waitForState(url, "ll", "manageable");
     expect(node.last_error).toBeNull();
 
@@ -132,5 +140,6 @@ describe("inspection with LLDP", () => {
       },
       eth1: expect.objectContaining({ switch_port_id: "xe-0/0/2" }),
     });
-  });
+    // a conductor start (30 s at most), an agent build and two waits: room for waitForState's 60 s
+  }, 180_000);
 });

@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import {
+  api,
+  faultOf,
+  provisionThrough,
+  released,
+  startConductor,
+  waitForState,
+} from "../helpers/conductor.ts";
 import { startIpmiSim, type IpmiSim } from "../helpers/ipmi-sim.ts";
 import { until } from "../helpers/wait.ts";
 
@@ -27,7 +34,9 @@ describe("disable_power_off with ipmitool and ipmi_sim", () => {
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     await sim.setPower("on");
-    await api(`${ctx.url}/v1/nodes/kept-on/states/provision`, { method: "PUT", body: { target: "manage" } });
+    await provisionThrough(ctx.url, "kept-on", [["manage", "manageable"]]);
+    // the reboot below needs the lock the verification held
+    await released(ctx.url, "kept-on");
     const managed = await waitForState(ctx.url, "kept-on", "manageable");
     expect(managed.power_state).toBe("power on");
     const before = (await sim.events()).length;
@@ -57,5 +66,6 @@ describe("disable_power_off with ipmitool and ipmi_sim", () => {
     expect(events.some((e) => e.startsWith("reset") || e === "power 1")).toBe(true);
     expect(events.filter((e) => e === "power 0" || e.startsWith("shutdown"))).toEqual([]);
     expect(await sim.power()).toBe("on");
-  }, 60_000);
+    // room for the waits' own 60 s to name what they waited for
+  }, 120_000);
 });

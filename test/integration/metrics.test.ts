@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, startConductor } from "../helpers/conductor.ts";
+import { api, provisionThrough, startConductor } from "../helpers/conductor.ts";
 
 let ctx: Awaited<ReturnType<typeof startConductor>>;
 
@@ -11,26 +11,17 @@ afterAll(async () => {
   await ctx.stop();
 });
 
-async function settle(uuid: string, state: string): Promise<void> {
-  for (;;) {
-    const node = (await api(`${ctx.url}/v1/nodes/${uuid}`)).body as { provision_state: string };
-    if (node.provision_state === state) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 describe("GET /metrics", () => {
   it("answers the operator's questions in Prometheus format after a deploy", async () => {
-    const node = (await api(`${ctx.url}/v1/nodes`, { method: "POST", body: { driver: "fake-hardware" } }))
-      .body as { uuid: string };
-    for (const [target, state] of [
+    const created = await api(`${ctx.url}/v1/nodes`, { method: "POST", body: { driver: "fake-hardware" } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const node = created.body as { uuid: string };
+    // each verb's 202 read and each state waited for with a deadline (a refused verb hung here unnamed)
+    await provisionThrough(ctx.url, node.uuid, [
       ["manage", "manageable"],
       ["provide", "available"],
       ["active", "active"],
-    ] as const) {
-      await api(`${ctx.url}/v1/nodes/${node.uuid}/states/provision`, { method: "PUT", body: { target } });
-      await settle(node.uuid, state);
-    }
+    ]);
     await api(`${ctx.url}/v1/nodes/no-such-node`);
     // a BMC that is not there: the call fails, and the failure is counted
     const bmc = (
@@ -58,7 +49,8 @@ describe("GET /metrics", () => {
     expect(text).toMatch(/^process_resident_memory_bytes \d+/m);
     // node names never become labels
     expect(text).not.toContain("no-such-node");
-  }, 60_000);
+    // room for waitForState's own 60 s to name the state
+  }, 120_000);
 });
 
 describe("the Grafana dashboard in deploy/grafana", () => {

@@ -3,9 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { basic, writeUserFiles } from "../helpers/auth.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, released, startConductor, waitForState } from "../helpers/conductor.ts";
 import { baremetal } from "../../scripts/lab/baremetal.ts";
 import { recordingLogger } from "../helpers/log.ts";
+import { until } from "../helpers/wait.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "anvil-history-"));
 const files = writeUserFiles(dir, [
@@ -40,26 +41,29 @@ beforeAll(async () => {
       driver_info: { ipmi_password: "CREATE-SECRET" },
     },
   });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
   uuid = (created.body as { uuid: string }).uuid;
-  await as(`/v1/nodes/h1`, {
+  const patched = await as(`/v1/nodes/h1`, {
     method: "PATCH",
     body: [
       { op: "add", path: "/driver_info/ipmi_password", value: "hunter2-secret" },
       { op: "replace", path: "/name", value: "h1-renamed" },
     ],
   });
-  for (const [target, state] of [
+  expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+  await provisionThrough({ url: ctx.url, headers: ops }, uuid, [
     ["manage", "manageable"],
     ["provide", "available"],
-  ] as const) {
-    await as(`/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target } });
-    await reach(state);
-  }
-  await as(`/v1/nodes/${uuid}/states/provision`, {
+  ]);
+  await released({ url: ctx.url, headers: ops }, uuid);
+  const deploy = await as(`/v1/nodes/${uuid}/states/provision`, {
     method: "PUT",
     body: { target: "active", configdrive: { meta_data: {}, user_data: "CONFIGDRIVE-SECRET" } },
   });
+  expect(deploy.status, JSON.stringify(deploy.body)).toBe(202);
   await reach("active");
+  // the 1.113 test's power change needs the lock the deploy held
+  await released({ url: ctx.url, headers: ops }, uuid);
 });
 afterAll(async () => {
   await ctx.stop();
@@ -112,11 +116,14 @@ describe("node history (API 1.78)", () => {
           history: Record<string, unknown>[];
         }
       ).history;
-    let entries = await read("1.113");
-    for (let i = 0; i < 50 && !entries.some((h) => String(h.event).startsWith("Power state is now")); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      entries = await read("1.113");
-    }
+    // the outcome is written by the background power task: polled for, not given a fixed 5 s
+    const entries = await until(
+      async () => {
+        const got = await read("1.113");
+        return got.some((h) => String(h.event).startsWith("Power state is now")) ? got : undefined;
+      },
+      { what: "the power outcome in the history" },
+    );
     const asked = entries.find((h) => String(h.event).startsWith('Power "power on" requested by tenant'))!;
     expect(asked).toMatchObject({ user: "tenant", project: "B" });
     // the background outcome is the requester's, project included

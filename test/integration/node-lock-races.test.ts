@@ -8,7 +8,14 @@ import { FakePower } from "../../conductor/drivers/power/fake.ts";
 import { fakeHardware } from "../../conductor/drivers/registry.ts";
 import { NoArgs, defineStep } from "../../conductor/drivers/step.ts";
 import type { PowerState } from "../../shared/states.ts";
-import { api, faultOf, startConductor, waitForState } from "../helpers/conductor.ts";
+import {
+  api,
+  faultOf,
+  provisionThrough,
+  released,
+  startConductor,
+  waitForState,
+} from "../helpers/conductor.ts";
 
 /** A point a driver call stops at while armed: the test sees it reached, then lets it go. */
 class Gate {
@@ -122,13 +129,14 @@ async function setup(state: "manageable" | "available") {
   ctx = await startConductor({}, { drivers: driverRegistry([double.hw]) });
   const { url } = ctx;
   const created = await api(`${url}/v1/nodes`, { method: "POST", body: { driver: "fake-hardware" } });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
   const uuid = (created.body as { uuid: string }).uuid;
-  await api(`${url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target: "manage" } });
-  await waitForState(url, uuid, "manageable");
-  if (state === "available") {
-    await api(`${url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target: "provide" } });
-    await waitForState(url, uuid, "available");
-  }
+  await provisionThrough(url, uuid, [
+    ["manage", "manageable"],
+    ...(state === "available" ? [["provide", "available"] as const] : []),
+  ]);
+  // the races below start from a node nobody holds
+  await released(url, uuid);
   double.calls.length = 0;
   const call = (method: string, path: string, body?: unknown) =>
     api(`${url}/v1/nodes/${uuid}${path}`, { method, body });
@@ -150,6 +158,7 @@ describe("two actions on one node: the second gets NodeLocked, never both reach 
     expectLocked(await t.call("PUT", "/management/boot_device", { boot_device: "pxe" }));
     t.gates.step.release();
     await waitForState(t.url, t.uuid, "manageable");
+    await released(t.url, t.uuid); // else the boot device set is refused and its gate never reached
     expect(t.calls).toEqual(["clean step erase_devices"]);
 
     t.calls.length = 0;
@@ -174,8 +183,8 @@ describe("two actions on one node: the second gets NodeLocked, never both reach 
     expect(t.calls).toContain("deploy step deploy");
 
     // back to a deletable state, then the other order
-    await t.call("PUT", "/states/provision", { target: "deleted" });
-    await waitForState(t.url, t.uuid, "available");
+    await provisionThrough(t.url, t.uuid, [["deleted", "available"]]);
+    await released(t.url, t.uuid); // else the DELETE is refused and its gate never reached
     t.calls.length = 0;
     t.gates.cleanUp.arm();
     const deleting = t.call("DELETE", "");

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { provisionThrough, startConductor, waitForState } from "../helpers/conductor.ts";
 import { ensureAgentBuilt, type AgentProcess } from "../helpers/agent.ts";
 import { readConfigDriveIso, type ConfigDriveFiles } from "../helpers/config-drive.ts";
 import { MiB, readRange, sha256 } from "../helpers/disk.ts";
@@ -76,10 +76,10 @@ describe("Nova's Ironic driver with the real agent on simulated hardware", () =>
       });
     });
 
-    await api(`${ctx.url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target: "manage" } });
-    await waitForState(ctx.url, uuid, "manageable");
-    await api(`${ctx.url}/v1/nodes/${uuid}/states/provision`, { method: "PUT", body: { target: "provide" } });
-    await waitForState(ctx.url, uuid, "available");
+    await provisionThrough(ctx.url, uuid, [
+      ["manage", "manageable"],
+      ["provide", "available"],
+    ]);
 
     // what the disk holds once the node is active, read before the destroy's cleaning boots an agent
     ctx.conductor.events.subscribe((event) => {

@@ -6,7 +6,7 @@ import { driverRegistry } from "../../conductor/drivers/hardware-type.ts";
 import { FakePower } from "../../conductor/drivers/power/fake.ts";
 import { fakeHardware } from "../../conductor/drivers/registry.ts";
 import type { PowerInterface } from "../../conductor/drivers/interfaces.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, released, startConductor } from "../helpers/conductor.ts";
 import { CountingPower } from "../helpers/counting-power.ts";
 
 /** The power sync over the conductor's own database and drivers (the loop itself is tested against ipmi_sim). */
@@ -26,9 +26,10 @@ describe("power sync over the store", () => {
       method: "POST",
       body: { name: "ps", driver: "fake-hardware" },
     });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
     const uuid = (created.body as { uuid: string }).uuid;
-    await api(`${ctx.url}/v1/nodes/ps/states/provision`, { method: "PUT", body: { target: "manage" } });
-    await waitForState(ctx.url, "ps", "manageable");
+    await provisionThrough(ctx.url, "ps", [["manage", "manageable"]]);
+    await released(ctx.url, "ps"); // a sync pass skips a node still held
     return { ctx, uuid, port: storePowerSyncPort(ctx.conductor.provisioner) };
   }
 

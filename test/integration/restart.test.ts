@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { api, spawnConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, released, spawnConductor } from "../helpers/conductor.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "anvil-restart-"));
 const args = [
@@ -31,9 +31,13 @@ describe("a conductor killed mid-transition", () => {
       body: { name: "r1", driver: "fake-hardware" },
     });
     expect(created.status).toBe(201);
-    await api(`${first.url}/v1/nodes/r1/states/provision`, { method: "PUT", body: { target: "manage" } });
-    await waitForState(first.url, "r1", "manageable");
-    await api(`${first.url}/v1/nodes/r1/states/provision`, { method: "PUT", body: { target: "provide" } });
+    await provisionThrough(first.url, "r1", [["manage", "manageable"]]);
+    await released(first.url, "r1");
+    const provide = await api(`${first.url}/v1/nodes/r1/states/provision`, {
+      method: "PUT",
+      body: { target: "provide" },
+    });
+    expect(provide.status, JSON.stringify(provide.body)).toBe(202);
     const cleaning = (await api(`${first.url}/v1/nodes/r1`)).body as Record<string, unknown>;
     expect(cleaning.provision_state).toBe("cleaning");
     // the holder is the process's unique identity: the name plus an instance id
@@ -50,8 +54,8 @@ describe("a conductor killed mid-transition", () => {
     expect(String(node.last_error)).toMatch(/conductor restarted while the node was in "cleaning"/);
 
     // and the node can be recovered the usual way
-    await api(`${second.url}/v1/nodes/r1/states/provision`, { method: "PUT", body: { target: "manage" } });
-    await waitForState(second.url, "r1", "manageable");
+    await provisionThrough(second.url, "r1", [["manage", "manageable"]]);
     second.child.kill("SIGTERM");
-  });
+    // two conductor starts (30 s each at most) and a wait: room for waitForState's 60 s to name the state
+  }, 150_000);
 });

@@ -220,10 +220,18 @@ describe("a TLS conductor tells its ramdisk what to pin", () => {
       expect(node.status).toBe(201);
       const uuid = String(node.body.uuid);
       expect((await call("/v1/ports", "POST", { node_uuid: uuid, address: MAC })).status).toBe(201);
-      await call(`/v1/nodes/${uuid}/states/provision`, "PUT", { target: "manage" });
-      for (let i = 0; i < 200 && (await call(`/v1/nodes/${uuid}`)).body.provision_state !== "manageable"; i++)
-        await new Promise((r) => setTimeout(r, 25));
-      await call(`/v1/nodes/${uuid}/states/provision`, "PUT", { target: "inspect" });
+      // each verb's 202 read; manageable and released awaited with a deadline (the loop gave it 5 s, then went on)
+      const manage = await call(`/v1/nodes/${uuid}/states/provision`, "PUT", { target: "manage" });
+      expect(manage.status, JSON.stringify(manage.body)).toBe(202);
+      await waitFor(
+        async () => {
+          const shown = (await call(`/v1/nodes/${uuid}`)).body;
+          return shown.provision_state === "manageable" && shown.reservation === null;
+        },
+        { what: "manageable and released" },
+      );
+      const inspect = await call(`/v1/nodes/${uuid}/states/provision`, "PUT", { target: "inspect" });
+      expect(inspect.status, JSON.stringify(inspect.body)).toBe(202);
       const fakeBoot = ctx.conductor.drivers.get("fake-hardware")?.boot as FakeBoot;
       await waitFor(() => fakeBoot.stateOf(uuid)?.kind === "ramdisk", { what: "ramdisk prepared" });
       const params = (fakeBoot.stateOf(uuid) as { agentParams: Record<string, string> }).agentParams;

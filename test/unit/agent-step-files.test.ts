@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { COMMANDS, handlerLocation, loadHandler, offeredSteps } from "../../agent/commands/registry.ts";
 import { AGENT_STEPS, type AgentStep } from "../../shared/agent-steps.ts";
-import { api, startConductor, waitForState } from "../helpers/conductor.ts";
+import { api, provisionThrough, released, startConductor, waitForState } from "../helpers/conductor.ts";
 
 /**
  * What one agent step needs, and nothing more: its catalogue entry (shared/agent-steps.ts) and its command's
@@ -70,8 +70,8 @@ describe("GET …/steps shows every catalogue step a node asks for", () => {
     const raid = { logical_disks: [{ size_gb: 10, raid_level: "1", controller: "software" }] };
     const set = await api(`${ctx.url}/v1/nodes/${name}/states/raid`, { method: "PUT", body: raid });
     expect(set.status, JSON.stringify(set.body)).toBe(204);
-    await api(`${ctx.url}/v1/nodes/${name}/states/provision`, { method: "PUT", body: { target: "manage" } });
-    await waitForState(ctx.url, name, "manageable");
+    await provisionThrough(ctx.url, name, [["manage", "manageable"]]);
+    await released(ctx.url, name); // the test's clean or provide comes next
     return name;
   }
 
@@ -95,12 +95,13 @@ describe("GET …/steps shows every catalogue step a node asks for", () => {
 
   it("deploy steps: every one is in the deploy plan (priority-0 ones when asked for)", async () => {
     const node = await manageableNode({ automated_clean: false });
-    await api(`${ctx.url}/v1/nodes/${node}/states/provision`, { method: "PUT", body: { target: "provide" } });
-    await waitForState(ctx.url, node, "available");
-    await api(`${ctx.url}/v1/nodes/${node}`, {
+    await provisionThrough(ctx.url, node, [["provide", "available"]]);
+    await released(ctx.url, node);
+    const patched = await api(`${ctx.url}/v1/nodes/${node}`, {
       method: "PATCH",
       body: [{ op: "add", path: "/instance_info/image_source", value: "http://127.0.0.1:9/none.raw" }],
     });
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
     const optIn = AGENT_STEPS.filter((s) => s.kind === "deploy" && s.priority === 0);
     const accepted = await api(`${ctx.url}/v1/nodes/${node}/states/provision`, {
       method: "PUT",

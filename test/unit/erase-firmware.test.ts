@@ -15,6 +15,7 @@ import { EraseOptionsSchema } from "../../shared/erase.ts";
 import type { EraseOptions } from "../../shared/erase.ts";
 import { blankDisk } from "../../shared/inventory.ts";
 import { silentLogger } from "../../shared/log.ts";
+import { waitFor } from "../helpers/wait.ts";
 import type { ExecResult } from "../../shared/system/exec.ts";
 
 const SIZE = 4 * 1024 * 1024;
@@ -32,6 +33,8 @@ class FakeAtaDrive {
   eraseFails = false;
   eraseKeepsData = false;
   hangOnErase = false;
+  /** Set once a security erase has been issued (the password is set by then). */
+  eraseStarted = false;
 
   identify(): string {
     const line = (on: boolean, word: string): string => `${on ? "\t\t" : "\tnot\t"}${word}\n`;
@@ -99,6 +102,7 @@ class FakeTools implements DiskTools {
         return ok();
       case "--security-erase":
       case "--security-erase-enhanced":
+        drive.eraseStarted = true;
         if (drive.hangOnErase) {
           await new Promise((_, reject) =>
             call.signal?.addEventListener("abort", () => reject(call.signal?.reason)),
@@ -211,7 +215,9 @@ describe("ATA secure erase through hdparm", () => {
     tools.ata.hangOnErase = true;
     const controller = new AbortController();
     const running = run(tools, {}, controller.signal);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // aborted during the erase, not before it: a fixed 50 ms could end before the password was even set
+    await waitFor(() => tools.ata.eraseStarted, { what: "the erase to start" });
+    expect(tools.ata.enabled).toBe(true);
     controller.abort(new Error("cancelled"));
     await expect(running).rejects.toThrow("cancelled");
     expect(tools.ata.enabled).toBe(false);
