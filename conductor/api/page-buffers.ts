@@ -18,11 +18,12 @@ export class PageBuffers {
 
   /**
    * @param keep how many buffers wait for the next page at most (one per page in flight is enough)
-   * @param idleMs after how long without a page the waiting buffers are let go (the memory is the OS's again)
+   * @param idleMs after how long without a page the waiting buffers are let go (the memory is the OS's again):
+   * a client paging through the fleet asks for the next page at once; a second of quiet ends its walk
    */
   constructor(
     private readonly keep = 8,
-    private readonly idleMs = 5_000,
+    private readonly idleMs = 1_000,
   ) {}
 
   /** A buffer of at least `size` bytes (contents undefined), the caller's until it gives it back. */
