@@ -9,6 +9,7 @@ import { NodeListQuery, collection, effectiveLimit, nextLink, parseQuery } from 
 import { renderJson } from "./render.ts";
 import { SHARD_MINOR } from "./shards.ts";
 import { shownNodesPage, shownTextServes } from "./node-shown-page.ts";
+import { PageBuffers } from "./page-buffers.ts";
 
 /** Ironic's MINOR_104_NODE_INSTANCE_NAME. */
 export const INSTANCE_NAME_MINOR = 104;
@@ -16,15 +17,23 @@ import { nodeView, shortListInSql, summaryColumnsFor, summaryIsEnough } from "./
 
 const NODES_OPEN = Buffer.from('{"nodes":');
 
-/** GET /v1/nodes (`detail` false) and /v1/nodes/detail: a page of the nodes the caller may see. */
-export function listNodes(deps: ApiDeps, detail: boolean) {
+/**
+ * GET /v1/nodes (`detail` false) and /v1/nodes/detail: a page of the nodes the caller may see. `buffers`: where
+ * the detail pages written from the shown texts are written (one pool per app).
+ */
+export function listNodes(deps: ApiDeps, detail: boolean, buffers = new PageBuffers()) {
   return (request: FastifyRequest, reply: FastifyReply): Promise<void> =>
-    listPage(deps, { request, reply, detail });
+    listPage(deps, { request, reply, detail, buffers });
 }
 
 async function listPage(
   deps: ApiDeps,
-  { request, reply, detail }: { request: FastifyRequest; reply: FastifyReply; detail: boolean },
+  {
+    request,
+    reply,
+    detail,
+    buffers,
+  }: { request: FastifyRequest; reply: FastifyReply; detail: boolean; buffers: PageBuffers },
 ): Promise<void> {
   const query = parseQuery(NodeListQuery, request.query);
   checkFields(query.fields);
@@ -97,7 +106,18 @@ async function listPage(
         query: request.query as Record<string, unknown>,
       });
       const close = next === null ? "}" : `,"next":${JSON.stringify(next)}}`;
-      const json = shownNodesPage(rows, { ctx, who: request.identity, open: '{"nodes":', close });
+      let taken: Buffer | undefined;
+      const json = shownNodesPage(rows, {
+        ctx,
+        who: request.identity,
+        open: '{"nodes":',
+        close,
+        buffer: (size) => (taken = buffers.take(size)),
+      });
+      // back to the pool once the socket has taken every byte of the response (never before: see PageBuffers)
+      reply.raw.once("finish", () => {
+        if (taken !== undefined) buffers.give(taken);
+      });
       await reply.type("application/json; charset=utf-8").send(json);
       return;
     }

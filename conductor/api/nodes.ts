@@ -25,6 +25,7 @@ import { createdEntry, nodeHistory } from "./history.ts";
 import { NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import * as actions from "./node-actions.ts";
 import { listNodes } from "./node-list.ts";
+import { PageBuffers } from "./page-buffers.ts";
 import { patchNode } from "./node-patch.ts";
 import { nodeAllocationRoutes } from "./node-allocation.ts";
 import { nodeConsoleRoutes } from "./node-console.ts";
@@ -157,8 +158,9 @@ export function nodesPlugin(deps: ApiDeps) {
     const node = "/v1/nodes/:ident";
 
     nodeHistory(app, deps);
-    app.get("/v1/nodes", listNodes(deps, false));
-    app.get("/v1/nodes/detail", listNodes(deps, true));
+    const pages = new PageBuffers();
+    app.get("/v1/nodes", listNodes(deps, false, pages));
+    app.get("/v1/nodes/detail", listNodes(deps, true, pages));
     app.post("/v1/nodes", (request, reply) => createNode(deps, request, reply));
     app.get<IdentParams>(node, on(getNode));
     app.patch<IdentParams>(node, calls(UPDATE_NODE), on(patch));
