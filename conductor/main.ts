@@ -2,6 +2,7 @@ import { createLogger } from "../shared/log.ts";
 import { AuthConfigError } from "./auth/strategy.ts";
 import { ConfigError, applyReload, loadConfig, usage } from "./config-loader.ts";
 import { runDemo } from "./demo.ts";
+import { startIdleCompaction } from "./idle-compaction.ts";
 import { createConductor } from "./server.ts";
 
 async function main(): Promise<void> {
@@ -23,10 +24,13 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: config.logLevel, name: "conductor", format: config.logFormat });
   const conductor = createConductor(config, { logger });
   const url = await conductor.start();
+  // the heap a burst of requests grew goes back to the system once the conductor is quiet again
+  const stopCompaction = startIdleCompaction(logger);
   let stopping = false;
   const stop = (): void => {
     if (stopping) return;
     stopping = true;
+    stopCompaction();
     conductor.stop().then(
       () => process.exit(0),
       () => process.exit(1),

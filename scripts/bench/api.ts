@@ -7,6 +7,8 @@
 // each baseline. Node creation is also given for the first 1,000 creates and for the rest apart (a rate that
 // falls as the table grows shows there).
 // GET /v1/nodes/detail is timed at 1.78 and at `latest` (the newest, as clients negotiate it).
+// The conductor's RSS is read right after the last request and again after BENCH_IDLE_S (default 12) seconds
+// without requests (what an operator sees between bursts: the conductor compacts its heap once it is quiet).
 // BENCH_NODES (default 10,000), BENCH_SAMPLES (default 30) and BENCH_SHOW_SAMPLES (default 200) size the run;
 // BENCH_CONDUCTOR_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/p" passes flags to every conductor's node process.
 // Conductors run from the esbuild bundle of each checkout (baselines built by this checkout's build), as the
@@ -42,6 +44,8 @@ import { type BenchAnswer, ironicCall } from "./ironic-call.ts";
 const NODES = Number(process.env.BENCH_NODES ?? 10_000);
 const CONCURRENCY = 8;
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 30);
+/** Seconds without requests before the second RSS reading. */
+const IDLE_S = Number(process.env.BENCH_IDLE_S ?? 12);
 
 const AUTH = process.env.BENCH_AUTH === "token" ? "token" : "noauth";
 const BASELINE_REVS = (process.env.BENCH_BASELINE_REV ?? "").split(",").filter((rev) => rev !== "");
@@ -107,6 +111,8 @@ interface Measured {
   detailNewest: Timed;
   one: Timed;
   rss: number;
+  /** The RSS again after IDLE_S seconds without requests. */
+  rssIdle: number;
 }
 
 const FIGURES: Figure<Measured>[] = [
@@ -123,6 +129,7 @@ const FIGURES: Figure<Measured>[] = [
   { name: "GET /v1/nodes/{id} p99", unit: "ms", digits: 3, of: (m) => m.one.p99 },
   { name: "GET /v1/nodes/{id} 1 client", unit: "req/s", digits: 0, of: (m) => m.one.rps },
   { name: "conductor RSS", unit: "MiB", digits: 0, of: (m) => m.rss },
+  { name: `conductor RSS, ${IDLE_S} s idle`, unit: "MiB", digits: 0, of: (m) => m.rssIdle },
 ];
 
 async function main(): Promise<void> {
@@ -228,6 +235,8 @@ async function measure(dir: string, side: Side): Promise<Measured> {
       if (res.status !== 200) throw new Error("bad show");
     });
     const rss = rssMiB(child.pid ?? 0);
+    await new Promise((resolve) => setTimeout(resolve, IDLE_S * 1000));
+    const rssIdle = rssMiB(child.pid ?? 0);
     const row = (...[name, ours, ironic, ratio]: [string, string, string, string]) =>
       console.log(`${name.padEnd(40)} ${ours.padStart(16)} ${ironic.padStart(16)} ${ratio.padStart(10)}`);
     console.log(
@@ -262,6 +271,7 @@ async function measure(dir: string, side: Side): Promise<Measured> {
     row("GET /v1/nodes/{id} p50 / p99", `${one.p50.toFixed(2)} / ${one.p99.toFixed(2)} ms`, "-", "-");
     row("GET /v1/nodes/{id} req/s (1 client)", `${one.rps.toFixed(0)}/s`, "-", "-");
     row("conductor RSS", `${rss.toFixed(0)} MiB`, "~490 MiB", `${(490 / rss).toFixed(1)}x`);
+    row(`conductor RSS, ${IDLE_S} s idle`, `${rssIdle.toFixed(0)} MiB`, "-", "-");
     console.log(`failed creates: ${failed}`);
     const goals = [
       ["create >= 2,000/s", createRate >= 2000],
@@ -271,7 +281,7 @@ async function measure(dir: string, side: Side): Promise<Measured> {
       ["RSS < 200 MB", rss < 200],
     ] as const;
     for (const [goal, met] of goals) console.log(`goal ${goal}: ${met ? "met" : "NOT met"}`);
-    return { createRate, firstRate, nextRate, list, detail, detailNewest, one, rss };
+    return { createRate, firstRate, nextRate, list, detail, detailNewest, one, rss, rssIdle };
   } finally {
     child.kill("SIGTERM");
   }
