@@ -10,7 +10,8 @@
 // first, then this checkout first, …; each measurement on a fresh database), and every figure is printed per
 // round with the median of the per-round ratios.
 // Conductors run from the esbuild bundle of each checkout (built by this checkout's build, as the installed
-// service runs); BENCH_CONDUCTOR=tsx runs the sources through tsx instead.
+// service runs); BENCH_CONDUCTOR=tsx runs the sources through tsx instead. BENCH_CONDUCTOR_NODE_ARGS="…" passes
+// flags to every conductor's node process (all sides), as api.ts does.
 import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -64,6 +65,8 @@ const ALLOCATIONS = Number(process.env.BENCH_ALLOCATIONS ?? 1_000);
 const PAGES = Number(process.env.BENCH_PAGES ?? 200);
 const LIST_PAGES = Number(process.env.BENCH_LIST_PAGES ?? 1_000);
 const CONCURRENCY = 8;
+/** Flags for every conductor's node process, as api.ts takes them (`--cpu-prof`, GC flags under test). */
+const NODE_ARGS = (process.env.BENCH_CONDUCTOR_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "");
 const BASELINE_REV = process.env.BENCH_BASELINE_REV;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (BASELINE_REV ? 2 : 1));
 const HEADERS = { "Content-Type": "application/json", "X-OpenStack-Ironic-API-Version": "1.78" };
@@ -116,7 +119,7 @@ async function spawnConductor(
   checkout: string,
   args: string[],
 ): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [...conductorCommand(), "--port", "0", ...args], {
+  const child = spawn(process.execPath, [...NODE_ARGS, ...conductorCommand(), "--port", "0", ...args], {
     cwd: checkout,
     stdio: ["ignore", "ignore", "pipe"],
   });
