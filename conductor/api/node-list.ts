@@ -15,7 +15,9 @@ import { PageBuffers } from "./page-buffers.ts";
 export const INSTANCE_NAME_MINOR = 104;
 import { nodeView, shortListInSql, summaryColumnsFor, summaryIsEnough } from "./views.ts";
 
-const NODES_OPEN = Buffer.from('{"nodes":');
+/** What every node page opens with, as text (the detail page written from the shown texts) and as bytes. */
+const NODES_OPEN = '{"nodes":';
+const NODES_OPEN_BYTES = Buffer.from(NODES_OPEN);
 
 /**
  * GET /v1/nodes (`detail` false) and /v1/nodes/detail: a page of the nodes the caller may see. `buffers`: where
@@ -91,7 +93,7 @@ async function listPage(
     const tail = next === null ? "}" : `,"next":${JSON.stringify(next)}}`;
     await reply
       .type("application/json; charset=utf-8")
-      .send(Buffer.concat([NODES_OPEN, built.json, Buffer.from(tail)]));
+      .send(Buffer.concat([NODES_OPEN_BYTES, built.json, Buffer.from(tail)]));
     return;
   }
   if (showDetail && query.fields === undefined && shownTextServes(ctx.minor)) {
@@ -110,7 +112,7 @@ async function listPage(
       const json = shownNodesPage(rows, {
         ctx,
         who: request.identity,
-        open: '{"nodes":',
+        open: NODES_OPEN,
         close,
         buffer: (size) => (taken = buffers.take(size)),
       });
