@@ -60,6 +60,18 @@ export const ConductorConfig = z.object({
     .prefault({}),
   /** On stop (SIGTERM), how long running work may take to finish before it is cancelled and handed back. */
   stopGraceS: z.number().min(0).default(30),
+  /**
+   * Ironic's [conductor]node_locked_retry_attempts and node_locked_retry_interval: a request that finds its node
+   * locked by another task tries again for up to (attempts − 1) × interval before it answers 409 NodeLocked.
+   * Anvil tries again as soon as this conductor releases the node (every 100 ms for a holder elsewhere) rather
+   * than after each whole interval. attempts 1: refused at once.
+   */
+  nodeLockedRetry: z
+    .object({
+      attempts: z.number().int().min(1).default(3),
+      intervalS: z.number().min(0).default(1),
+    })
+    .prefault({}),
   /** How often to look for timed-out wait states. */
   timeoutCheckIntervalS: z.number().positive().default(10),
   powerSync: z

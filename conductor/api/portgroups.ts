@@ -22,7 +22,8 @@ import { authorize, type PolicyName } from "../auth/policy.ts";
 import { normalizeMac } from "../drivers/boot/mac.ts";
 import { NotAcceptable } from "../errors.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
-import { badRequest, conflict, notFound } from "./errors.ts";
+import { nodeWhenFree } from "../operations/operation.ts";
+import { badRequest, notFound } from "./errors.ts";
 import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
 import { PORTGROUP_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import {
@@ -100,11 +101,8 @@ async function loadPortgroup(
 }
 
 /** A port group changes only while its node is not being worked on (Ironic takes the node's lock). */
-function checkNodeFree(node: NodeRecord | null): void {
-  if (node?.reservation)
-    throw conflict(
-      `Node ${node.uuid} is locked by host ${node.reservation}, please retry after the current operation is completed.`,
-    );
+async function checkNodeFree(deps: ApiDeps, node: NodeRecord | null): Promise<void> {
+  if (node !== null) await nodeWhenFree(deps.provisioner, node.uuid);
 }
 
 const mac = (address: string | null | undefined): string | null =>
@@ -227,7 +225,7 @@ export function portgroupsPlugin(deps: ApiDeps) {
       if (body.name && !validName(body.name))
         throw badRequest(`Cannot create portgroup with invalid name '${body.name}'`);
       checkStoredJson(body, PORTGROUP_JSON_FIELDS, deps.config.api);
-      checkNodeFree(node);
+      await checkNodeFree(deps, node);
       const portgroup = await deps.store.createPortgroup({
         uuid: body.uuid ?? randomUUID(),
         name: body.name ?? null,
@@ -285,7 +283,7 @@ export function portgroupsPlugin(deps: ApiDeps) {
         deps.config.api,
       );
       checked.address = mac(checked.address);
-      checkNodeFree(node);
+      await checkNodeFree(deps, node);
       if (checked.node_uuid !== portgroup.node_uuid) {
         // policy holds on every node the request touches: the new node as well as the old one
         const target = await authorizeNodeLink(
@@ -293,7 +291,7 @@ export function portgroupsPlugin(deps: ApiDeps) {
           { who: request.identity, rule: "baremetal:portgroup:update" },
           { from: node ?? { owner: null, lessee: null }, to: checked.node_uuid },
         );
-        checkNodeFree(target);
+        await checkNodeFree(deps, target);
         checked.node_uuid = target.uuid;
         const members = await deps.store.listPorts({ portgroup_uuid: portgroup.uuid }, { limit: 1 });
         if (members.length)
@@ -314,7 +312,7 @@ export function portgroupsPlugin(deps: ApiDeps) {
         who: request.identity,
         rule: "baremetal:portgroup:delete",
       });
-      checkNodeFree(node);
+      await checkNodeFree(deps, node);
       const members = await deps.store.listPorts({ portgroup_uuid: portgroup.uuid }, { limit: 1 });
       if (members.length)
         throw badRequest(

@@ -12,7 +12,8 @@ import { pyRepr } from "../../shared/py-format.ts";
 import { requireStrictBool } from "../../shared/strict-bool.ts";
 import { normalizeMac } from "../drivers/boot/mac.ts";
 import { type ApiDeps, baseUrl, viewContext } from "./context.ts";
-import { badRequest, conflict, notFound } from "./errors.ts";
+import { nodeWhenFree } from "../operations/operation.ts";
+import { badRequest, notFound } from "./errors.ts";
 import { applyJsonPatch, type PatchRules } from "./json-patch.ts";
 import { PORT_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import { FieldsQuery, PortListQuery, collection, effectiveLimit, parseQuery } from "./query.ts";
@@ -164,13 +165,8 @@ async function portNodeOf(
 }
 
 async function checkNodeFree(deps: ApiDeps, nodeUuid: string): Promise<void> {
-  const node = await deps.store.getNode(nodeUuid);
+  const node = await nodeWhenFree(deps.provisioner, nodeUuid);
   if (!node) throw badRequest(`Node ${nodeUuid} could not be found.`);
-  if (node.reservation !== null) {
-    throw conflict(
-      `Node ${node.uuid} is locked by host ${node.reservation}, please retry after the current operation is completed.`,
-    );
-  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { DriverRegistry, HardwareType } from "../drivers/hardware-type.ts";
-import { NodeLocked } from "../db/store.ts";
+import { NodeLocked, NodeNotFound } from "../db/store.ts";
 import { Invalid } from "../errors.ts";
 import type { NodeLock, TaskManager } from "../tasks/lock.ts";
 import type { Task, TaskDeps } from "../tasks/task.ts";
@@ -26,6 +26,11 @@ export interface OperationSpec {
   readonly shared: boolean;
   /** Runs on the conductor owning the node on the hash ring, where its periodic work and agent session live. */
   readonly onOwner: boolean;
+  /**
+   * A background sweep's (the power sync): a node another task holds is skipped at once. A request's operation
+   * waits out Ironic's node_locked_retry window first (lock.ts's AcquireOptions).
+   */
+  readonly sweep?: boolean;
 }
 
 /** Declares an operation's spec (a typed literal, frozen so a route cannot change it). */
@@ -46,7 +51,7 @@ export async function underLock<T>(
   const { spec, body } = operation;
   const lock = spec.shared
     ? ctx.tasks.acquireShared(node, spec.purpose)
-    : await ctx.tasks.acquire(node, spec.purpose);
+    : await ctx.tasks.acquire(node, spec.purpose, { wait: spec.sweep !== true });
   return lock.run((task) => body(task, lock));
 }
 
@@ -82,21 +87,47 @@ export interface RecordTask {
  * back). @throws NodeLocked (409) when the node is locked, what the body throws
  */
 export async function underRecordLock<T>(
-  ctx: Pick<OperationContext, "deps">,
+  ctx: Pick<OperationContext, "deps" | "tasks">,
   node: NodeRecord,
   operation: { spec: OperationSpec; body: (task: RecordTask) => Promise<T> },
 ): Promise<T> {
   const { store } = ctx.deps;
-  if (node.reservation !== null) throw new NodeLocked(node.uuid, node.reservation);
   let current = node;
-  const task: RecordTask = {
-    get node() {
-      return current;
-    },
-    update: async (patch) => {
-      current = await store.updateNode(node.uuid, patch, { ifReservedBy: null });
-      return current;
-    },
-  };
-  return operation.body(task);
+  let read = false;
+  // NOTE: a body writes once, so one refused by the lock wrote nothing: it runs again on a fresh read
+  return ctx.tasks.whileLocked(node.uuid, async () => {
+    if (read) current = (await store.getNode(node.uuid)) ?? throwNotFound(node.uuid);
+    read = true;
+    if (current.reservation !== null) throw new NodeLocked(current.uuid, current.reservation);
+    const task: RecordTask = {
+      get node() {
+        return current;
+      },
+      update: async (patch) => {
+        current = await store.updateNode(node.uuid, patch, { ifReservedBy: null });
+        return current;
+      },
+    };
+    return operation.body(task);
+  });
+}
+
+/**
+ * The node once nobody holds its lock (null when there is no such node), for a change that checks rather than
+ * takes the lock (ports, port groups): waits out the node_locked_retry window as a request does.
+ * @throws NodeLocked (409) when the node stays locked
+ */
+export function nodeWhenFree(
+  ctx: Pick<OperationContext, "deps" | "tasks">,
+  uuid: string,
+): Promise<NodeRecord | null> {
+  return ctx.tasks.whileLocked(uuid, async () => {
+    const node = await ctx.deps.store.getNode(uuid);
+    if (node !== null && node.reservation !== null) throw new NodeLocked(node.uuid, node.reservation);
+    return node;
+  });
+}
+
+function throwNotFound(uuid: string): never {
+  throw new NodeNotFound(uuid);
 }

@@ -10,7 +10,12 @@ import { defineOperation, hardwareOf, underLock, type OperationContext } from ".
 export const CHANGE_POWER = defineOperation({ purpose: "power", shared: false, onOwner: true });
 
 /** The power sync's correction of a node switched behind the conductor's back. */
-export const SYNC_POWER = defineOperation({ purpose: "power sync", shared: false, onOwner: true });
+export const SYNC_POWER = defineOperation({
+  purpose: "power sync",
+  shared: false,
+  onOwner: true,
+  sweep: true,
+});
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

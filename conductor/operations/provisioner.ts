@@ -17,12 +17,15 @@ import { needsAgent, previewSteps } from "../flows/step-runner.ts";
 import type { UrlSigner } from "../images/image-request.ts";
 import { WAIT_STATES, nextState, verbEvent } from "../states/machine.ts";
 import { bootFromVolumeProblem, deployTemplateEntries } from "../tasks/deploy-templates.ts";
-import { TaskManager, type NodeLock } from "../tasks/lock.ts";
+import { TaskManager, type AcquireOptions, type NodeLock } from "../tasks/lock.ts";
 import { declaredSteps, stepId } from "../tasks/step-plan.ts";
 import type { Task, TaskDeps } from "../tasks/task.ts";
 import { InvalidTransition } from "../tasks/transition.ts";
 import { defineOperation, type OperationContext } from "./operation.ts";
 import { configDriveOf, requestedSteps } from "./provision-request.ts";
+
+/** A client's request waits out a lock that is being released (lock.ts's AcquireOptions). */
+const REQUEST: AcquireOptions = { wait: true };
 
 /** PUT /v1/nodes/{id}/states/provision (Ironic's do_node_deploy, do_node_clean, do_provisioning_action...). */
 export const PROVISION = defineOperation({ purpose: "provision", shared: false, onOwner: true });
@@ -112,9 +115,12 @@ export class Provisioner implements OperationContext {
     this.stopped = true;
   }
 
-  /** The node's exclusive lock for `purpose`. @throws NodeLocked (409), NodeNotFound */
-  acquire(node: NodeRecord, purpose: string): Promise<NodeLock> {
-    return this.tasks.acquire(node, purpose);
+  /**
+   * The node's exclusive lock for `purpose`; `wait` for a request's (lock.ts's AcquireOptions).
+   * @throws NodeLocked (409), NodeNotFound
+   */
+  acquire(node: NodeRecord, purpose: string, options: AcquireOptions = {}): Promise<NodeLock> {
+    return this.tasks.acquire(node, purpose, options);
   }
 
   /** The node's lock, or undefined when other work holds it or the node is gone (background sweeps). */
@@ -145,7 +151,7 @@ export class Provisioner implements OperationContext {
       throw new Invalid(`Node ${node.uuid} is in maintenance mode; it cannot be deployed.`);
     }
     const steps = requestedSteps(() => this.interfacesOf(node), body);
-    const lock = await this.acquire(node, body.target);
+    const lock = await this.acquire(node, body.target, REQUEST);
     await lock.run(async (task) => {
       const configdrive =
         body.configdrive === undefined
@@ -193,7 +199,7 @@ export class Provisioner implements OperationContext {
 
   private async abort(node: NodeRecord): Promise<void> {
     if (node.provision_state.startsWith("service ")) return this.abortService(node);
-    const lock = await this.acquire(node, "abort");
+    const lock = await this.acquire(node, "abort", REQUEST);
     await lock.run(async (task) => {
       await flowOf(task, WORKING_STATE[node.provision_state] ?? node.provision_state)?.onFail?.(task);
       const step = node.clean_step as Partial<PlannedStep>;
@@ -212,7 +218,7 @@ export class Provisioner implements OperationContext {
    * after it completes instead. @throws Conflict (409)
    */
   private async abortService(node: NodeRecord): Promise<void> {
-    const lock = await this.acquire(node, "abort");
+    const lock = await this.acquire(node, "abort", REQUEST);
     await lock.run(async (task) => {
       const step = task.node.service_step as Partial<PlannedStep>;
       if (task.node.provision_state === "service failed") {
@@ -251,7 +257,7 @@ export class Provisioner implements OperationContext {
    * answers get_inventory. @throws NotFound when the node left `inspect wait`, NodeLocked (409)
    */
   async continueInspection(node: NodeRecord, data: { inventory: Inventory; plugin_data: JsonObject }) {
-    const lock = await this.acquire(node, "continue inspection");
+    const lock = await this.acquire(node, "continue inspection", REQUEST);
     return lock.run(async (task) => {
       if (task.node.provision_state !== "inspect wait") throw new NotFound("Resource could not be found.");
       await this.deps.store.saveInventory(task.node.uuid, data);

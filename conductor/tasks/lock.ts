@@ -1,9 +1,19 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import type { HardwareType } from "../drivers/hardware-type.ts";
+import { lockWaitMs, ReleaseSignals, whileLocked } from "./lock-wait.ts";
 import { Task, type TaskDeps } from "./task.ts";
 
 /** Work that runs in the background under a node's lock. */
 export type TaskWork = (task: Task) => Promise<void>;
+
+/**
+ * `wait`: a request (the API's): while another task holds the node, try again for up to Ironic's
+ * node_locked_retry window before NodeLocked, so a client that acts on a state a task just wrote is not refused
+ * for the few ms until that task's release. Background sweeps take the default and skip a locked node at once.
+ */
+export interface AcquireOptions {
+  wait?: boolean;
+}
 
 interface Running {
   task: Task;
@@ -18,6 +28,8 @@ interface Running {
  */
 export class TaskManager {
   private readonly running = new Map<string, Running>();
+  /** Requests waiting here for a node's release (`acquire` with `wait`, and record changes). */
+  readonly releases = new ReleaseSignals();
 
   constructor(
     private readonly deps: TaskDeps,
@@ -27,10 +39,20 @@ export class TaskManager {
   ) {}
 
   /** Reserves the node for this conductor. @throws NodeLocked (409), NodeNotFound (404), Invalid (unknown driver) */
-  async acquire(node: NodeRecord, purpose: string): Promise<NodeLock> {
+  async acquire(node: NodeRecord, purpose: string, options: AcquireOptions = {}): Promise<NodeLock> {
     const hw = this.hardwareOf(node);
-    const reserved = await this.deps.store.reserveNode(node.uuid, this.deps.holder);
+    const reserve = () => this.deps.store.reserveNode(node.uuid, this.deps.holder);
+    const reserved = options.wait ? await this.whileLocked(node.uuid, reserve) : await reserve();
     return new NodeLock(new Task(reserved, hw, this.deps), purpose, this);
+  }
+
+  /**
+   * Runs `attempt` again while it throws NodeLocked, within the config's nodeLockedRetry window: at once when
+   * this conductor releases the node, else every 100 ms. @throws NodeLocked once the window has passed
+   */
+  whileLocked<T>(uuid: string, attempt: () => Promise<T>): Promise<T> {
+    const waitMs = lockWaitMs(this.deps.config.nodeLockedRetry);
+    return whileLocked(attempt, { uuid, waitMs, self: this.deps.holder, signals: this.releases });
   }
 
   /**
@@ -68,6 +90,7 @@ export class TaskManager {
     await this.deps.store
       .releaseNode(task.node.uuid, this.deps.holder)
       .catch((error: unknown) => task.log.error({ err: error }, "release failed"));
+    this.releases.released(task.node.uuid);
   }
 
   /** @internal NodeLock's: runs the work, then releases, whatever it does. */
