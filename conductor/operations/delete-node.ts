@@ -1,7 +1,8 @@
 import type { NodeRecord } from "../../shared/resources.ts";
 import { Conflict, Forbidden } from "../errors.ts";
 import { TRANSIENT_STATES, WAIT_STATES } from "../states/machine.ts";
-import { defineOperation, underLock, type OperationContext } from "./operation.ts";
+import { NodeLocked } from "../db/store.ts";
+import { defineOperation, nodeWhenFree, underLock, type OperationContext } from "./operation.ts";
 
 /** DELETE /v1/nodes/{id} (Ironic's destroy_node). */
 export const DELETE_NODE = defineOperation({ purpose: "node deletion", shared: false, onOwner: true });
@@ -34,7 +35,8 @@ function checkDeletable(node: NodeRecord, options: { unlocked: boolean }): void 
  * keeps Ironic's order) and again on the locked node, its boot files removed (they must not outlive it),
  * then the row. @throws Conflict, Forbidden, NodeLocked (409)
  */
-export async function deleteNode(ctx: OperationContext, node: NodeRecord): Promise<void> {
+export async function deleteNode(ctx: OperationContext, read: NodeRecord): Promise<void> {
+  const node = read.reservation === null ? read : await whenFree(ctx, read);
   checkDeletable(node, { unlocked: true });
   if (!ctx.drivers.get(node.driver)) await deleteDriverless(ctx, node);
   else
@@ -47,6 +49,19 @@ export async function deleteNode(ctx: OperationContext, node: NodeRecord): Promi
       },
     });
   ctx.deps.publish({ type: "deleted", node: node.uuid });
+}
+
+/**
+ * The node as its holder left it, once that lets go (a lock being released is waited out, as for every
+ * request); as read when it stays locked or is gone, so the checks answer in their order.
+ */
+async function whenFree(ctx: OperationContext, read: NodeRecord): Promise<NodeRecord> {
+  try {
+    return (await nodeWhenFree(ctx, read.uuid)) ?? read;
+  } catch (error) {
+    if (error instanceof NodeLocked) return read;
+    throw error;
+  }
 }
 
 /** A node whose driver no conductor here offers has no boot files here: reserved, checked and deleted. */

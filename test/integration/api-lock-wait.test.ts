@@ -66,6 +66,32 @@ describe("a request on a node whose lock is being released", () => {
     expect(body.power_state).toBe("power on");
   });
 
+  it("a DELETE sent while a power task holds the node deletes it once it lets go", async () => {
+    const { url, uuid } = await nodeHeldByPower();
+    const deleted = await api(`${url}/v1/nodes/${uuid}`, { method: "DELETE" });
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(204);
+    expect((await api(`${url}/v1/nodes/${uuid}`)).status).toBe(404);
+  });
+
+  it("a port and a port group created while a power task holds their node are made once it lets go", async () => {
+    const { url, uuid } = await nodeHeldByPower();
+    const port = await api(`${url}/v1/ports`, {
+      method: "POST",
+      body: { node_uuid: uuid, address: "52:54:00:aa:bb:01" },
+    });
+    expect(port.status, JSON.stringify(port.body)).toBe(201);
+    const power = await api(`${url}/v1/nodes/${uuid}/states/power`, {
+      method: "PUT",
+      body: { target: "power off" },
+    });
+    expect(power.status).toBe(202);
+    const group = await api(`${url}/v1/portgroups`, {
+      method: "POST",
+      body: { node_uuid: uuid, name: "bond0" },
+    });
+    expect(group.status, JSON.stringify(group.body)).toBe(201);
+  });
+
   it("a lock held past the window is still NodeLocked (409) with Ironic's text", async () => {
     ctx = await startConductor({ fakeDelayMs: 1500, nodeLockedRetry: { attempts: 2, intervalS: 0.2 } });
     const { url } = ctx;
