@@ -332,10 +332,14 @@ start_nova() {
   wait_http nova-api "http://127.0.0.1:$NOVA_PORT/"
 }
 
-# start_compute I: nova-compute-ironic with host compute-I (its own config file adds only the host).
+# start_compute I: nova-compute-ironic with host compute-I (its own config file adds its host, and the ironic
+# driver's debug lines: its hash ring's members and the nodes it reports, what a compute that takes no node
+# share shows first).
 start_compute() {
-  local i="$1"
-  printf '[DEFAULT]\nhost = compute-%s\n' "$i" >"$DIR/etc/nova-compute-$i.conf"
+  local i="$1" levels
+  levels=$("$PY" -c 'from oslo_log import log; print(",".join(log.get_default_log_levels()))')
+  printf '[DEFAULT]\nhost = compute-%s\ndefault_log_levels = %s,glanceclient=WARN,nova.virt.ironic.driver=DEBUG\n' \
+    "$i" "$levels" >"$DIR/etc/nova-compute-$i.conf"
   start "nova-compute-$i" nova-compute --config-file "$DIR/etc/nova-common.conf" --config-file "$DIR/etc/nova-compute-$i.conf"
 }
 

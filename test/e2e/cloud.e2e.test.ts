@@ -11,6 +11,7 @@ import {
   cloudDown,
   cloudScript,
   cloudUp,
+  computesDiagnosis,
   createBaremetalFlavor,
   createImage,
   hypervisors as hypervisorsOf,
@@ -143,7 +144,11 @@ describe("the lab cloud on Anvil", () => {
         return hosts.size === 2 ? [...hosts].sort() : undefined;
       },
       3 * 60_000,
-    );
+    ).catch(async (error: unknown) => {
+      // NOTE: failed once in CI (compute-2 took no node in 6 minutes) and never again since: keep what the
+      // computes were doing
+      throw new Error(`${String(error)}\n${await computesDiagnosis(the())}`);
+    });
     expect(split).toEqual(["compute-1", "compute-2"]);
 
     // Placement: one provider per node, its inventory one CUSTOM_BAREMETAL (the node's resource class).
@@ -306,7 +311,7 @@ describe("a stopped compute", () => {
     const tok = await token();
     const before = await hypervisors(tok);
     const moving = before.filter((h) => h.service.host === "compute-2").map((h) => h.hypervisor_hostname);
-    expect(moving.length).toBeGreaterThan(0);
+    if (moving.length === 0) expect.fail(`compute-2 has no node\n${await computesDiagnosis(the())}`);
 
     const t0 = Date.now();
     await cloudScript(the().dir, ["stop-compute", "2"], 2 * 60_000);

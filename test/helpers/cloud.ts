@@ -125,6 +125,35 @@ export async function settle<T>(
   }
 }
 
+/**
+ * What the computes were doing, for a failed wait on Nova: `cloud.sh status` (which processes still run), then
+ * from each nova-compute's log its errors, warnings and hash ring lines (the ironic driver logs its members at
+ * debug, cloud.sh turns that on), and its last lines.
+ */
+export async function computesDiagnosis(cloud: LabCloud): Promise<string> {
+  const out: string[] = [];
+  const status = await exec("bash", [CLOUD, "status"], {
+    env: { ANVIL_CLOUD_DIR: cloud.dir },
+    timeoutMs: 60_000,
+  });
+  out.push(`cloud.sh status:\n${status.stdout.trim()}`);
+  for (let i = 1; i <= Number(cloud.cloudEnv.COMPUTES ?? 0); i++) {
+    const lines = (await readFile(join(cloud.dir, "log", `nova-compute-${i}.log`), "utf8").catch(() => ""))
+      .split("\n")
+      .filter((line) => line !== "");
+    const notable = lines.filter((l) =>
+      / (ERROR|WARNING) |Traceback|Hash ring members|available node/.test(l),
+    );
+    out.push(
+      `nova-compute-${i}.log (${lines.length} lines), notable (last 40):`,
+      ...notable.slice(-40),
+      `nova-compute-${i}.log, last 15:`,
+      ...lines.slice(-15),
+    );
+  }
+  return out.join("\n");
+}
+
 /** A Keystone token for direct reads of Nova's and Placement's APIs (what the CLI would print). */
 export async function token(cloud: LabCloud): Promise<string> {
   return (await openstackJson<{ id: string }>(cloud, ["token", "issue"])).id;
