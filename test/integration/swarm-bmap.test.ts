@@ -238,11 +238,15 @@ describe("swarm deploys with a block map", () => {
   it("a block-mapped node and a node streaming the whole image share one wave", async () => {
     await setUp(3);
     const image = images.get("short") as TestImage;
-    const outcomes = await Promise.all([
-      write(agents[0] as WaveAgent, "short", false),
-      write(agents[1] as WaveAgent, "short"),
-      write(agents[2] as WaveAgent, "short"),
-    ]);
+    const mapped = [write(agents[1] as WaveAgent, "short"), write(agents[2] as WaveAgent, "short")];
+    // NOTE: the streaming node joins once a mapped node holds a chunk. Started together, a loaded machine
+    // could let it ask for every chunk before the others joined: it then fetched them all as their assignee
+    // (one CI run in many), and the wave shared nothing with it to measure.
+    await waitFor(() => tracker!.stats().some((wave) => wave.members === 2 && wave.anchors > 0), {
+      what: "a block-mapped node holding a chunk",
+    });
+    const streaming = write(agents[0] as WaveAgent, "short", false);
+    const outcomes = await Promise.all([streaming, ...mapped]);
     for (const outcome of outcomes) expect(outcome).toMatchObject({ ok: true, diskMatches: true });
     expect(new Set(outcomes.map((o) => o.stats?.wave)).size).toBe(1);
     const fromStore = storeBytes(store.requests, "/short.raw", image.bytes.length);
