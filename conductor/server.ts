@@ -224,6 +224,13 @@ export function createConductor(
       .catch((error: unknown) => logger.error({ err: error, node: uuid }, "agent call-back failed"));
   });
   gateway.onDisconnected((uuid) => events.publish({ type: "agent", node: uuid, connected: false }));
+  gateway.onRebooted((uuid, bootId) => {
+    provisioner
+      .agentRebooted(uuid, bootId, (node) => membership.owns(node))
+      .catch((error: unknown) =>
+        logger.error({ err: error, node: uuid }, "resuming a rebooted write failed"),
+      );
+  });
 
   /**
    * Auto-discovery's boot script (machines no node has boot the ramdisk and dial us) when it is on, through

@@ -66,6 +66,7 @@ export interface CallOptions {
 
 export type ConnectedListener = (uuid: string, hello: Hello) => void;
 export type DisconnectedListener = (uuid: string) => void;
+export type RebootedListener = (uuid: string, bootId: string) => void;
 
 export interface AgentGateway {
   /**
@@ -89,6 +90,12 @@ export interface AgentGateway {
   addressOf(uuid: string): string | undefined;
   onConnected(listener: ConnectedListener): void;
   onDisconnected(listener: DisconnectedListener): void;
+  /**
+   * A tokenless hello from a new boot of a node whose agent has no session and no command waiting here: the
+   * node rebooted while no conductor was waiting on its agent's command (one a restart or a takeover handed
+   * back to the agent). Commands waiting here fail with AGENT_REBOOTED instead.
+   */
+  onRebooted(listener: RebootedListener): void;
   /**
    * Cuts the node's live session at once (a power action ended the boot its agent ran in); a heartbeat timeout
    * would take up to heartbeatTimeoutMs, during which fast track would send work to a dead agent. False when
@@ -166,6 +173,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
   const tokenLocks = new KeyedMutex();
   const connectedListeners: ConnectedListener[] = [];
   const disconnectedListeners: DisconnectedListener[] = [];
+  const rebootedListeners: RebootedListener[] = [];
   const attached: Array<{
     server: Server;
     listener: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
@@ -416,7 +424,10 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
   function rebootedBehindUs(uuid: string, bootId: string): void {
     if (sessions.has(uuid)) return; // the agent is still here: the hello is not the node's
     const waiting = pending.forNode(uuid);
-    if (waiting.length === 0) return;
+    if (waiting.length === 0) {
+      for (const listener of rebootedListeners) listener(uuid, bootId);
+      return;
+    }
     logger.warn(
       { node: uuid, boot_id: bootId, commands: waiting.map((call) => call.name) },
       "a new boot of the node dialled in while its agent's commands ran; failing them",
@@ -640,6 +651,7 @@ export function createAgentGateway(options: AgentGatewayOptions): AgentGateway {
     }),
     onConnected: (listener) => void connectedListeners.push(listener),
     onDisconnected: (listener) => void disconnectedListeners.push(listener),
+    onRebooted: (listener) => void rebootedListeners.push(listener),
     close,
   };
 }

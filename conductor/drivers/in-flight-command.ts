@@ -67,6 +67,12 @@ export async function commandIdFor(task: Task, name: string): Promise<string | u
   return id;
 }
 
+/** Whether the node's running step sent `name` and has not had its answer (an agent still owes it). */
+export function awaitsCommand(node: Pick<NodeRecord, "driver_internal_info">, name: string): boolean {
+  const record = inFlightOf(node);
+  return record !== null && record.ids[name] !== undefined && !record.settled.includes(name);
+}
+
 /** Records that the step has the answer to `name` (so a takeover now has nothing to wait for). */
 export async function commandSettled(task: Task, name: string): Promise<void> {
   const marker = task.runningStep;

@@ -12,7 +12,8 @@ import {
 } from "../drivers/hardware-type.ts";
 import { Conflict, Invalid, NotFound } from "../errors.ts";
 import { POSTED_INSPECTION_DATA } from "../flows/agent-inspect.ts";
-import { WORKING_STATE, driveFlow, flowOf, guarded } from "../flows/drive.ts";
+import { WORKING_STATE, driveFlow, failWork, flowOf, guarded } from "../flows/drive.ts";
+import { resumeHandedBackWrite } from "../drivers/deploy/write-resume.ts";
 import { needsAgent, previewSteps } from "../flows/step-runner.ts";
 import type { UrlSigner } from "../images/image-request.ts";
 import { WAIT_STATES, nextState, verbEvent } from "../states/machine.ts";
@@ -288,6 +289,31 @@ export class Provisioner implements OperationContext {
         setTimeout(() => void this.agentConnected(uuid, { attempt }).catch(() => undefined), 1000).unref();
       }
     }
+  }
+
+  /**
+   * gateway.onRebooted: a new boot of a node with no agent session and no command waiting here dialled in.
+   * A write_image a restart or a takeover handed back to its agent is resumed (write-resume.ts); past the
+   * resumes allowed, the deploy fails now rather than at its wait timeout. Anything else is left alone.
+   */
+  async agentRebooted(
+    uuid: string,
+    bootId: string,
+    isMine: (node: NodeRecord) => boolean = () => true,
+  ): Promise<void> {
+    const node = await this.deps.store.getNode(uuid);
+    // a tokenless hello may reach any conductor of the cluster: the node's owner acts on it
+    if (!node || node.provision_state !== "wait call-back" || !isMine(node)) return;
+    const lock = await this.tryAcquire(node, "resume write_image");
+    if (!lock) return;
+    await lock.run(async (task) => {
+      const outcome = await resumeHandedBackWrite(task, bootId);
+      if (outcome === "exhausted")
+        await failWork(
+          task,
+          `the node booted again while write_image ran, more often than the ${this.deps.config.deploy.maxResumes} resumes allowed; the image was not written`,
+        );
+    });
   }
 
   /** The steps a node runs next (Anvil's GET /v1/nodes/{id}/steps): its current plan, else a new one's. */

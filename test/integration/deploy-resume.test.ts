@@ -84,6 +84,9 @@ interface Setup {
   machine: ReturnType<typeof simulatedMachine>;
   power: RebootingPower;
   resumeServer(): void;
+  /** The conductor stops (handing the running step back to the agent) and starts again on its database and port. */
+  stopConductor(): Promise<void>;
+  startConductorAgain(): Promise<void>;
   cleanup(): Promise<void>;
 }
 
@@ -106,10 +109,12 @@ async function deployCaughtMidWrite(options: {
 }): Promise<Setup> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-resume-"));
   const power = new RebootingPower();
-  const ctx = await startConductor(
-    { deploy: { resumeCheckpointBytes: MiB, maxResumes: options.maxResumes ?? 3 } },
-    { drivers: fakeHardwareWith(power) },
-  );
+  const drivers = fakeHardwareWith(power);
+  const settings = { deploy: { resumeCheckpointBytes: MiB, maxResumes: options.maxResumes ?? 3 } };
+  let ctx: Awaited<ReturnType<typeof startConductor>> | undefined = await startConductor(settings, {
+    drivers,
+  });
+  const { url, config } = ctx;
   const images = await startHttpImageServer();
   const image = randomBytes(options.imageMiB * MiB);
   for (const [start, end] of options.holes ?? []) image.fill(0, start * MiB, end * MiB);
@@ -129,7 +134,7 @@ async function deployCaughtMidWrite(options: {
   const disk = join(dir, "node.disk");
   const mac = "52:54:00:29:00:01";
   const uuid = await directDeployWaiting({
-    url: ctx.url,
+    url,
     images,
     path,
     image,
@@ -137,7 +142,7 @@ async function deployCaughtMidWrite(options: {
     mac,
     ...(bmap === undefined ? {} : { bmapPath: bmap }),
   });
-  const machine = simulatedMachine({ url: ctx.url, mac, disk });
+  const machine = simulatedMachine({ url, mac, disk });
   power.onReboot = () => {
     void machine.crash().then(() => machine.boot());
   };
@@ -146,12 +151,37 @@ async function deployCaughtMidWrite(options: {
     power.onReboot = undefined;
     resumeServer();
     await machine.crash();
-    await ctx.stop();
+    await ctx?.stop();
     await images.close();
     rmSync(dir, { recursive: true, force: true });
   };
   cleanups.push(cleanup);
-  return { url: ctx.url, uuid, image, path, disk, images, machine, power, resumeServer, cleanup };
+  const stopConductor = async (): Promise<void> => {
+    // NOTE: conductor.stop, not ctx.stop: the helper's stop also removes the data directory
+    await ctx?.conductor.stop();
+    ctx = undefined;
+  };
+  const startConductorAgain = async (): Promise<void> => {
+    const port = Number(new URL(url).port);
+    ctx = await startConductor(
+      { ...settings, port, dataDir: config.dataDir, databasePath: config.databasePath },
+      { drivers },
+    );
+  };
+  return {
+    url,
+    uuid,
+    image,
+    path,
+    disk,
+    images,
+    machine,
+    power,
+    resumeServer,
+    stopConductor,
+    startConductorAgain,
+    cleanup,
+  };
 }
 
 async function nodeOf(
@@ -288,6 +318,50 @@ describe("a reboot mid-deploy", () => {
     expect(setup.power.of(setup.uuid)).not.toContain("reboot");
     const ranges = setup.images.requests.filter((r) => r.path === setup.path).map((r) => r.range);
     expect(ranges).toEqual([undefined, `bytes=${kept}-`]);
+  });
+
+  it("a node that reboots while its conductor restarts resumes the write the restart handed back to its agent", async () => {
+    const setup = await deployCaughtMidWrite({ imageMiB: 12, pauseMiB: 4 });
+    const kept = await checkpointReached(setup, 3 * MiB);
+    // the conductor stops mid-write (the step goes back to the agent: wait call-back), and while it is down
+    // the machine resets; its next boot dials the restarted conductor with no command waiting there
+    await setup.stopConductor();
+    await setup.machine.crash();
+    await setup.startConductorAgain();
+    expect((await nodeOf(setup)).provision_state).toBe("wait call-back");
+    setup.resumeServer();
+    setup.machine.boot();
+
+    const done = await waitForState(setup.url, setup.uuid, "active");
+    await diskHoldsImage(setup);
+    const result = (done.driver_internal_info as Record<string, unknown>).deploy_result as {
+      resumed?: { from_bytes: number };
+    };
+    expect(result.resumed).toEqual({ from_bytes: kept });
+    // the refused boot made the conductor boot the ramdisk again, once
+    expect(setup.power.of(setup.uuid).filter((call) => call === "reboot")).toHaveLength(1);
+    const ranges = setup.images.requests.filter((r) => r.path === setup.path).map((r) => r.range);
+    expect(ranges).toEqual([undefined, `bytes=${kept}-`]);
+  });
+
+  it("a handed-back write past its resumes fails at the reboot, not at the wait timeout", async () => {
+    const setup = await deployCaughtMidWrite({ imageMiB: 8, pauseMiB: 4, maxResumes: 0 });
+    await checkpointReached(setup, MiB);
+    await setup.stopConductor();
+    await setup.machine.crash();
+    await setup.startConductorAgain();
+    setup.machine.boot();
+    const failed = await until(
+      async () => {
+        const node = await nodeOf(setup);
+        return node.provision_state === "deploy failed" ? node : undefined;
+      },
+      { what: "deploy failed" },
+    );
+    expect(String(failed.last_error)).toMatch(
+      /more often than the 0 resumes allowed; the image was not written/,
+    );
+    expect(setup.power.of(setup.uuid)).not.toContain("reboot");
   });
 
   it("fails the deploy with a clear last_error once the node reboots more often than the resumes allowed", async () => {

@@ -19,6 +19,7 @@ import {
   imageIdentity,
   rebootedBoot,
   rebootForResume,
+  resumesSoFar,
   saveCheckpoint,
   startRecord,
   waitForAgent,
@@ -75,7 +76,7 @@ async function writeImage(task: Task): Promise<void> {
       await startRecord(task, identity, request.image.size);
     // a reboot of the node mid-write is resumed from its last durable checkpoint, a bounded number of times
     let result: unknown;
-    for (let resumes = 0; ; resumes++) {
+    for (let resumes = takenOver ? resumesSoFar(task, identity) : 0; ; resumes++) {
       const resume = checkpointFor(task, identity);
       const saved = { last: Promise.resolve() };
       try {

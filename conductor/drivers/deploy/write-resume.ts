@@ -4,6 +4,7 @@ import { snapshotOf } from "../../../shared/history.ts";
 import { CheckpointSchema, imageObjectUrl, type Checkpoint, type ImageSpec } from "../../../shared/image.ts";
 import { historyRecord } from "../../history/recorder.ts";
 import { retireAgentToken } from "../agent-token.ts";
+import { awaitsCommand } from "../in-flight-command.ts";
 import type { DriverTask as Task } from "../task-context.ts";
 
 /**
@@ -125,6 +126,35 @@ export async function rebootForResume(
   await task.hw.management.setBootDevice(node, { device, persistent: false }, { signal: task.signal });
   await task.setPower("reboot");
   task.deps.agents.retire?.(task.node.uuid);
+}
+
+/** How many times the write of this image was resumed so far (a conductor taking the step over goes on counting). */
+export function resumesSoFar(task: Pick<Task, "node">, identity: ImageIdentity): number {
+  return recordOf(task, identity)?.resumes ?? 0;
+}
+
+/**
+ * A write_image handed back to its agent (a restart or a takeover left the node in `wait call-back`, the
+ * command in flight, no conductor waiting on it), whose node then booted again: no AGENT_REBOOTED reaches a
+ * step, so without this the node waited for a call-back that never comes until the deploy timeout. Under the
+ * node's lock: boots the ramdisk again as rebootForResume does, and the call-back of that boot runs the step
+ * again, which sends write_image with the checkpoint. "exhausted": the resumes allowed are used up.
+ */
+export async function resumeHandedBackWrite(
+  task: Task,
+  bootId: string,
+): Promise<"rebooted" | "exhausted" | "not handed back"> {
+  const parsed = ResumeRecordSchema.safeParse(task.node.driver_internal_info[RESUME_KEY]);
+  if (
+    task.node.provision_state !== "wait call-back" ||
+    !parsed.success ||
+    !awaitsCommand(task.node, "write_image")
+  )
+    return "not handed back";
+  const { image, checksum, resumes } = parsed.data;
+  if (resumes >= task.deps.config.deploy.maxResumes) return "exhausted";
+  await rebootForResume(task, { image, checksum }, { bootId, resumes: resumes + 1 });
+  return "rebooted";
 }
 
 /** Waits, within the step's time (its signal), for the agent of the ramdisk's next boot to dial in. */
