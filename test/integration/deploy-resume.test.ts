@@ -209,6 +209,28 @@ async function diskHoldsImage(setup: Setup): Promise<void> {
   expect(sha256((await readFile(setup.disk)).subarray(0, setup.image.length))).toBe(sha256(setup.image));
 }
 
+/**
+ * With max_resumes 0, the machine resets mid-write (while its conductor is down, with `restart`); resolves
+ * with the node once its deploy failed, which took no reboot.
+ */
+async function resetPastResumes(options: { restart: boolean }): Promise<Record<string, unknown>> {
+  const setup = await deployCaughtMidWrite({ imageMiB: 8, pauseMiB: 4, maxResumes: 0 });
+  await checkpointReached(setup, MiB);
+  if (options.restart) await setup.stopConductor();
+  await setup.machine.crash();
+  if (options.restart) await setup.startConductorAgain();
+  setup.machine.boot();
+  const failed = await until(
+    async () => {
+      const node = await nodeOf(setup);
+      return node.provision_state === "deploy failed" ? node : undefined;
+    },
+    { what: "deploy failed" },
+  );
+  expect(setup.power.of(setup.uuid)).not.toContain("reboot");
+  return failed;
+}
+
 describe("a reboot mid-deploy", () => {
   it("resumes write_image from the disk's durable prefix, twice, and the store serves little more than one image", async () => {
     const setup = await deployCaughtMidWrite({ imageMiB: 12, pauseMiB: 4 });
@@ -345,40 +367,16 @@ describe("a reboot mid-deploy", () => {
   });
 
   it("a handed-back write past its resumes fails at the reboot, not at the wait timeout", async () => {
-    const setup = await deployCaughtMidWrite({ imageMiB: 8, pauseMiB: 4, maxResumes: 0 });
-    await checkpointReached(setup, MiB);
-    await setup.stopConductor();
-    await setup.machine.crash();
-    await setup.startConductorAgain();
-    setup.machine.boot();
-    const failed = await until(
-      async () => {
-        const node = await nodeOf(setup);
-        return node.provision_state === "deploy failed" ? node : undefined;
-      },
-      { what: "deploy failed" },
-    );
+    const failed = await resetPastResumes({ restart: true });
     expect(String(failed.last_error)).toMatch(
       /more often than the 0 resumes allowed; the image was not written/,
     );
-    expect(setup.power.of(setup.uuid)).not.toContain("reboot");
   });
 
   it("fails the deploy with a clear last_error once the node reboots more often than the resumes allowed", async () => {
-    const setup = await deployCaughtMidWrite({ imageMiB: 8, pauseMiB: 4, maxResumes: 0 });
-    await checkpointReached(setup, MiB);
-    await setup.machine.crash();
-    setup.machine.boot();
-    const failed = await until(
-      async () => {
-        const node = await nodeOf(setup);
-        return node.provision_state === "deploy failed" ? node : undefined;
-      },
-      { what: "deploy failed" },
-    );
+    const failed = await resetPastResumes({ restart: false });
     expect(String(failed.last_error)).toMatch(
       /booted again 1 times while write_image ran \(at most 0 are resumed\)/,
     );
-    expect(setup.power.of(setup.uuid)).not.toContain("reboot");
   });
 });
