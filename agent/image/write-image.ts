@@ -113,50 +113,76 @@ export async function writeImage(
             "utf8",
           ),
         );
-  let target = await inspectTarget(options.target, signal);
+  // The wave, joined once when the request asks for one (undefined: no swarm to join).
+  let joined: Promise<SwarmSource | undefined> | undefined;
+  const joinSwarm = (): Promise<SwarmSource | undefined> =>
+    (joined ??=
+      swarmRequest !== undefined && options.swarm !== undefined
+        ? openSwarm({
+            url: image.url,
+            checksum: expected === undefined ? undefined : `${expected.algo}:${expected.value}`,
+            link: options.swarm,
+            request: swarmRequest,
+            fetch: fetchOptions,
+            logger: log,
+          })
+        : Promise.resolve(undefined));
+  // A resumed write without a block map rejoins the wave, joined first so that it restarts at the start of the
+  // chunk its checkpoint fell in (chunks are shared whole); a block-mapped one fetches its rest from the store.
+  const early = resume !== undefined && blockMap === undefined ? await joinSwarm() : undefined;
+  let target: Awaited<ReturnType<typeof inspectTarget>>;
   const partitions: Record<string, PartitionInfo> = {};
-  let region = { offset: 0, length: target.kind === "file" && target.size === 0 ? undefined : target.size };
+  let region: { offset: number; length: number | undefined };
   let readsZeroes: boolean;
   let kept: KeptPrefix | undefined;
   let resumed: WriteImageResult["resumed"];
-  if (resume !== undefined) {
-    const refusal = resumeRefusal(resume, { image, expected });
-    const restartAt = restartPoint(resume, blockMap);
-    const outcome =
-      refusal === null
-        ? await readKeptPrefix(target.path, resume, { offset: 0, signal, restartAt })
-        : { refused: refusal };
-    if ("refused" in outcome) {
-      resumed = { from_bytes: 0, reason: outcome.refused };
-      log.warn(
-        { checkpoint_bytes: resume.bytes, reason: outcome.refused },
-        "cannot resume; writing from the start",
-      );
-    } else {
-      kept = outcome;
-      resumed = { from_bytes: outcome.bytes };
-      log.info({ kept_bytes: outcome.bytes }, "resuming the write after the disk's verified prefix");
+  try {
+    target = await inspectTarget(options.target, signal);
+    region = { offset: 0, length: target.kind === "file" && target.size === 0 ? undefined : target.size };
+    if (resume !== undefined) {
+      const refusal = resumeRefusal(resume, { image, expected });
+      const restartAt = chunkStart(restartPoint(resume, blockMap), early?.chunkBytes);
+      const outcome =
+        refusal === null
+          ? await readKeptPrefix(target.path, resume, { offset: 0, signal, restartAt })
+          : { refused: refusal };
+      if ("refused" in outcome) {
+        resumed = { from_bytes: 0, reason: outcome.refused };
+        log.warn(
+          { checkpoint_bytes: resume.bytes, reason: outcome.refused },
+          "cannot resume; writing from the start",
+        );
+      } else {
+        kept = outcome;
+        resumed = { from_bytes: outcome.bytes };
+        log.info({ kept_bytes: outcome.bytes }, "resuming the write after the disk's verified prefix");
+      }
     }
-  }
-  if (kept !== undefined) {
-    // NOTE: the disk is neither zeroed nor wiped (that would lose the kept prefix), so it may hold anything
-    // past it: every byte of the rest is written, zeros included.
-    readsZeroes = false;
-  } else if (image.image_type === "partition" && image.partition) {
-    const fileZeroed =
-      target.kind === "file" ? await zeroCheaply(target, { offset: 0, length: target.size }, signal) : false;
-    Object.assign(partitions, await createPartitionLayout(target, image.partition, signal));
-    const root = partitions.root as PartitionInfo;
-    region = { offset: root.start_bytes, length: root.size_bytes };
-    readsZeroes =
-      fileZeroed ||
-      (await zeroCheaply(target, { offset: root.start_bytes, length: root.size_bytes }, signal));
-  } else {
-    readsZeroes = await zeroCheaply(target, { offset: 0, length: target.size }, signal);
-    // Like IPA: no stale partition table (a GPT backup at the disk's end) or RAID/filesystem signature
-    // may survive beside a whole-disk image that does not reach that far.
-    if (!readsZeroes && target.kind === "block")
-      await eraseDeviceMetadata(target.path, { signal, logger: log });
+    if (kept !== undefined) {
+      // NOTE: the disk is neither zeroed nor wiped (that would lose the kept prefix), so it may hold anything
+      // past it: every byte of the rest is written, zeros included.
+      readsZeroes = false;
+    } else if (image.image_type === "partition" && image.partition) {
+      const fileZeroed =
+        target.kind === "file"
+          ? await zeroCheaply(target, { offset: 0, length: target.size }, signal)
+          : false;
+      Object.assign(partitions, await createPartitionLayout(target, image.partition, signal));
+      const root = partitions.root as PartitionInfo;
+      region = { offset: root.start_bytes, length: root.size_bytes };
+      readsZeroes =
+        fileZeroed ||
+        (await zeroCheaply(target, { offset: root.start_bytes, length: root.size_bytes }, signal));
+    } else {
+      readsZeroes = await zeroCheaply(target, { offset: 0, length: target.size }, signal);
+      // Like IPA: no stale partition table (a GPT backup at the disk's end) or RAID/filesystem signature
+      // may survive beside a whole-disk image that does not reach that far.
+      if (!readsZeroes && target.kind === "block")
+        await eraseDeviceMetadata(target.path, { signal, logger: log });
+    }
+  } catch (error) {
+    await early?.abandon();
+    throw error;
   }
   log.info({ readsZeroes, region }, "writing image");
 
@@ -189,18 +215,10 @@ export async function writeImage(
       (await mapFitsObject(image.url, blockMap, { fetch: fetchOptions, session, logger: log }));
     if (mapped) log.info({ mapped_bytes: blockMap.mappedBytes }, "downloading the block map's ranges only");
     // A block-mapped write shares the chunks that hold its ranges (chunks are store bytes either way). A
-    // resumed write fetches its rest from the store: the wave has moved on, and the rest is what it is missing.
-    swarm =
-      swarmRequest !== undefined && options.swarm !== undefined && kept === undefined
-        ? await openSwarm({
-            url: image.url,
-            checksum: expected === undefined ? undefined : `${expected.algo}:${expected.value}`,
-            link: options.swarm,
-            request: swarmRequest,
-            fetch: fetchOptions,
-            logger: log,
-          })
-        : undefined;
+    // resumed one without a block map takes its rest from the wave it joined above, from the kept prefix's end
+    // (a chunk's start); a block-mapped resumed one takes its rest from the store.
+    swarm = kept === undefined ? await joinSwarm() : early;
+    if (kept !== undefined) swarm?.startAt(kept.bytes);
     written = mapped
       ? await streamMapped(image, blockMap, { ...stream, hashHoles: expected !== undefined, swarm })
       : await streamImage(image, stream, swarm);
@@ -490,4 +508,9 @@ async function streamImage(
     await writer?.abort();
     throw error;
   }
+}
+
+/** `at`, or with chunks of `size` bytes the start of the chunk it falls in. */
+function chunkStart(at: number, size: number | undefined): number {
+  return size === undefined ? at : at - (at % size);
 }

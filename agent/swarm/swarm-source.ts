@@ -184,7 +184,8 @@ export class SwarmSource implements AsyncIterable<Buffer> {
    */
   async *[Symbol.asyncIterator](): AsyncGenerator<Buffer> {
     const count = Math.ceil(this.total / this.wave.chunkBytes);
-    const all = Array.from({ length: count }, (_, index) => index);
+    const first = this.received / this.wave.chunkBytes;
+    const all = Array.from({ length: count - first }, (_, index) => first + index);
     for await (const chunk of this.chunks(all)) {
       try {
         // Small pieces: the consumer hashes then copies each while it is still in the CPU's cache.
@@ -197,6 +198,16 @@ export class SwarmSource implements AsyncIterable<Buffer> {
         chunk.release();
       }
     }
+  }
+
+  /**
+   * The bytes from `offset` on only (a resumed write's rest): the iteration starts at that chunk. Call before
+   * iterating. @throws RangeError unless `offset` is a chunk's start within the image
+   */
+  startAt(offset: number): void {
+    if (offset % this.wave.chunkBytes !== 0 || offset < 0 || offset > this.total)
+      throw new RangeError(`a swarm read starts at a chunk's start, not at byte ${offset}`);
+    this.received = offset;
   }
 
   /** Bytes per chunk in this wave (the tracker's). */

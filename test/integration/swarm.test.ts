@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, open, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { Server, ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
@@ -177,6 +177,36 @@ describe("swarm deploys", () => {
     }
     // one wave: the temp URL's query is not part of its identity
     expect(new Set(stats.map((s) => s.wave)).size).toBe(1);
+  });
+
+  it("a resumed write rejoins the wave: its rest from the chunk its checkpoint fell in, from a peer", async () => {
+    await setUp(2);
+    const [first, second] = agents as [WaveAgent, WaveAgent];
+    const whole = await write(first);
+    expect(whole).toMatchObject({ ok: true, diskMatches: true });
+    const requestsBefore = store.requests.length;
+    // the second node's disk holds the image's first 5.5 MiB, durable at its last checkpoint; it rebooted
+    const checkpointBytes = 5 * CHUNK + CHUNK / 2;
+    const prefix = image.subarray(0, checkpointBytes);
+    const disk = await open(second.disk, "r+");
+    await disk.write(prefix, 0, prefix.length, 0);
+    await disk.close();
+    const digest = createHash("sha256").update(prefix).digest("hex");
+    const result = (await gw?.gateway.call(second.uuid, {
+      name: "write_image",
+      args: { ...(writeArgs() as object), resume: { bytes: checkpointBytes, algo: "sha256", digest } },
+    })) as { swarm?: SwarmStats; resumed?: { from_bytes: number } };
+    expect(await diskMatches(second.disk)).toBe(true);
+    // restarted at the start of the chunk the checkpoint fell in, in the first node's wave
+    expect(result.resumed).toEqual({ from_bytes: 5 * CHUNK });
+    const stats = result.swarm as SwarmStats;
+    expect(stats.wave).toBe(whole.stats?.wave);
+    expect(stats.bytes_from_store + stats.bytes_from_peers).toBe(IMAGE_BYTES - 5 * CHUNK);
+    // the first node holds every chunk (it lingers): the rest came from it; the store served the wave's
+    // one-byte size probe and nothing else
+    expect(stats.per_peer).toEqual({ [first.uuid]: IMAGE_BYTES - 5 * CHUNK });
+    const later = store.requests.slice(requestsBefore).filter((r) => r.path === "/image.raw");
+    expect(later.map((r) => r.range)).toEqual(["bytes=0-0"]);
   });
 
   it("a peer serving wrong bytes is dropped, its chunk refetched from the store, the disk correct", async () => {
