@@ -299,7 +299,8 @@ export class Provisioner implements OperationContext {
   async agentRebooted(
     uuid: string,
     bootId: string,
-    isMine: (node: NodeRecord) => boolean = () => true,
+    /** Whether this conductor owns the node (the ring's answer): only the owner acts. */
+    isMine: (node: NodeRecord) => boolean,
   ): Promise<void> {
     const node = await this.deps.store.getNode(uuid);
     // a tokenless hello may reach any conductor of the cluster: the node's owner acts on it
