@@ -49,6 +49,12 @@ export const BurninMemoryArgs = z
   })
   .strict();
 
+/**
+ * burnin_disk's stall bound: a disk or controller that stops answering shows no completed I/O for this long.
+ * A SCSI command's default timeout is 30 s with 5 retries, so a dying but answering disk stays well under it.
+ */
+export const BURNIN_DISK_STALL_DEFAULT_S = 600;
+
 export const BurninDiskArgs = z
   .object({
     loops: z
@@ -68,6 +74,16 @@ export const BurninDiskArgs = z
         "fio runtime in seconds, or when badblocks stops, 0 = no limit (agent_burnin_fio_disk_runtime; default 0)",
       ),
     devices: DiskList.optional().describe("Only these disks (paths); default: every disk"),
+    stall_timeout: z
+      .number()
+      .int()
+      .min(1)
+      .max(86_400)
+      .optional()
+      .describe(
+        "Seconds with no I/O completed on any of the disks before fio is stopped and the step fails " +
+          `(agent_burnin_fio_disk_stall_timeout; default ${BURNIN_DISK_STALL_DEFAULT_S}; Anvil's, IPA waits forever)`,
+      ),
   })
   .strict();
 
@@ -134,7 +150,11 @@ export const BURNIN_DRIVER_INFO = {
     vm: "agent_burnin_vm_vm",
     vm_bytes: "agent_burnin_vm_vm-bytes",
   },
-  burnin_disk: { loops: "agent_burnin_fio_disk_loops", runtime: "agent_burnin_fio_disk_runtime" },
+  burnin_disk: {
+    loops: "agent_burnin_fio_disk_loops",
+    runtime: "agent_burnin_fio_disk_runtime",
+    stall_timeout: "agent_burnin_fio_disk_stall_timeout",
+  },
   burnin_network: { runtime: "agent_burnin_fio_network_runtime" },
 } as const;
 

@@ -1,8 +1,10 @@
+import { BURNIN_DISK_STALL_DEFAULT_S } from "../../shared/burnin.ts";
 import type { FioJobResult } from "../../shared/burnin.ts";
 import { CodedError } from "../../shared/errors.ts";
 import { parseFioJson, tail } from "../hardware/burnin-output.ts";
 import { runBadblocks } from "./badblocks.ts";
 import type { CommandHandler } from "./command.ts";
+import { watchForStall } from "./stall-watch.ts";
 
 /** IPA's default: 4 loops, as badblocks does. */
 const DEFAULT_LOOPS = 4;
@@ -14,7 +16,7 @@ const DEFAULT_LOOPS = 4;
  * the result; an I/O or verify error, or fio failing, fails the step naming the disks. Where there is no fio
  * (the arm64 ramdisk: the x86 one carries fio built without its optional engines), badblocks'
  * write-read-verify test runs instead, with the same knobs and the same figures (runBadblocks says how the
- * knobs map).
+ * knobs map). fio stalled (no I/O completed on the disks for `stall_timeout`) is stopped and fails the step.
  * @throws CodedError BAD_ARGS for a disk the machine does not have; COMMAND_FAILED as above.
  */
 export const burninDisk: CommandHandler<"burnin_disk"> = async (args, context) => {
@@ -46,19 +48,38 @@ export const burninDisk: CommandHandler<"burnin_disk"> = async (args, context) =
     ...devices.map((device) => `--name=${device}`),
   ];
   progress({ step: "burnin_disk", message: `fio on ${devices.join(", ")}` });
+  // A disk or controller that stops answering would hold fio, and the node, until the conductor's bound (a
+  // week for loops without a runtime): no I/O completed for stall_timeout stops fio and fails the step.
+  const stallS = args.stall_timeout ?? BURNIN_DISK_STALL_DEFAULT_S;
+  const stalled = new AbortController();
+  const endWatch = watchForStall(
+    () => backend.burnin.ioCompleted(devices),
+    stallS * 1000,
+    () => stalled.abort(new Error("stalled")),
+  );
   let run;
   try {
     run = await backend.burnin.fio(fioArgs, {
-      signal,
+      signal: AbortSignal.any([signal, stalled.signal]),
       ...(runtime > 0 ? { timeoutMs: (runtime * loops + 600) * 1000 } : {}),
     });
   } catch (error) {
+    if (stalled.signal.aborted && !signal.aborted) {
+      logger.warn({ devices, stall_timeout_s: stallS }, "fio stopped: no I/O completed");
+      throw new CodedError(
+        "COMMAND_FAILED",
+        `burnin_disk: no I/O completed on ${devices.join(", ")} for ${stallS} s; fio was stopped ` +
+          "(the disk or its controller stopped answering)",
+      );
+    }
     if (signal.aborted) throw error;
     if ((error as NodeJS.ErrnoException).code === "ENOENT") {
       logger.info("no fio here: burnin_disk runs badblocks");
       return runBadblocks({ devices, loops, runtime }, context);
     }
     throw new CodedError("COMMAND_FAILED", `burnin_disk: fio failed: ${(error as Error).message}`);
+  } finally {
+    endWatch();
   }
   const jobs = parseFioJson(run.stdout);
   logger.info({ code: run.code, jobs }, "fio (disk) done");

@@ -1,3 +1,5 @@
+import { readFile, realpath } from "node:fs/promises";
+import { basename } from "node:path";
 import type { ExecResult } from "../../shared/system/exec.ts";
 import { exec } from "../../shared/system/exec.ts";
 import type { ToolCall } from "./disk-tools.ts";
@@ -23,6 +25,11 @@ export interface BurninTools {
    * @throws Error when there is no badblocks here; ExecTimeoutError past timeoutMs; the signal's reason.
    */
   badblocks(args: readonly string[], options: StoppableCall): Promise<ExecResult>;
+  /**
+   * The I/O requests the disks (device paths) have completed since boot, reads and writes together; null
+   * where that cannot be read. Only its changes mean anything: burnin_disk's stall watch compares them.
+   */
+  ioCompleted(devices: readonly string[]): Promise<number | null>;
 }
 
 export class LinuxBurninTools implements BurninTools {
@@ -36,5 +43,23 @@ export class LinuxBurninTools implements BurninTools {
 
   badblocks(args: readonly string[], options: StoppableCall): Promise<ExecResult> {
     return exec("badblocks", args, options);
+  }
+
+  async ioCompleted(devices: readonly string[]): Promise<number | null> {
+    let total = 0;
+    for (const device of devices) {
+      try {
+        // /dev/disk/by-path/… links to the kernel's name; sysfs keeps the counters under that name
+        const name = basename(await realpath(device));
+        const fields = (await readFile(`/sys/class/block/${name}/stat`, "utf8")).trim().split(/\s+/);
+        // Documentation/block/stat.rst: field 1 is reads completed, field 5 writes completed
+        const completed = Number(fields[0]) + Number(fields[4]);
+        if (!Number.isFinite(completed)) return null;
+        total += completed;
+      } catch {
+        return null;
+      }
+    }
+    return total;
   }
 }

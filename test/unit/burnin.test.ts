@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { burninCpu } from "../../agent/commands/burnin-cpu.ts";
@@ -5,6 +7,7 @@ import { burninDisk } from "../../agent/commands/burnin-disk.ts";
 import { burninMemory } from "../../agent/commands/burnin-memory.ts";
 import { burninNetwork } from "../../agent/commands/burnin-network.ts";
 import type { CommandContext } from "../../agent/commands/command.ts";
+import { LinuxBurninTools } from "../../agent/hardware/burnin-tools.ts";
 import type { BurninTools } from "../../agent/hardware/burnin-tools.ts";
 import {
   badblocksFigures,
@@ -25,8 +28,8 @@ const DISKS = ["/tmp/anvil-burnin-a.disk", "/tmp/anvil-burnin-b.disk"];
 
 function context(
   failing: SimulatedBurnin[] = [],
-  options: { fio?: boolean } = {},
-): CommandContext & { argv: string[][] } {
+  options: { fio?: boolean; fioDelayMs?: number } = {},
+): CommandContext & { argv: string[][]; fioSignals: AbortSignal[] } {
   const backend = new SimulatedBackend({
     inventory: simulatedInventory({
       macs: ["52:54:00:aa:bb:02"],
@@ -35,18 +38,22 @@ function context(
     burninFailing: failing,
   });
   const argv: string[][] = [];
+  const fioSignals: AbortSignal[] = [];
   const tools = backend.burnin;
   const recording: BurninTools = {
     stressNg: (args) => (argv.push(["stress-ng", ...args]), tools.stressNg(args)),
-    fio: (args) => {
+    fio: async (args, call) => {
       argv.push(["fio", ...args]);
+      if (call.signal) fioSignals.push(call.signal);
       if (options.fio === false) {
         // what spawn rejects with when the program is not on PATH
-        return Promise.reject(Object.assign(new Error("spawn fio ENOENT"), { code: "ENOENT" }));
+        throw Object.assign(new Error("spawn fio ENOENT"), { code: "ENOENT" });
       }
-      return tools.fio(args);
+      if (options.fioDelayMs !== undefined) await new Promise((r) => setTimeout(r, options.fioDelayMs));
+      return tools.fio(args, call);
     },
     badblocks: (args) => (argv.push(["badblocks", ...args]), tools.badblocks(args)),
+    ioCompleted: tools.ioCompleted.bind(tools),
   };
   Object.defineProperty(backend, "burnin", { value: recording });
   return {
@@ -56,6 +63,7 @@ function context(
     progress: () => undefined,
     afterResult: () => undefined,
     argv,
+    fioSignals,
   };
 }
 
@@ -106,6 +114,9 @@ describe("burninArgs: driver_info knobs, then the step's args", () => {
     expect(burninArgs("burnin_cpu", info, { timeout: 5 })).toEqual({ timeout: 5 });
     expect(burninArgs("burnin_memory", info, {})).toEqual({ timeout: 30, vm_bytes: "10%" });
     expect(burninArgs("burnin_disk", info, { runtime: 3 })).toEqual({ loops: 2, runtime: 3 });
+    expect(burninArgs("burnin_disk", { agent_burnin_fio_disk_stall_timeout: "90" }, {})).toEqual({
+      stall_timeout: 90,
+    });
     expect(BurninNetworkArgs.parse(burninArgs("burnin_network", info, {}))).toEqual({
       role: "reader",
       partner: "192.0.2.9",
@@ -399,6 +410,39 @@ describe("the burn-in commands on the simulated machine", () => {
     await expect(burninDisk({ devices: ["/dev/nope"] }, context())).rejects.toMatchObject({
       code: "BAD_ARGS",
     });
+  });
+
+  it("burnin_disk stops a fio whose disks complete no I/O for stall_timeout, and fails naming them", async () => {
+    const ctx = context(["disk-stall"]);
+    const started = Date.now();
+    await expect(burninDisk({ loops: 1, stall_timeout: 1 }, ctx)).rejects.toMatchObject({
+      code: "COMMAND_FAILED",
+      message: `burnin_disk: no I/O completed on ${DISKS.join(", ")} for 1 s; fio was stopped (the disk or its controller stopped answering)`,
+    });
+    // stopped by the watch, not by the step's own signal
+    expect(ctx.fioSignals[0]?.aborted).toBe(true);
+    expect(ctx.signal.aborted).toBe(false);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+  });
+
+  it("burnin_disk leaves a slow fio alone while its disks complete I/O", async () => {
+    const ctx = context([], { fioDelayMs: 2500 });
+    const result = (await burninDisk({ loops: 1, stall_timeout: 1 }, ctx)) as { devices: unknown[] };
+    expect(result.devices).toHaveLength(DISKS.length);
+    expect(ctx.fioSignals[0]?.aborted).toBe(false);
+  });
+
+  it("the stall watch counts Linux's completed reads and writes from sysfs, and gives null where it cannot", async () => {
+    const tools = new LinuxBurninTools();
+    const names = await readdir("/sys/class/block").catch(() => [] as string[]);
+    const name = names.find((n) => existsSync(`/dev/${n}`));
+    if (name !== undefined) {
+      const fields = (await readFile(`/sys/class/block/${name}/stat`, "utf8")).trim().split(/\s+/);
+      const before = Number(fields[0]) + Number(fields[4]);
+      const counted = await tools.ioCompleted([`/dev/${name}`]);
+      expect(counted).toBeGreaterThanOrEqual(before);
+    }
+    expect(await tools.ioCompleted(["/dev/anvil-no-such-disk"])).toBeNull();
   });
 
   it("burnin_disk without fio runs badblocks' write-read-verify test, a pattern per loop, on every disk", async () => {

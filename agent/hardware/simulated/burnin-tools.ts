@@ -1,11 +1,12 @@
 import type { ExecResult } from "../../../shared/system/exec.ts";
 import type { BurninTools } from "../burnin-tools.ts";
+import type { ToolCall } from "../disk-tools.ts";
 
 /** The blocks a simulated failing disk reports bad. */
 const BAD_BLOCKS = [1024, 1025, 40_000];
 
 /** The burn-in a simulated machine can be told to fail (`burnin_failing` in its machine file). */
-export type SimulatedBurnin = "cpu" | "memory" | "disk" | "network";
+export type SimulatedBurnin = "cpu" | "memory" | "disk" | "disk-stall" | "network";
 
 /** The value following `--name` (separate, or as `--name=value`). */
 function optionValues(args: readonly string[], name: string): string[] {
@@ -23,6 +24,8 @@ function optionValues(args: readonly string[], name: string): string[] {
  * in `burnin_failing` reports errors and exits non-zero, as a dying part would.
  */
 export class SimulatedBurninTools implements BurninTools {
+  private completed = 0;
+
   constructor(private readonly failing: ReadonlySet<SimulatedBurnin> = new Set()) {}
 
   async stressNg(args: readonly string[]): Promise<ExecResult> {
@@ -44,8 +47,16 @@ export class SimulatedBurninTools implements BurninTools {
     return { code: fails ? 2 : 0, signal: null, stdout: "", stderr: lines.join("\n") + "\n" };
   }
 
-  async fio(args: readonly string[]): Promise<ExecResult> {
+  async fio(args: readonly string[], options: ToolCall = {}): Promise<ExecResult> {
     const network = args.includes("--ioengine=net") || optionValues(args, "ioengine")[0] === "net";
+    if (!network && this.failing.has("disk-stall")) {
+      // a disk that stopped answering: fio waits on it until it is stopped
+      return new Promise((_, reject) => {
+        const stop = () => reject(options.signal?.reason ?? new Error("aborted"));
+        if (options.signal?.aborted) stop();
+        else options.signal?.addEventListener("abort", stop, { once: true });
+      });
+    }
     const fails = this.failing.has(network ? "network" : "disk");
     const names = optionValues(args, "name");
     const io = (bytes: number) => ({
@@ -69,6 +80,12 @@ export class SimulatedBurninTools implements BurninTools {
       stdout: JSON.stringify(report, null, 2),
       stderr: fails ? "fio: io_u error on file: Input/output error: read offset=4096, buflen=4096\n" : "",
     };
+  }
+
+  /** Every look finds more I/O done, except on a stalled disk. */
+  async ioCompleted(): Promise<number | null> {
+    if (!this.failing.has("disk-stall")) this.completed += 64;
+    return this.completed;
   }
 
   /** A 64 MiB disk (16384 blocks of 4 KiB): each -t pattern written, then read and compared. */

@@ -8,7 +8,7 @@ import type { HardwareBackend } from "../backend.ts";
 import { SimulatedBurninTools, type SimulatedBurnin } from "./burnin-tools.ts";
 import { SimulatedDiskTools } from "./disk-tools.ts";
 
-const BurninPart = z.enum(["cpu", "memory", "disk", "network"]);
+const BurninPart = z.enum(["cpu", "memory", "disk", "disk-stall", "network"]);
 
 /** A simulated machine file: a bare inventory, or an inventory with a fixed boot id. */
 export const SimulatedMachineSchema = z.union([
