@@ -319,13 +319,16 @@ describe(`the deploy ramdisk boots in QEMU and starts the agent (${USE_STAND_IN 
     "burnin_disk runs the ramdisk's fio (libaio, CRC32C verify) over the whole virtio disk and reports its figures",
     async () => {
       const started = Date.now();
+      // a stall (no I/O completed on the disk for 60 s) fails the step with its own text, well within the
+      // test's bound, and the serial console below shows what the guest did meanwhile
       const result = await conductor.call(
         "burnin_disk",
-        { loops: 1, devices: ["/dev/vda"] },
+        { loops: 1, devices: ["/dev/vda"], stall_timeout: 60 },
         BOOT_TIMEOUT_MS,
       );
       const seconds = ((Date.now() - started) / 1000).toFixed(1);
-      expect(result, JSON.stringify(result)).toMatchObject({
+      const serial = result.ok ? "" : (await readFile(vm!.serialLog, "utf8")).slice(-3000);
+      expect(result, `${JSON.stringify(result)}\n${serial}`).toMatchObject({
         ok: true,
         value: { tool: "fio", loops: 1, devices: [{ name: "/dev/vda", error: 0, total_errors: 0 }] },
       });
