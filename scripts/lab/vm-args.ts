@@ -35,9 +35,19 @@ export const DISK_BUSES = {
 } as const;
 export type DiskBus = keyof typeof DISK_BUSES;
 
+/**
+ * virtio-blk under TCG with ioeventfd (QEMU 7.2's default) now and then loses a request: the guest waits on it
+ * for ever, idle, and QEMU has nothing in flight. The ramdisk test's fio over the virtio disk stalled in 2 of
+ * 22 passes beside `stress-ng --cpu 2 --hdd 1`, once in CI; with `ioeventfd=off` (the guest's kick handled in
+ * its vCPU thread) 0 of 50, each pass 12 % slower (6.62 s against 5.88 s). The lab's machines are QEMU's,
+ * not the product's.
+ */
+const VIRTIO_BLK_TCG = ",ioeventfd=off";
+
 /** The `-device` arguments of disk `index` (its drive `d<index>`): the HBA first when it sits behind one. */
 export function diskDeviceArgs(bus: DiskBus, index: number, properties: string): string[] {
   const { device, hba } = DISK_BUSES[bus];
+  if (bus === "virtio") return ["-device", `${device},drive=d${index}${VIRTIO_BLK_TCG}${properties}`];
   if (hba === null) return ["-device", `${device},drive=d${index}${properties}`];
   return [
     ...["-device", `${hba.device},id=hba${index}`],

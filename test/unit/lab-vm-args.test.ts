@@ -27,7 +27,7 @@ describe("a lab VM's argv without one disk", () => {
       "if=none,id=d2,file=/lab/vm/n.qcow2,format=qcow2,discard=unmap,detect-zeroes=unmap,werror=report",
     ]);
     expect(left.filter((arg) => arg.includes("serial="))).toEqual([
-      "virtio-blk-pci,drive=d1,serial=B",
+      "virtio-blk-pci,drive=d1,ioeventfd=off,serial=B",
       "nvme,drive=d2,serial=N",
     ]);
   });
@@ -100,7 +100,7 @@ describe("a lab VM's NIC model and disk buses", () => {
     expect(devices(argv("vmxnet3", ["megasas", "virtio", "lsi", "nvme", "mptsas"])).slice(1)).toEqual([
       "megasas,id=hba0",
       "scsi-hd,drive=d0,bus=hba0.0,serial=S0",
-      "virtio-blk-pci,drive=d1,serial=S1",
+      "virtio-blk-pci,drive=d1,ioeventfd=off,serial=S1",
       "lsi53c895a,id=hba2",
       "scsi-hd,drive=d2,bus=hba2.0,serial=S2",
       "nvme,drive=d3,serial=S3",
