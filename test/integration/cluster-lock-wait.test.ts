@@ -1,10 +1,8 @@
-import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { api, faultOf, released, spawnConductor, waitForState } from "../helpers/conductor.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { clusterSuite } from "../helpers/cluster-suite.ts";
 
 /**
  * node_locked_retry across conductor processes: a request that takes the node's lock on the conductor that
@@ -17,22 +15,12 @@ import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 type Node = { uuid: string; conductor: string | null; reservation: string | null };
 type Conductor = { name: string; url: string };
 
-let pg: ThrowawayPostgres;
-const dir = mkdtempSync(join(tmpdir(), "anvil-lock-wait-"));
-const children: ChildProcess[] = [];
-
-beforeAll(async () => {
-  pg = await startPostgres();
-});
-afterAll(async () => {
-  for (const child of children) child.kill("SIGKILL");
-  await pg?.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+const suite = clusterSuite("anvil-lock-wait-");
+const { dir, children } = suite;
 
 /** Two conductors on one fresh database; `attempts` is node_locked_retry.attempts (1: no wait). */
 async function cluster(label: string, attempts: number): Promise<Conductor[]> {
-  const database = await pg.freshDatabase(label);
+  const database = await suite.pg.freshDatabase(label);
   const config = join(dir, `${label}.yaml`);
   writeFileSync(config, `node_locked_retry:\n  attempts: ${attempts}\n  interval_s: 1\n`);
   const started: Conductor[] = [];

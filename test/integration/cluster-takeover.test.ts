@@ -1,14 +1,11 @@
-import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { HashRing } from "../../conductor/cluster/hash-ring.ts";
 import { api, provisionThrough, released, spawnConductor } from "../helpers/conductor.ts";
 import { startHttpImageServer } from "../helpers/http-image-server.ts";
 import { nodeCaughtMidWrite } from "../helpers/mid-write.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { clusterSuite } from "../helpers/cluster-suite.ts";
 import { until } from "../helpers/wait.ts";
 
 type Node = {
@@ -19,9 +16,8 @@ type Node = {
   conductor: string | null;
 };
 
-let pg: ThrowawayPostgres;
-const dir = mkdtempSync(join(tmpdir(), "anvil-takeover-"));
-const children: ChildProcess[] = [];
+const suite = clusterSuite("anvil-takeover-");
+const { dir, children } = suite;
 
 function conductorArgs(database: string, name: string, fakeDelayMs = 4000): string[] {
   return [
@@ -31,18 +27,9 @@ function conductorArgs(database: string, name: string, fakeDelayMs = 4000): stri
   ];
 }
 
-beforeAll(async () => {
-  pg = await startPostgres();
-});
-afterAll(async () => {
-  for (const child of children) child.kill("SIGKILL");
-  await pg?.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
-
 describe("takeover between conductor processes on one PostgreSQL", () => {
   it("SIGKILL one conductor mid-cleaning: its nodes get a live owner, fail cleanly, keep no dead lock", async () => {
-    const database = await pg.freshDatabase("takeover");
+    const database = await suite.pg.freshDatabase("takeover");
     const a = await spawnConductor(conductorArgs(database, "cond-a"));
     children.push(a.child);
     const b = await spawnConductor(conductorArgs(database, "cond-b"));
@@ -130,7 +117,7 @@ describe("takeover between conductor processes on one PostgreSQL", () => {
   }, 180_000);
 
   it("SIGKILL the conductor while the agent writes the image: the new owner gets the agent's result, and the image is written once", async () => {
-    const database = await pg.freshDatabase("takeover_agent_step");
+    const database = await suite.pg.freshDatabase("takeover_agent_step");
     const a = await spawnConductor(conductorArgs(database, "step-a", 0));
     children.push(a.child);
     const b = await spawnConductor(conductorArgs(database, "step-b", 0));
