@@ -42,11 +42,14 @@ export function flowOf(task: Task, state: ProvisionState = task.node.provision_s
 /**
  * Records a failure: the ramdisk's logs first while its agent is still there (Ironic collects them before the
  * error handler powers the node off), then the flow's clean-up (whoever sees the failed state also sees the node powered off),
- * then the state's `fail` event, or only last_error where the state has none. Never throws.
+ * then the state's `fail` event, or only last_error where the state has none. Never throws. Without `flow`,
+ * the flow of the node's state, or of the transient state a wait or hold state belongs to: a deploy failed in
+ * `wait call-back` is cleaned up (powered off) as one failed in `deploying`.
  */
 export async function failWork(task: Task, message: string, flow?: Flow | null): Promise<void> {
-  task.log.warn({ error: message, state: task.node.provision_state }, "provisioning failed");
-  const failingFlow = flow ?? flowOf(task);
+  const state = task.node.provision_state;
+  task.log.warn({ error: message, state }, "provisioning failed");
+  const failingFlow = flow ?? flowOf(task, WORKING_STATE[state] ?? state);
   const failed = nextState(task.node.provision_state, "fail");
   await collectRamdiskLogs(task, failed ?? `${task.node.provision_state} failed`, "failure");
   try {

@@ -1,5 +1,5 @@
 import type { NodeRecord } from "../../shared/resources.ts";
-import { WORKING_STATE, failWork, flowOf } from "../flows/drive.ts";
+import { failWork } from "../flows/drive.ts";
 import { WAIT_STATES } from "../states/machine.ts";
 import type { TaskDeps } from "../tasks/task.ts";
 import type { Provisioner } from "./provisioner.ts";
@@ -36,7 +36,6 @@ export async function failTimedOut(
         await failWork(
           task,
           `Timeout reached while waiting for callback for node ${node.uuid} in "${state}"`,
-          flowOf(task, WORKING_STATE[state] ?? state),
         );
         failed.push(node.uuid);
       });

@@ -211,7 +211,7 @@ async function diskHoldsImage(setup: Setup): Promise<void> {
 
 /**
  * With max_resumes 0, the machine resets mid-write (while its conductor is down, with `restart`); resolves
- * with the node once its deploy failed, which took no reboot.
+ * with the node once its deploy failed, which took no reboot and left it powered off.
  */
 async function resetPastResumes(options: { restart: boolean }): Promise<Record<string, unknown>> {
   const setup = await deployCaughtMidWrite({ imageMiB: 8, pauseMiB: 4, maxResumes: 0 });
@@ -228,6 +228,8 @@ async function resetPastResumes(options: { restart: boolean }): Promise<Record<s
     { what: "deploy failed" },
   );
   expect(setup.power.of(setup.uuid)).not.toContain("reboot");
+  // a failed deploy powers the node off (Ironic's power_off_after_deploy_failure), whichever path failed it
+  expect(failed.power_state).toBe("power off");
   return failed;
 }
 
