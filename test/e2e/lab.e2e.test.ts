@@ -330,9 +330,10 @@ describe("the virtual lab, driven by the stock baremetal CLI", () => {
         if (Date.now() > deadline) throw new Error("never reached wait call-back");
         await new Promise((r) => setTimeout(r, 500));
       }
-      // Down once the ramdisk is loaded (iPXE needs the conductor to fetch it) and its kernel runs; back
-      // once the agent has found the conductor gone and is redialling.
-      await probe.waitForSerial(/anvil-init:/, 180_000);
+      // Down once the ramdisk is loaded (iPXE needs the conductor to fetch it) and its kernel starts, about
+      // 5 s under TCG before the agent dials (at /init's first line it was 2 s: a loaded CI could stop the
+      // conductor after the agent's hello); back once the agent has found the conductor gone and is redialling.
+      await probe.waitForSerial(/Linux version/, 180_000);
       state = await stopLabConductor(state);
       // the agent logs JSON, or pretty lines on a console that is a terminal
       await probe.waitForSerial(/agent starting[\s\S]*link down; redialling/, 180_000);
