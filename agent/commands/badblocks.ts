@@ -1,8 +1,10 @@
 import { performance } from "node:perf_hooks";
+import { BURNIN_DISK_STALL_DEFAULT_S } from "../../shared/burnin.ts";
 import type { FioJobResult } from "../../shared/burnin.ts";
 import { CodedError } from "../../shared/errors.ts";
 import { badblocksFigures, parseBadblocks, tail } from "../hardware/burnin-output.ts";
 import type { CommandContext } from "./command.ts";
+import { watchingDisks } from "./stall-watch.ts";
 
 /** badblocks' own -w patterns, in its order: one write-read-compare pass each. */
 export const BADBLOCKS_PATTERNS = ["0xaa", "0x55", "0xff", "0x00"] as const;
@@ -29,15 +31,16 @@ export interface BadblocksResult {
  * once as fio's jobs are. IPA's knobs map so: `loops` is the number of patterns, each a full write then
  * read-and-compare of the disk (badblocks' own 0xaa, 0x55, 0xff, 0x00, repeated: 4 loops is its default
  * test); `runtime` > 0 interrupts every disk after that many seconds (badblocks reports the block it reached,
- * and the figures count up to it), 0 lets the loops finish.
+ * and the figures count up to it), 0 lets the loops finish. No I/O completed on the disks for `stallS` stops
+ * every badblocks and fails the step (stall-watch.ts).
  * @throws CodedError COMMAND_FAILED naming each disk with bad blocks, or that badblocks could not test.
  */
 export async function runBadblocks(
-  options: { devices: readonly string[]; loops: number; runtime: number },
+  options: { devices: readonly string[]; loops: number; runtime: number; stallS?: number },
   context: CommandContext,
 ): Promise<BadblocksResult> {
-  const { devices, loops, runtime } = options;
-  const { backend, signal, progress, logger } = context;
+  const { devices, loops, runtime, stallS = BURNIN_DISK_STALL_DEFAULT_S } = options;
+  const { backend, progress, logger } = context;
   const patterns = Array.from(
     { length: loops },
     (_, i) => BADBLOCKS_PATTERNS[i % BADBLOCKS_PATTERNS.length]!,
@@ -54,29 +57,32 @@ export async function runBadblocks(
     ...patterns.flatMap((pattern) => ["-t", pattern]),
   ];
   progress({ step: "burnin_disk", message: `badblocks -w (${loops} patterns) on ${devices.join(", ")}` });
-  const runs = await Promise.all(
-    devices.map(async (device) => {
-      const started = performance.now();
-      let run;
-      try {
-        run = await backend.burnin.badblocks([...args, device], {
-          signal,
-          ...(runtime > 0
-            ? { stopAfterMs: runtime * 1000, timeoutMs: (runtime + OVERRUN_MARGIN_S) * 1000 }
-            : {}),
-        });
-      } catch (error) {
-        if (signal.aborted) throw error;
-        throw new CodedError(
-          "COMMAND_FAILED",
-          `burnin_disk: badblocks on ${device} failed: ${(error as Error).message}`,
-        );
-      }
-      const elapsedMs = performance.now() - started;
-      const report = parseBadblocks(run.stderr, run.stdout);
-      logger.info({ device, code: run.code, report }, "badblocks done");
-      return { device, run, report, elapsedMs };
-    }),
+  // one watch over every disk, as for fio: a stall is no I/O completed on any of them
+  const runs = await watchingDisks({ devices, stallS, tool: "badblocks" }, context, (watched) =>
+    Promise.all(
+      devices.map(async (device) => {
+        const started = performance.now();
+        let run;
+        try {
+          run = await backend.burnin.badblocks([...args, device], {
+            signal: watched,
+            ...(runtime > 0
+              ? { stopAfterMs: runtime * 1000, timeoutMs: (runtime + OVERRUN_MARGIN_S) * 1000 }
+              : {}),
+          });
+        } catch (error) {
+          if (watched.aborted) throw error;
+          throw new CodedError(
+            "COMMAND_FAILED",
+            `burnin_disk: badblocks on ${device} failed: ${(error as Error).message}`,
+          );
+        }
+        const elapsedMs = performance.now() - started;
+        const report = parseBadblocks(run.stderr, run.stdout);
+        logger.info({ device, code: run.code, report }, "badblocks done");
+        return { device, run, report, elapsedMs };
+      }),
+    ),
   );
   const failures: string[] = [];
   const figures = runs.map(({ device, run, report, elapsedMs }) => {

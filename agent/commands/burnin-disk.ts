@@ -4,7 +4,7 @@ import { CodedError } from "../../shared/errors.ts";
 import { parseFioJson, tail } from "../hardware/burnin-output.ts";
 import { runBadblocks } from "./badblocks.ts";
 import type { CommandHandler } from "./command.ts";
-import { watchForStall } from "./stall-watch.ts";
+import { watchingDisks } from "./stall-watch.ts";
 
 /** IPA's default: 4 loops, as badblocks does. */
 const DEFAULT_LOOPS = 4;
@@ -51,35 +51,21 @@ export const burninDisk: CommandHandler<"burnin_disk"> = async (args, context) =
   // A disk or controller that stops answering would hold fio, and the node, until the conductor's bound (a
   // week for loops without a runtime): no I/O completed for stall_timeout stops fio and fails the step.
   const stallS = args.stall_timeout ?? BURNIN_DISK_STALL_DEFAULT_S;
-  const stalled = new AbortController();
-  const endWatch = watchForStall(
-    () => backend.burnin.ioCompleted(devices),
-    stallS * 1000,
-    () => stalled.abort(new Error("stalled")),
-  );
   let run;
   try {
-    run = await backend.burnin.fio(fioArgs, {
-      signal: AbortSignal.any([signal, stalled.signal]),
-      ...(runtime > 0 ? { timeoutMs: (runtime * loops + 600) * 1000 } : {}),
-    });
+    run = await watchingDisks({ devices, stallS, tool: "fio" }, context, (watched) =>
+      backend.burnin.fio(fioArgs, {
+        signal: watched,
+        ...(runtime > 0 ? { timeoutMs: (runtime * loops + 600) * 1000 } : {}),
+      }),
+    );
   } catch (error) {
-    if (stalled.signal.aborted && !signal.aborted) {
-      logger.warn({ devices, stall_timeout_s: stallS }, "fio stopped: no I/O completed");
-      throw new CodedError(
-        "COMMAND_FAILED",
-        `burnin_disk: no I/O completed on ${devices.join(", ")} for ${stallS} s; fio was stopped ` +
-          "(the disk or its controller stopped answering)",
-      );
-    }
-    if (signal.aborted) throw error;
+    if (signal.aborted || error instanceof CodedError) throw error;
     if ((error as NodeJS.ErrnoException).code === "ENOENT") {
       logger.info("no fio here: burnin_disk runs badblocks");
-      return runBadblocks({ devices, loops, runtime }, context);
+      return runBadblocks({ devices, loops, runtime, stallS }, context);
     }
     throw new CodedError("COMMAND_FAILED", `burnin_disk: fio failed: ${(error as Error).message}`);
-  } finally {
-    endWatch();
   }
   const jobs = parseFioJson(run.stdout);
   logger.info({ code: run.code, jobs }, "fio (disk) done");

@@ -52,7 +52,7 @@ function context(
       if (options.fioDelayMs !== undefined) await new Promise((r) => setTimeout(r, options.fioDelayMs));
       return tools.fio(args, call);
     },
-    badblocks: (args) => (argv.push(["badblocks", ...args]), tools.badblocks(args)),
+    badblocks: (args, call) => (argv.push(["badblocks", ...args]), tools.badblocks(args, call)),
     ioCompleted: tools.ioCompleted.bind(tools),
   };
   Object.defineProperty(backend, "burnin", { value: recording });
@@ -423,6 +423,15 @@ describe("the burn-in commands on the simulated machine", () => {
     expect(ctx.fioSignals[0]?.aborted).toBe(true);
     expect(ctx.signal.aborted).toBe(false);
     expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+  });
+
+  it("burnin_disk without fio stops badblocks on disks that complete no I/O, with the same failure", async () => {
+    const ctx = context(["disk-stall"], { fio: false });
+    await expect(burninDisk({ loops: 1, stall_timeout: 1 }, ctx)).rejects.toMatchObject({
+      code: "COMMAND_FAILED",
+      message: `burnin_disk: no I/O completed on ${DISKS.join(", ")} for 1 s; badblocks was stopped (the disk or its controller stopped answering)`,
+    });
+    expect(ctx.argv.filter((argv) => argv[0] === "badblocks")).toHaveLength(DISKS.length);
   });
 
   it("burnin_disk leaves a slow fio alone while its disks complete I/O", async () => {

@@ -8,6 +8,15 @@ const BAD_BLOCKS = [1024, 1025, 40_000];
 /** The burn-in a simulated machine can be told to fail (`burnin_failing` in its machine file). */
 export type SimulatedBurnin = "cpu" | "memory" | "disk" | "disk-stall" | "network";
 
+/** A tool waiting on a disk that never answers: it ends only when stopped, with the stop's reason. */
+function untilStopped(options: ToolCall): Promise<never> {
+  return new Promise((_, reject) => {
+    const stop = () => reject(options.signal?.reason ?? new Error("aborted"));
+    if (options.signal?.aborted) stop();
+    else options.signal?.addEventListener("abort", stop, { once: true });
+  });
+}
+
 /** The value following `--name` (separate, or as `--name=value`). */
 function optionValues(args: readonly string[], name: string): string[] {
   const values: string[] = [];
@@ -49,14 +58,8 @@ export class SimulatedBurninTools implements BurninTools {
 
   async fio(args: readonly string[], options: ToolCall = {}): Promise<ExecResult> {
     const network = args.includes("--ioengine=net") || optionValues(args, "ioengine")[0] === "net";
-    if (!network && this.failing.has("disk-stall")) {
-      // a disk that stopped answering: fio waits on it until it is stopped
-      return new Promise((_, reject) => {
-        const stop = () => reject(options.signal?.reason ?? new Error("aborted"));
-        if (options.signal?.aborted) stop();
-        else options.signal?.addEventListener("abort", stop, { once: true });
-      });
-    }
+    // a disk that stopped answering: fio waits on it until it is stopped
+    if (!network && this.failing.has("disk-stall")) return untilStopped(options);
     const fails = this.failing.has(network ? "network" : "disk");
     const names = optionValues(args, "name");
     const io = (bytes: number) => ({
@@ -89,7 +92,8 @@ export class SimulatedBurninTools implements BurninTools {
   }
 
   /** A 64 MiB disk (16384 blocks of 4 KiB): each -t pattern written, then read and compared. */
-  async badblocks(args: readonly string[]): Promise<ExecResult> {
+  async badblocks(args: readonly string[], options: ToolCall = {}): Promise<ExecResult> {
+    if (this.failing.has("disk-stall")) return untilStopped(options);
     const fails = this.failing.has("disk");
     const patterns = args.flatMap((arg, i) => (arg === "-t" && i + 1 < args.length ? [args[i + 1]!] : []));
     const lines = ["Checking for bad blocks in read-write mode", "From block 0 to 16383"];
