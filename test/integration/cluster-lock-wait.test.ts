@@ -9,7 +9,9 @@ import { clusterSuite } from "../helpers/cluster-suite.ts";
  * received it (a VIF attach, as Nova's driver sends it to any API) finds the lock held by the node's owner, a
  * different process, and polls the shared database until the owner lets go; a request that runs on the owner
  * (a provision verb, forwarded) waits for the owner's own release. fake-hardware's delay keeps the owner's
- * power task on the lock for 600 ms. With node_locked_retry.attempts 1 (no wait) both are refused 409.
+ * power task on the lock for 1.5 s, long enough that a loaded machine still sends each request while it is
+ * held; the retry interval is 2 s, so the wait (up to 4 s) outlasts it. With node_locked_retry.attempts 1
+ * (no wait) both are refused 409.
  */
 
 type Node = { uuid: string; conductor: string | null; reservation: string | null };
@@ -22,12 +24,12 @@ const { dir, children } = suite;
 async function cluster(label: string, attempts: number): Promise<Conductor[]> {
   const database = await suite.pg.freshDatabase(label);
   const config = join(dir, `${label}.yaml`);
-  writeFileSync(config, `node_locked_retry:\n  attempts: ${attempts}\n  interval_s: 1\n`);
+  writeFileSync(config, `node_locked_retry:\n  attempts: ${attempts}\n  interval_s: 2\n`);
   const started: Conductor[] = [];
   for (const name of [`${label}-a`, `${label}-b`]) {
     const { child, url } = await spawnConductor([
       ...["--config", config, "--db", database, "--name", name, "--data-dir", join(dir, name)],
-      ...["--heartbeat-interval", "1", "--power-sync-interval", "0", "--fake-delay-ms", "600"],
+      ...["--heartbeat-interval", "1", "--power-sync-interval", "0", "--fake-delay-ms", "1500"],
     ]);
     children.push(child);
     started.push({ name, url });
