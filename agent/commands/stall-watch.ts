@@ -6,11 +6,7 @@ import type { CommandContext } from "./command.ts";
  * when it has not moved for `stallMs`. A counter that cannot be read (null, or a throw) never stalls: the watch
  * only stops work it has seen stand still. Returns the function that ends the watch.
  */
-export function watchForStall(
-  read: () => Promise<number | null>,
-  stallMs: number,
-  onStall: () => void,
-): () => void {
+function watchForStall(read: () => Promise<number | null>, stallMs: number, onStall: () => void): () => void {
   // a few looks per stall window, at most one every 10 s on long windows
   const everyMs = Math.min(10_000, Math.max(100, Math.floor(stallMs / 4)));
   let last: number | null = null;

@@ -1,4 +1,5 @@
-import { readFile, stat } from "node:fs/promises";
+import { readFile, realpath, stat } from "node:fs/promises";
+import { basename } from "node:path";
 import { exec } from "../../shared/system/exec.ts";
 
 /**
@@ -18,4 +19,13 @@ export async function ensureDeviceNode(name: string, signal?: AbortSignal): Prom
   const result = await exec("mknod", [path, "b", major, minor], { signal, timeoutMs: 10_000 });
   if (result.code !== 0) throw new Error(`mknod ${path} failed: ${result.stderr.trim()}`);
   return path;
+}
+
+/**
+ * The sysfs directory of a block device given by any path to it (/dev/disk/by-path/… links to the kernel's
+ * name, and sysfs keeps the device under that name). @throws Error when the path does not resolve
+ */
+export async function sysfsBlockDir(device: string): Promise<{ name: string; dir: string }> {
+  const name = basename(await realpath(device));
+  return { name, dir: `/sys/class/block/${name}` };
 }

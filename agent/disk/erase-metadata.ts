@@ -1,9 +1,8 @@
-import { basename } from "node:path";
-import { open, readdir, realpath, stat } from "node:fs/promises";
+import { open, readdir, stat } from "node:fs/promises";
 import type { Logger } from "../../shared/log.ts";
 import { silentLogger } from "../../shared/log.ts";
 import { exec } from "../../shared/system/exec.ts";
-import { ensureDeviceNode } from "./device-node.ts";
+import { ensureDeviceNode, sysfsBlockDir } from "./device-node.ts";
 import { inspectTarget, rereadPartitions } from "./target.ts";
 
 /** Partition tables sit at both ends (GPT's backup at the end); md 0.90/1.0 superblocks at the end, 1.1/1.2 at the start. */
@@ -28,8 +27,7 @@ export interface EraseMetadataResult {
 
 /** Partition device nodes of a disk, from sysfs (none for a file or an unpartitioned disk). */
 async function partitionsOf(device: string): Promise<string[]> {
-  const name = basename(await realpath(device));
-  const dir = `/sys/class/block/${name}`;
+  const { name, dir } = await sysfsBlockDir(device);
   const entries = await readdir(dir).catch(() => [] as string[]);
   const parts: string[] = [];
   for (const entry of entries) {

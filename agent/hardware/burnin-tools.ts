@@ -1,5 +1,5 @@
-import { readFile, realpath } from "node:fs/promises";
-import { basename } from "node:path";
+import { readFile } from "node:fs/promises";
+import { sysfsBlockDir } from "../disk/device-node.ts";
 import type { ExecResult } from "../../shared/system/exec.ts";
 import { exec } from "../../shared/system/exec.ts";
 import type { ToolCall } from "./disk-tools.ts";
@@ -49,9 +49,8 @@ export class LinuxBurninTools implements BurninTools {
     let total = 0;
     for (const device of devices) {
       try {
-        // /dev/disk/by-path/… links to the kernel's name; sysfs keeps the counters under that name
-        const name = basename(await realpath(device));
-        const fields = (await readFile(`/sys/class/block/${name}/stat`, "utf8")).trim().split(/\s+/);
+        const { dir } = await sysfsBlockDir(device);
+        const fields = (await readFile(`${dir}/stat`, "utf8")).trim().split(/\s+/);
         // Documentation/block/stat.rst: field 1 is reads completed, field 5 writes completed
         const completed = Number(fields[0]) + Number(fields[4]);
         if (!Number.isFinite(completed)) return null;
