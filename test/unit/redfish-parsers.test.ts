@@ -96,6 +96,23 @@ describe("Redfish parsers on generated input", () => {
     );
   });
 
+  it("a memory size no JSON integer holds in bytes is unknown, not an inventory the schema refuses", () => {
+    const of = (TotalSystemMemoryGiB: number) =>
+      inventoryFromRedfish({
+        system: ComputerSystemSchema.parse({ MemorySummary: { TotalSystemMemoryGiB } }),
+        processors: [],
+        memoryMiB: [],
+        drives: [],
+        nics: [],
+        simpleDevices: [],
+      });
+    // fast-check's counterexample: 2^33 MiB, whose bytes are 2^53
+    const huge = of(8388607.999511719);
+    expect(huge.memory).toEqual({ total: 0, physical_mb: null });
+    expect(InventorySchema.safeParse(huge).success).toBe(true);
+    expect(of(8388607).memory).toEqual({ total: 8388607 * 2 ** 30, physical_mb: 8388607 * 1024 });
+  });
+
   it("normalise a MAC in any case and separator, and nothing else", () => {
     fc.assert(
       fc.property(

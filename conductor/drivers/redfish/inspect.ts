@@ -75,12 +75,14 @@ export function inventoryFromRedfish(hw: RedfishHardware): Inventory {
     (threads > 0 ? threads : (system.ProcessorSummary?.Count ?? 1));
   const summedMiB = hw.memoryMiB.reduce((sum, m) => sum + m, 0);
   const summaryGiB = system.MemorySummary?.TotalSystemMemoryGiB;
-  const physicalMb =
+  const reportedMb =
     summedMiB > 0
       ? Math.round(summedMiB)
       : summaryGiB !== undefined && summaryGiB !== null
         ? Math.round(summaryGiB * 1024)
         : null;
+  // a size whose bytes no JSON integer holds exactly (8 EiB and up) is no machine's: unknown, not a bad inventory
+  const physicalMb = reportedMb !== null && reportedMb * MIB <= Number.MAX_SAFE_INTEGER ? reportedMb : null;
   const disks: Disk[] = hw.drives.map((drive, i) => ({
     ...diskOf(drive, i),
     model: drive.Model ?? "",
