@@ -100,9 +100,19 @@ describe("hash ring", () => {
     fc.assert(
       fc.property(fc.oneof(fc.uuid(), fc.string(), fc.string({ unit: "grapheme" })), (key) => {
         expect(ring.ownerOf(key)).toBe(ownerOf(key));
+        // asked again, a key's place comes from the ring's cache of placed keys
+        expect(ring.ownerOf(key)).toBe(ownerOf(key));
+        expect(ring.lookup(key, 2)[0]).toBe(ownerOf(key));
       }),
       { numRuns: 500 },
     );
+    // more keys than the cache keeps (it starts again): every owner still the model's
+    const keys = Array.from({ length: 140_000 }, (_, i) => `key-${i}`);
+    const owners = keys.map((key) => ring.ownerOf(key));
+    for (let i = 0; i < keys.length; i += 997) {
+      expect(owners[i]).toBe(ownerOf(keys[i]!));
+      expect(ring.ownerOf(keys[i]!)).toBe(ownerOf(keys[i]!));
+    }
   });
 
   it("groups: a node is owned only by its own group's members, none when the group has none", () => {
