@@ -44,6 +44,8 @@ export interface ShownPageFrame {
 
 /** One redacted member as written: its text and its length in bytes. */
 type Note = { text: string; bytes: number } | undefined;
+/** A row's notes per REDACTABLE_NODE_FIELDS slot; null when the caller sees every member as stored. */
+type Notes = readonly Note[] | null;
 
 /**
  * shownNodesJson with `open` before the array and `close` after it, written straight into one buffer (the
@@ -55,10 +57,12 @@ export function shownNodesPage(rows: readonly ShownNode[], frame: ShownPageFrame
   const { ctx, who } = frame;
   const links = linkPieces(ctx.baseUrl);
   // the notes depend on the caller and the node's owner and lessee only: worked out once per pair
-  const notesOf = new Map<string | null, Map<string | null, Note[]>>();
+  const notesOf = new Map<string | null, Map<string | null, Notes>>();
   // what follows a node's shown text depends on its conductor (a few per page) and its uuid's length
   const tailOf = new Map<string | null, Tail>();
-  const notes = new Array<Note[]>(rows.length);
+  const notes = new Array<Notes>(rows.length);
+  // the rows as written: a text read as bytes stays bytes where nothing is spliced in, else becomes text
+  const written = new Array<ShownNode>(rows.length);
   const tails = new Array<Tail>(rows.length);
   const ids = new Array<string>(rows.length);
   let size =
@@ -70,6 +74,10 @@ export function shownNodesPage(rows: readonly ShownNode[], frame: ShownPageFrame
     let rowNotes = byLessee.get(row.lessee);
     if (rowNotes === undefined) byLessee.set(row.lessee, (rowNotes = notesFor(who, row)));
     notes[r] = rowNotes;
+    written[r] =
+      rowNotes === null || typeof row.shown === "string"
+        ? row
+        : { ...row, shown: row.shown.toString("utf8") };
     // escaping is per character: the escaped uuid in the escaped base's links is the escaped link
     const id = inJsonString(row.uuid);
     ids[r] = id;
@@ -81,7 +89,7 @@ export function shownNodesPage(rows: readonly ShownNode[], frame: ShownPageFrame
       tailOf.set(conductor, tail);
     }
     tails[r] = tail;
-    size += shownBytes(row, rowNotes) + tail.bytes.length;
+    size += shownBytes(written[r]!, rowNotes) + tail.bytes.length;
   }
   const into = frame.buffer?.(size) ?? Buffer.allocUnsafe(size);
   if (into.length < size) throw new Error(`detail page: a buffer of ${into.length} for ${size} bytes`);
@@ -91,7 +99,7 @@ export function shownNodesPage(rows: readonly ShownNode[], frame: ShownPageFrame
   out[page.at++] = 0x5b; // [
   for (let r = 0; r < rows.length; r++) {
     if (r > 0) out[page.at++] = 0x2c; // ,
-    writeShown(page, rows[r]!, notes[r]!);
+    writeShown(page, written[r]!, notes[r]!);
     // the tail in one copy, then its uuid: written once, then copied to the other links
     const { bytes, slots, idBytes } = tails[r]!;
     const at = page.at;
@@ -150,8 +158,9 @@ function nodeTail(conductor: string | null, links: LinkPieces, idBytes: number):
 }
 
 /** The members the caller's redactions put in place of the stored ones, per REDACTABLE_NODE_FIELDS slot. */
-function notesFor(who: Identity, row: ShownNode): Note[] {
+function notesFor(who: Identity, row: ShownNode): Notes {
   const redacted = new Map(nodeRedactions(who, row));
+  if (redacted.size === 0) return null;
   return REDACTABLE_NODE_FIELDS.map((field) => {
     if (!redacted.has(field)) return undefined;
     const text = `,"${field}":${JSON.stringify(redacted.get(field))}`;
@@ -159,31 +168,41 @@ function notesFor(who: Identity, row: ShownNode): Note[] {
   });
 }
 
-/** The bytes of a row's shown text with its notes in place. */
-function shownBytes(row: ShownNode, notes: readonly Note[]): number {
+/**
+ * The bytes of a shown text with its notes in place. A text read as bytes comes with no notes (shownNodesPage
+ * makes it text where it has some: the cuts count characters).
+ */
+function shownBytes({ shown, cuts }: ShownNode, notes: Notes): number {
+  if (typeof shown !== "string") return shown.length;
+  if (notes === null) return Buffer.byteLength(shown);
   let bytes = 0;
   let from = 0;
   for (const slot of REDACTABLE_IN_TEXT_ORDER) {
     const note = notes[slot];
     if (note === undefined) continue;
-    bytes += Buffer.byteLength(row.shown.slice(from, row.cuts[slot * 2])) + note.bytes;
-    from = row.cuts[slot * 2 + 1]!;
+    bytes += Buffer.byteLength(shown.slice(from, cuts[slot * 2])) + note.bytes;
+    from = cuts[slot * 2 + 1]!;
   }
-  return bytes + (from === 0 ? Buffer.byteLength(row.shown) : Buffer.byteLength(row.shown.slice(from)));
+  return bytes + (from === 0 ? Buffer.byteLength(shown) : Buffer.byteLength(shown.slice(from)));
 }
 
-/** Writes a row's shown text with its notes in place at the cursor. */
-function writeShown(page: Cursor, row: ShownNode, notes: readonly Note[]): void {
+/** Writes a shown text with its notes in place at the cursor (as shownBytes counts it). */
+function writeShown(page: Cursor, { shown, cuts }: ShownNode, notes: Notes): void {
   const { out } = page;
+  if (typeof shown !== "string") {
+    out.set(shown, page.at);
+    page.at += shown.length;
+    return;
+  }
   let from = 0;
   for (const slot of REDACTABLE_IN_TEXT_ORDER) {
-    const note = notes[slot];
+    const note = notes?.[slot];
     if (note === undefined) continue;
-    page.at += out.write(row.shown.slice(from, row.cuts[slot * 2]), page.at, "utf8");
+    page.at += out.write(shown.slice(from, cuts[slot * 2]), page.at, "utf8");
     page.at += out.write(note.text, page.at, "utf8");
-    from = row.cuts[slot * 2 + 1]!;
+    from = cuts[slot * 2 + 1]!;
   }
-  page.at += out.write(from === 0 ? row.shown : row.shown.slice(from), page.at, "utf8");
+  page.at += out.write(from === 0 ? shown : shown.slice(from), page.at, "utf8");
 }
 
 /**

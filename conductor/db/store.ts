@@ -35,8 +35,8 @@ export interface ShownNode {
   conductor_group: string;
   owner: string | null;
   lessee: string | null;
-  /** The shown text: `{"uuid":…` up to `conductor`, the object left open */
-  shown: string;
+  /** The shown text: `{"uuid":…` up to `conductor`, the object left open; as text, or its UTF-8 bytes */
+  shown: string | Buffer;
   /** Where each redactable member of it starts and ends (node-shown.ts's REDACTABLE_NODE_FIELDS) */
   cuts: readonly number[];
 }

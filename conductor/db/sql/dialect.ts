@@ -1,4 +1,5 @@
 import type { CandidateQuery } from "../candidates.ts";
+import type { RawRows } from "./raw-rows.ts";
 
 /** A statement parameter; arrays only where the dialect's `list` made them. */
 export type SqlValue = string | number | boolean | null | readonly string[];
@@ -53,6 +54,11 @@ export interface Dialect extends Executor {
   readonly joinsPages: boolean;
   /** A node list's condition that hides child nodes (those with a parent_node), as API 1.83 lists do. */
   readonly noChildren: string;
+  /**
+   * A SELECT's rows as the database's bytes (no string per field), for the reads that copy most of their text
+   * into an answer; null where this dialect or these parameters cannot: the caller reads by `all`.
+   */
+  rawRows?(sql: string, params: readonly SqlValue[], columns: number): Promise<RawRows | null>;
   /** A constraint the error broke: its kind and the text naming it (message or constraint name). */
   violation(error: unknown): { kind: "unique" | "foreign"; detail: string } | null;
   /** Runs `work` in one transaction that takes the write lock first; rolls back when it throws. */

@@ -26,6 +26,7 @@ import {
   type StoredToken,
 } from "../store.ts";
 import { SHOWN_FORM, shownColumns, storedCuts, unshowable } from "../node-shown.ts";
+import { type RawRows, rawAscii, rawBytes, rawText } from "./raw-rows.ts";
 import { lastUuidOf, storedSummariesJson, summaryLinksSql, type SummaryJsonPage } from "../summary-json.ts";
 import { Params, type Dialect, type Executor, type SqlValue } from "./dialect.ts";
 import * as tables from "./tables.ts";
@@ -355,6 +356,8 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   async listNodeShown(filter: NodeFilter, page: Page): Promise<ShownNode[] | null> {
     const columns = "uuid, conductor_group, owner, lessee, shown, shown_cuts";
     const { sql, p } = this.nodeSelect({ list: columns, from: SHOWN_JOIN }, filter, page);
+    const raw = await this.d.rawRows?.(sql, p.values, 6);
+    if (raw) return shownNodesOf(raw);
     type ShownRow = [string, string, string | null, string | null, string | null, string | null];
     const rows = await this.d.all<ShownRow>(sql, p.values, { raw: true });
     const nodes: ShownNode[] = [];
@@ -843,4 +846,27 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
   }
 
   readonly close = () => this.d.close();
+}
+
+/**
+ * listNodeShown's rows (uuid, conductor_group, owner, lessee, shown, shown_cuts) read as bytes: each shown
+ * text stays the bytes the database sent (a view, copied once into the page), or null as listNodeShown.
+ */
+function shownNodesOf(raw: RawRows): ShownNode[] | null {
+  const nodes = new Array<ShownNode>(raw.rows);
+  for (let r = 0; r < raw.rows; r++) {
+    const shown = rawBytes(raw, r, 4);
+    // the cuts are ASCII by their form; a byte above it reads as no digit, and the row takes the view path
+    const cuts = storedCuts(shown === null ? null : "", rawAscii(raw, r, 5));
+    if (cuts === null || shown === null) return null;
+    nodes[r] = {
+      uuid: rawText(raw, r, 0)!,
+      conductor_group: rawText(raw, r, 1)!,
+      owner: rawText(raw, r, 2),
+      lessee: rawText(raw, r, 3),
+      shown,
+      cuts,
+    };
+  }
+  return nodes;
 }
