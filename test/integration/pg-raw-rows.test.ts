@@ -103,6 +103,17 @@ describe("a read as bytes (binary COPY with its values as literals)", () => {
     );
   });
 
+  it("a read of many socket reads (4 MB) returns pg's rows, every byte", async () => {
+    // each row differs: a payload kept as a view into a reused read buffer would show another row's bytes
+    const sql = `SELECT i, repeat(md5(i::text), $1::int) || 'é' FROM generate_series(1, $2::int) AS i`;
+    const values = [40, 3000];
+    const expected = await store.rows(sql, values);
+    const raw = await store.raw(sql, values, 2);
+    expect(raw!.rows).toBe(3000);
+    expect(raw!.data.length).toBeGreaterThan(3_000_000);
+    for (let r = 0; r < raw!.rows; r++) expect(rawText(raw!, r, 1)).toBe(expected[r]![1]);
+  });
+
   it("gives way (null) where a value has no literal: a NUL in text, a list, an unsafe number", async () => {
     expect(await store.raw("SELECT $1::text", ["a\0b"], 1)).toBeNull();
     expect(await store.raw("SELECT $1::text[]", [["a"]], 1)).toBeNull();
