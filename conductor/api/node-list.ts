@@ -9,7 +9,7 @@ import { NodeListQuery, collection, effectiveLimit, nextLink, parseQuery } from 
 import { renderJson } from "./render.ts";
 import { SHARD_MINOR } from "./shards.ts";
 import { shownNodesPage, shownTextServes } from "./node-shown-page.ts";
-import { PageBuffers } from "./page-buffers.ts";
+import { PageBuffers } from "../page-buffers.ts";
 
 /** Ironic's MINOR_104_NODE_INSTANCE_NAME. */
 export const INSTANCE_NAME_MINOR = 104;
@@ -98,8 +98,10 @@ async function listPage(
   }
   if (showDetail && query.fields === undefined && shownTextServes(ctx.minor)) {
     // the full form at the newest version: spliced from each node's stored shown text (node-shown-page.ts)
-    const rows = await deps.store.listNodeShown(filter, page);
-    if (rows !== null) {
+    let taken: Buffer | undefined;
+    // written while the rows are good (listNodeShown's `use`): a text read as bytes is a view of a reused buffer
+    const json = await deps.store.listNodeShown(filter, page, (rows) => {
+      if (rows === null) return null;
       const next = nextLink({
         count: rows.length,
         last: rows.at(-1)?.uuid ?? null,
@@ -108,14 +110,15 @@ async function listPage(
         query: request.query as Record<string, unknown>,
       });
       const close = next === null ? "}" : `,"next":${JSON.stringify(next)}}`;
-      let taken: Buffer | undefined;
-      const json = shownNodesPage(rows, {
+      return shownNodesPage(rows, {
         ctx,
         who: request.identity,
         open: NODES_OPEN,
         close,
         buffer: (size) => (taken = buffers.take(size)),
       });
+    });
+    if (json !== null) {
       // back to the pool once the socket has taken every byte of the response (never before: see PageBuffers)
       reply.raw.once("finish", () => {
         if (taken !== undefined) buffers.give(taken);

@@ -25,7 +25,7 @@ import { createdEntry, nodeHistory } from "./history.ts";
 import { NODE_JSON_FIELDS, checkStoredJson } from "./limits.ts";
 import * as actions from "./node-actions.ts";
 import { listNodes } from "./node-list.ts";
-import { PageBuffers } from "./page-buffers.ts";
+import { PageBuffers } from "../page-buffers.ts";
 import { patchNode } from "./node-patch.ts";
 import { nodeAllocationRoutes } from "./node-allocation.ts";
 import { nodeConsoleRoutes } from "./node-console.ts";

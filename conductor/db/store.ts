@@ -274,10 +274,12 @@ export interface Store extends TokenStore, StoredDocuments {
   listNodeSummaryJson(filter: NodeFilter, page: Page, linkBase: string): Promise<SummaryJsonPage>;
   /**
    * The detail page's rows as their shown texts (conductor/db/node-shown.ts): the same rows, order and paging
-   * as listNodes, with the columns a request adds to each. null when a node of the page has no shown text in
-   * this form (stored before it, unshowable, or being written): the caller shows that page by the view path.
+   * as listNodes, with the columns a request adds to each, handed to `use`, whose answer this returns. null
+   * when a node of the page has no shown text in this form (stored before it, unshowable, or being written): the
+   * caller shows that page by the view path. The rows are good while `use` runs: the bytes of a text read as
+   * bytes are used again once it returns.
    */
-  listNodeShown(filter: NodeFilter, page: Page): Promise<ShownNode[] | null>;
+  listNodeShown<T>(filter: NodeFilter, page: Page, use: (rows: readonly ShownNode[] | null) => T): Promise<T>;
   /** Writes the shown text of each node without one in this form (run at start). @returns how many */
   fillShownTexts(): Promise<number>;
   /**

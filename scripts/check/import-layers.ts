@@ -24,7 +24,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ["allocations", "auth", "history", "metrics", "images", "tls"],
   ["db", "events", "states"],
   ["config-loader.ts"],
-  ["config.ts", "errors.ts", "listen-address.ts", "idle-compaction.ts"],
+  ["config.ts", "errors.ts", "listen-address.ts", "idle-compaction.ts", "page-buffers.ts"],
 ];
 
 export interface ImportEdge {

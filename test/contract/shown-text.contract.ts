@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { shownRowsOf } from "../helpers/shown-rows.ts";
 import type { Identity, Role } from "../../conductor/auth/identity.ts";
 import { redactNodeView } from "../../conductor/auth/node-access.ts";
 import { shownNodesJson, shownTextServes } from "../../conductor/api/node-shown-page.ts";
@@ -210,7 +211,7 @@ export function shownTextContract(name: string, harness: StoreHarness): void {
                 await apply(bySecond && second ? second : store, record.uuid, w);
             }
             const stored = await store.listNodes(filter, {});
-            const shown = await store.listNodeShown(filter, {});
+            const shown = await shownRowsOf(store, filter);
             // every node was written through the store: each has its text
             expect(shown).not.toBeNull();
             expect(shown!.map((row) => row.uuid)).toEqual(stored.map((node) => node.uuid));

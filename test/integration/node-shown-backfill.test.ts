@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
+import { shownRowsOf } from "../helpers/shown-rows.ts";
 import type { Identity } from "../../conductor/auth/identity.ts";
 import { redactNodeView } from "../../conductor/auth/node-access.ts";
 import { shownNodesJson } from "../../conductor/api/node-shown-page.ts";
@@ -45,7 +46,7 @@ async function fleet(): Promise<{ file: string; uuids: string[] }> {
 
 /** The detail page from the shown texts equals the view path's, for an admin and for a lessee. */
 async function expectServedAsViews(store: Store): Promise<void> {
-  const rows = await store.listNodeShown({}, {});
+  const rows = await shownRowsOf(store, {});
   expect(rows).not.toBeNull();
   const nodes = await store.listNodes({}, {});
   for (const who of [lessee, { ...lessee, role: "admin" as const, project: null }]) {
@@ -65,7 +66,7 @@ describe("node shown texts written for rows stored without one", () => {
     raw.close();
     const store = new SqliteStore(file);
     try {
-      expect(await store.listNodeShown({}, {})).toBeNull();
+      expect(await shownRowsOf(store, {})).toBeNull();
       expect(await store.fillShownTexts()).toBe(2);
       expect(await store.fillShownTexts()).toBe(0);
       await expectServedAsViews(store);
@@ -88,7 +89,7 @@ describe("node shown texts written for rows stored without one", () => {
       const [row] = reader.prepare(`SELECT shown, shown_cuts FROM node_shown WHERE ${OF_NODE}`).all(uuids[2]);
       reader.close();
       expect(row).toEqual({ shown: null, shown_cuts: `${SHOWN_FORM}/` });
-      expect(await store.listNodeShown({}, {})).toBeNull();
+      expect(await shownRowsOf(store, {})).toBeNull();
     } finally {
       await store.close();
     }

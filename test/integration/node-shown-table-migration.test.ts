@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { shownRowsOf } from "../helpers/shown-rows.ts";
 import { defaultConfig } from "../../conductor/config.ts";
 import { MIGRATIONS } from "../../conductor/db/sqlite/migrations.ts";
 import { PG_MIGRATIONS } from "../../conductor/db/postgres/migrations.ts";
@@ -21,15 +22,15 @@ async function seed(store: Store): Promise<Seeded> {
   for (const fields of [{ lessee: "B" }, { driver_info: { ipmi_password: "pw" } }, {}]) {
     uuids.push((await store.createNode({ ...newNode({ driver: "fake-hardware" }, fake), ...fields })).uuid);
   }
-  const texts = await store.listNodeShown({}, {});
+  const texts = await shownRowsOf(store, {});
   expect(texts).toHaveLength(3);
   return { uuids, texts: texts ?? [] };
 }
 
 async function check(store: Store, { uuids, texts }: Seeded): Promise<void> {
-  expect(await store.listNodeShown({}, {})).toEqual(texts);
+  expect(await shownRowsOf(store, {})).toEqual(texts);
   await store.updateNode(uuids[0]!, { description: "after the move" });
-  const [first] = (await store.listNodeShown({}, {})) ?? [];
+  const [first] = (await shownRowsOf(store, {})) ?? [];
   // text (SQLite) or its bytes (PostgreSQL, read by a binary COPY)
   expect(String(first?.shown)).toContain('"description":"after the move"');
 }

@@ -2,6 +2,7 @@
 // the values go into its text as literals. These tests hold that path to pg's own parameterised reads.
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { shownRowsOf } from "../helpers/shown-rows.ts";
 import { PgStore } from "../../conductor/db/postgres/pg-store.ts";
 import { inlineParams } from "../../conductor/db/postgres/inline-params.ts";
 import type { SqlValue } from "../../conductor/db/sql/dialect.ts";
@@ -114,6 +115,32 @@ describe("a read as bytes (binary COPY with its values as literals)", () => {
     for (let r = 0; r < raw!.rows; r++) expect(rawText(raw!, r, 1)).toBe(expected[r]![1]);
   });
 
+  it("pages read side by side each see their own rows; a page's bytes are used again once its `use` returns", async () => {
+    const groups = ["page-a", "page-b", "page-c"];
+    // 200 nodes a group: a page of ~300 KB, above what the buffer pool keeps (256 KiB)
+    for (const group of groups)
+      for (let i = 0; i < 200; i++)
+        await store.createNode({ ...newNode({ driver: "fake-hardware" }, fake), conductor_group: group });
+    const own = (group: string) =>
+      store.listNodeShown({ conductor_group: group }, {}, (rows) =>
+        rows!.every(
+          (row) => row.conductor_group === group && String(row.shown).startsWith(`{"uuid":"${row.uuid}"`),
+        )
+          ? rows!.length
+          : -1,
+      );
+    expect(await Promise.all([...groups, ...groups, ...groups].map(own))).toEqual(Array(9).fill(200));
+    // a view kept past `use` (what the contract forbids) shows another page's bytes after the next read
+    let kept: Buffer | undefined;
+    let text = "";
+    await store.listNodeShown({ conductor_group: "page-a" }, {}, (rows) => {
+      kept = rows![0]!.shown as Buffer;
+      text = kept.toString("utf8");
+    });
+    await store.listNodeShown({ conductor_group: "page-b" }, {}, () => undefined);
+    expect(kept!.toString("utf8")).not.toBe(text);
+  }, 60_000);
+
   it("gives way (null) where a value has no literal: a NUL in text, a list, an unsafe number", async () => {
     expect(await store.raw("SELECT $1::text", ["a\0b"], 1)).toBeNull();
     expect(await store.raw("SELECT $1::text[]", [["a"]], 1)).toBeNull();
@@ -139,7 +166,7 @@ describe("a read as bytes (binary COPY with its values as literals)", () => {
       });
     store.counts.all = 0;
     store.counts.raw = 0;
-    const rows = await store.listNodeShown({ conductor_group: group }, {});
+    const rows = await shownRowsOf(store, { conductor_group: group });
     expect(store.counts).toEqual({ all: 0, raw: 1 });
     expect(rows).toHaveLength(3);
     for (const row of rows!) {
@@ -150,7 +177,7 @@ describe("a read as bytes (binary COPY with its values as literals)", () => {
       expect(shown).toMatch(/"name":"n-\d-é"/);
     }
     // a filter whose text has no literal takes pg's read
-    expect(await store.listNodeShown({ conductor_group: "a\0" }, {}).catch(() => "refused")).toBeDefined();
+    expect(await shownRowsOf(store, { conductor_group: "a\0" }).catch(() => "refused")).toBeDefined();
     expect(store.counts.all).toBeGreaterThan(0);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { PageBuffers } from "../../conductor/api/page-buffers.ts";
+import { PageBuffers } from "../../conductor/page-buffers.ts";
 
 const PAGE = 2_500_000;
 

@@ -1,4 +1,4 @@
-import type { RawRows } from "../sql/raw-rows.ts";
+import type { RawFields } from "../sql/raw-rows.ts";
 
 /** The 11 bytes every binary COPY stream opens with (PostgreSQL's COPY, "Binary Format"). */
 const SIGNATURE = Buffer.from("PGCOPY\n\xff\r\n\0", "latin1");
@@ -9,7 +9,7 @@ const SIGNATURE = Buffer.from("PGCOPY\n\xff\r\n\0", "latin1");
  * 32-bit length (-1: NULL) and its bytes, then the 16-bit -1 trailer.
  * @throws on a stream that is not one: a bad header, a row of another width, a field past the end, no trailer
  */
-export function binaryCopyRows(data: Buffer, columns: number): RawRows {
+export function binaryCopyRows(data: Buffer, columns: number): RawFields {
   if (data.length < SIGNATURE.length + 8 || !data.subarray(0, SIGNATURE.length).equals(SIGNATURE))
     throw new Error("binary COPY: no PGCOPY header");
   // the flags word (bit 16: OIDs included, which this reader does not expect) and the extension's length

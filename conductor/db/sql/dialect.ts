@@ -56,7 +56,8 @@ export interface Dialect extends Executor {
   readonly noChildren: string;
   /**
    * A SELECT's rows as the database's bytes (no string per field), for the reads that copy most of their text
-   * into an answer; null where this dialect or these parameters cannot: the caller reads by `all`.
+   * into an answer; null where this dialect or these parameters cannot: the caller reads by `all`. The caller
+   * releases the rows once it is done with every view of them.
    */
   rawRows?(sql: string, params: readonly SqlValue[], columns: number): Promise<RawRows | null>;
   /** A constraint the error broke: its kind and the text naming it (message or constraint name). */

@@ -26,7 +26,7 @@ import {
   type StoredToken,
 } from "../store.ts";
 import { SHOWN_FORM, shownColumns, storedCuts, unshowable } from "../node-shown.ts";
-import { type RawRows, rawAscii, rawBytes, rawText } from "./raw-rows.ts";
+import { type RawFields, rawAscii, rawBytes, rawText } from "./raw-rows.ts";
 import { lastUuidOf, storedSummariesJson, summaryLinksSql, type SummaryJsonPage } from "../summary-json.ts";
 import { Params, type Dialect, type Executor, type SqlValue } from "./dialect.ts";
 import * as tables from "./tables.ts";
@@ -353,13 +353,27 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     }
   }
 
-  async listNodeShown(filter: NodeFilter, page: Page): Promise<ShownNode[] | null> {
+  async listNodeShown<T>(
+    filter: NodeFilter,
+    page: Page,
+    use: (rows: readonly ShownNode[] | null) => T,
+  ): Promise<T> {
     const columns = "uuid, conductor_group, owner, lessee, shown, shown_cuts";
     const { sql, p } = this.nodeSelect({ list: columns, from: SHOWN_JOIN }, filter, page);
     const raw = await this.d.rawRows?.(sql, p.values, 6);
-    if (raw) return shownNodesOf(raw);
+    if (raw) {
+      try {
+        return use(shownNodesOf(raw));
+      } finally {
+        raw.release();
+      }
+    }
+    return use(await this.shownNodesAsText(sql, p.values));
+  }
+
+  private async shownNodesAsText(sql: string, values: readonly SqlValue[]): Promise<ShownNode[] | null> {
     type ShownRow = [string, string, string | null, string | null, string | null, string | null];
-    const rows = await this.d.all<ShownRow>(sql, p.values, { raw: true });
+    const rows = await this.d.all<ShownRow>(sql, values, { raw: true });
     const nodes: ShownNode[] = [];
     for (const [uuid, conductor_group, owner, lessee, shown, shownCuts] of rows) {
       const cuts = storedCuts(shown, shownCuts);
@@ -852,7 +866,7 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
  * listNodeShown's rows (uuid, conductor_group, owner, lessee, shown, shown_cuts) read as bytes: each shown
  * text stays the bytes the database sent (a view, copied once into the page), or null as listNodeShown.
  */
-function shownNodesOf(raw: RawRows): ShownNode[] | null {
+function shownNodesOf(raw: RawFields): ShownNode[] | null {
   const nodes = new Array<ShownNode>(raw.rows);
   for (let r = 0; r < raw.rows; r++) {
     const shown = rawBytes(raw, r, 4);

@@ -1,11 +1,12 @@
 /**
- * Buffers for large pages (the detail page at latest, ~2.5 MB per 1,000 nodes), handed out again once the
- * response that carried one has been written to its socket. A fresh buffer of that size is new memory every
+ * Buffers for large pages (the detail page at latest, ~2.5 MB per 1,000 nodes, and on PostgreSQL the 1.6 MB of
+ * shown texts it is written from), handed out again once their holder is done with them: a response once it has
+ * been written to its socket, a read once its rows are used. A fresh buffer of that size is new memory every
  * time: the kernel faults in and zeroes its ~600 pages on first touch, which cost 1.2–2.2 ms of the page's
  * ~4 ms of conductor CPU on the shared two cores (0.15 ms to write the same texts into a buffer used before),
  * and its external memory drives V8's collections.
  *
- * A buffer comes back only from a response's `finish`: a writable stream has handed every chunk on (the
+ * A response's buffer comes back only from its `finish`: a writable stream has handed every chunk on (the
  * socket's write callbacks ran) before it emits it, so no byte of the buffer is still to be sent. A response
  * that ends otherwise (the client went away, an error) never gives its buffer back; it is collected.
  */
