@@ -7,7 +7,8 @@
 // load hits both alike; every figure is printed per round with the median per-round ratio. Run it under
 // `flock /tmp/anvil-heavy.lock`.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { copyFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { processCpuMs, serverCpuMs } from "./proc-cpu.ts";
+import { copyFileSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -32,33 +33,6 @@ const POSTGRES = process.env.BENCH_STORE === "postgresql";
 const CONDUCTORS = Number(process.env.BENCH_CONDUCTORS ?? (POSTGRES ? 3 : 1));
 const CONCURRENCY = 8;
 const HEADERS = { "X-OpenStack-Ironic-API-Version": "1.78" };
-
-/** CPU milliseconds (user + system) a process has used; 0 once it is gone. */
-function cpuMs(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return 0;
-  }
-}
-
-/** CPU milliseconds used by a PostgreSQL server: its postmaster and every backend it forked. */
-function serverCpuMs(dataDir: string | undefined): number {
-  if (!dataDir) return 0;
-  const postmaster = Number(readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
-  let sum = cpuMs(postmaster);
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const ppid = Number(readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
-      if (ppid === postmaster) sum += cpuMs(Number(entry));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return sum;
-}
 
 /** This process's CPU milliseconds (the clients'). */
 const clientCpuMs = (): number => {
@@ -156,7 +130,7 @@ async function round(
     const times: number[] = [];
     let next = 0;
     served.on = true;
-    const cpu = () => conductors.reduce((sum, c) => sum + cpuMs(c.child.pid!), 0);
+    const cpu = () => conductors.reduce((sum, c) => sum + processCpuMs(c.child.pid!), 0);
     const cpu0 = cpu();
     const client0 = clientCpuMs();
     const server0 = serverCpuMs(serverDataDir);
