@@ -62,6 +62,8 @@ const NODE_COLUMNS = [
  * kept apart from the node rows so that every other read of the nodes scans rows half as wide.
  */
 const SHOWN_JOIN = "nodes LEFT JOIN node_shown ON node_shown.node_id = nodes.id";
+/** The detail page's columns, in the order shownNodesOf and shownNodesAsText read them. */
+const SHOWN_COLUMNS = ["uuid", "conductor_group", "owner", "lessee", "shown", "shown_cuts"] as const;
 /** A node's shown text replaces the one it has (INSERT … SELECT … WHERE: SQLite needs the WHERE before ON). */
 const SHOWN_UPSERT =
   " ON CONFLICT (node_id) DO UPDATE SET shown = excluded.shown, shown_cuts = excluded.shown_cuts";
@@ -358,9 +360,9 @@ export class SqlStore<D extends Dialect = Dialect> implements Store {
     page: Page,
     use: (rows: readonly ShownNode[] | null) => T,
   ): Promise<T> {
-    const columns = "uuid, conductor_group, owner, lessee, shown, shown_cuts";
-    const { sql, p } = this.nodeSelect({ list: columns, from: SHOWN_JOIN }, filter, page);
-    const raw = await this.d.rawRows?.(sql, p.values, 6);
+    const list = SHOWN_COLUMNS.join(", ");
+    const { sql, p } = this.nodeSelect({ list, from: SHOWN_JOIN }, filter, page);
+    const raw = await this.d.rawRows?.(sql, p.values, SHOWN_COLUMNS.length);
     if (raw) {
       try {
         return use(shownNodesOf(raw));
