@@ -13,12 +13,11 @@
 // service runs); BENCH_CONDUCTOR=tsx runs the sources through tsx instead. BENCH_CONDUCTOR_NODE_ARGS="…" passes
 // flags to every conductor's node process (all sides), as api.ts does.
 import { throwawayPostgres } from "./throwaway-postgres.ts";
-import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFile, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { createInterface } from "node:readline";
+import { join } from "node:path";
 import { type Dispatcher, request } from "undici";
 import { promisify } from "node:util";
 import {
@@ -27,9 +26,11 @@ import {
   compareRounds,
   loadNow,
   printLoad,
+  benchCheckouts,
   roundOrder,
 } from "./interleave.ts";
-import { BENCH_CONDUCTOR_RUN, conductorCommand, prepareBenchConductor } from "./conductor-process.ts";
+import { BENCH_CONDUCTOR_RUN, prepareBenchConductor } from "./conductor-process.ts";
+import { closedLoop, spawnListeningConductor } from "./closed-loop.ts";
 import { percentile } from "./percentile.ts";
 import { processCpuMs } from "./proc-cpu.ts";
 import { rssMiB } from "./rss.ts";
@@ -93,47 +94,11 @@ async function call(
   return { status: response.statusCode, body: text ? (JSON.parse(text) as unknown) : null };
 }
 
-/** Runs `count` jobs, `concurrency` at a time; returns each job's latency (ms, sorted) and the rate. */
-async function load(
-  count: number,
-  job: (i: number) => Promise<void>,
-): Promise<{ perS: number; p50: number; p99: number }> {
-  const times: number[] = [];
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (next < count) {
-        const i = next++;
-        const t = performance.now();
-        await job(i);
-        times.push(performance.now() - t);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  times.sort((a, b) => a - b);
-  return { perS: count / seconds, p50: percentile(times, 50), p99: percentile(times, 99) };
-}
+/** Runs `count` jobs, CONCURRENCY at a time; returns each job's latency (ms) and the rate. */
+const load = (count: number, job: (i: number) => Promise<void>) => closedLoop(count, CONCURRENCY, job);
 
-async function spawnConductor(
-  checkout: string,
-  args: string[],
-): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [...NODE_ARGS, ...conductorCommand(), "--port", "0", ...args], {
-    cwd: checkout,
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    const lines = createInterface({ input: child.stderr! });
-    lines.on("line", (line) => {
-      const match = /"url":"(http:\/\/[^"]+)"/.exec(line);
-      if (match?.[1]) resolve(match[1]);
-    });
-    child.on("exit", (code) => reject(new Error(`conductor exited ${code}`)));
-  });
-  return { child, url };
-}
+const spawnConductor = (checkout: string, args: string[]) =>
+  spawnListeningConductor(checkout, args, NODE_ARGS);
 
 interface Result {
   store: string;
@@ -358,14 +323,7 @@ async function main(): Promise<void> {
   if (!pgConductors.every((n) => Number.isInteger(n) && n > 0))
     throw new Error(`BENCH_PG_CONDUCTORS: conductor counts separated by commas, such as "3,1"`);
   const dir = mkdtempSync(join(tmpdir(), "anvil-cluster-bench-"));
-  const checkouts: [string, string][] = [["this checkout", resolve(".")]];
-  if (BASELINE_REV) {
-    const base = join(dir, "baseline");
-    mkdirSync(base);
-    execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "bash", BASELINE_REV, base]);
-    symlinkSync(resolve("node_modules"), join(base, "node_modules"));
-    checkouts.unshift([`baseline ${BASELINE_REV}`, base]);
-  }
+  const checkouts = benchCheckouts(dir, BASELINE_REV);
   /** The rows measured: PostgreSQL behind each conductor count, then SQLite behind one. */
   const rows: { store: "PostgreSQL" | "SQLite"; conductors: number }[] = [
     ...(only.includes("postgresql") ? pgConductors : []).map((n) => ({

@@ -6,13 +6,12 @@
 // its other figures, each side on a fresh database, where the tail moves with everything else the run does.
 // The baseline must read this checkout's schema (its conductors start on the database this checkout seeded).
 // Run it under `flock /tmp/anvil-heavy.lock`.
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { execFileSync, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { createInterface } from "node:readline";
+import { join } from "node:path";
 import { request } from "undici";
-import { conductorCommand, prepareBenchConductor } from "./conductor-process.ts";
+import { prepareBenchConductor } from "./conductor-process.ts";
 import { seedFleet } from "./fleet.ts";
 import {
   type Figure,
@@ -20,9 +19,10 @@ import {
   compareRounds,
   loadNow,
   printLoad,
+  benchCheckouts,
   roundOrder,
 } from "./interleave.ts";
-import { percentile } from "./percentile.ts";
+import { closedLoop, spawnListeningConductor } from "./closed-loop.ts";
 import { processCpuMs, serverCpuMs } from "./proc-cpu.ts";
 import { throwawayPostgres } from "./throwaway-postgres.ts";
 
@@ -44,24 +44,6 @@ interface Result {
   clientCpuMs: number;
 }
 
-async function spawnConductor(
-  checkout: string,
-  args: string[],
-): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [...conductorCommand(), "--port", "0", ...args], {
-    cwd: checkout,
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  const url = await new Promise<string>((resolveUrl, reject) => {
-    createInterface({ input: child.stderr! }).on("line", (line) => {
-      const match = /"url":"(http:\/\/[^"]+)"/.exec(line);
-      if (match?.[1]) resolveUrl(match[1]);
-    });
-    child.on("exit", (code) => reject(new Error(`conductor exited ${code}`)));
-  });
-  return { child, url };
-}
-
 async function page(url: string): Promise<void> {
   const response = await request(`${url}${PATH}`, { headers: HEADERS });
   // read, not parsed: a parse would put the client's CPU in the conductors' latency
@@ -69,28 +51,9 @@ async function page(url: string): Promise<void> {
   if (response.statusCode !== 200) throw new Error(`${PATH}: ${response.statusCode}`);
 }
 
-/** `count` pages, CONCURRENCY at a time, handed to the conductors in turn; latencies in ms and the rate. */
-async function load(
-  urls: readonly string[],
-  count: number,
-): Promise<{ perS: number; p50: number; p99: number }> {
-  const times: number[] = [];
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (next < count) {
-        const i = next++;
-        const t = performance.now();
-        await page(urls[i % urls.length]!);
-        times.push(performance.now() - t);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  times.sort((a, b) => a - b);
-  return { perS: count / seconds, p50: percentile(times, 50), p99: percentile(times, 99) };
-}
+/** `count` pages, CONCURRENCY at a time, handed to the conductors in turn. */
+const load = (urls: readonly string[], count: number) =>
+  closedLoop(count, CONCURRENCY, (i) => page(urls[i % urls.length]!));
 
 /** One side: its conductors on the shared database (`server`: its URL and data directory), files in `dir`. */
 async function measure(
@@ -103,7 +66,7 @@ async function measure(
   try {
     for (let i = 0; i < CONDUCTORS; i++)
       conductors.push(
-        await spawnConductor(checkout, [
+        await spawnListeningConductor(checkout, [
           ...["--db", database, "--name", `detail-${i}`, "--data-dir", mkdtempSync(join(dir, "c-"))],
           ...["--power-sync-interval", "0", "--log-level", "info"],
         ]),
@@ -138,14 +101,7 @@ const FIGURES: Figure<Result>[] = [
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "anvil-detail-cpu-"));
-  const checkouts: [string, string][] = [["this checkout", resolve(".")]];
-  if (BASELINE_REV) {
-    const base = join(dir, "baseline");
-    mkdirSync(base);
-    execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "bash", BASELINE_REV, base]);
-    symlinkSync(resolve("node_modules"), join(base, "node_modules"));
-    checkouts.unshift([`baseline ${BASELINE_REV}`, base]);
-  }
+  const checkouts = benchCheckouts(dir, BASELINE_REV);
   const postgres = throwawayPostgres("anvil-detail-cpu-pg-");
   try {
     const database = postgres.start();

@@ -2,6 +2,9 @@
 // baseline first, round 2 this checkout first, and so on (AB, BA, AB, …), so that load drift on a shared machine
 // hits both sides alike. Each figure is printed per round, then as the median of each side and the median of the
 // per-round ratios, with the load average the rounds saw.
+import { execFileSync } from "node:child_process";
+import { mkdirSync, symlinkSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { loadavg } from "node:os";
 
 /** One figure a bench compares: how to read it from a result and how to print it. */
@@ -98,4 +101,20 @@ export function compareRounds<R>(
       `| ${r.name} (${r.unit}) | ${r.base} | ${r.here} | ×${fmt(r.ratio, 2)} (×${fmt(Math.min(...r.ratios), 2)}–${fmt(Math.max(...r.ratios), 2)}) | ${r.rounds} | ${r.load} |`,
     );
   return rows;
+}
+
+/**
+ * The sides a bench measures: this checkout, and before it `rev` extracted into `dir`/baseline with `git archive`
+ * (its own code, this checkout's `node_modules` linked) when a baseline is asked for.
+ */
+export function benchCheckouts(dir: string, rev: string | undefined): [string, string][] {
+  const checkouts: [string, string][] = [["this checkout", resolve(".")]];
+  if (rev) {
+    const base = join(dir, "baseline");
+    mkdirSync(base);
+    execFileSync("bash", ["-c", 'git archive "$1" | tar -x -C "$2"', "bash", rev, base]);
+    symlinkSync(resolve("node_modules"), join(base, "node_modules"));
+    checkouts.unshift([`baseline ${rev}`, base]);
+  }
+  return checkouts;
 }
