@@ -133,7 +133,7 @@ async function round(
     const cpu = () => conductors.reduce((sum, c) => sum + processCpuMs(c.child.pid!), 0);
     const cpu0 = cpu();
     const client0 = clientCpuMs();
-    const server0 = serverCpuMs(serverDataDir);
+    const server0 = serverDataDir === undefined ? 0 : serverCpuMs(serverDataDir);
     const started = performance.now();
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
@@ -148,7 +148,8 @@ async function round(
     const seconds = (performance.now() - started) / 1000;
     const cpuPerPage = (cpu() - cpu0) / PAGES;
     const clientCpuPerPage = (clientCpuMs() - client0) / PAGES;
-    const serverCpuPerPage = (serverCpuMs(serverDataDir) - server0) / PAGES;
+    const serverCpuPerPage =
+      ((serverDataDir === undefined ? 0 : serverCpuMs(serverDataDir)) - server0) / PAGES;
     await Promise.all(pools.map((p) => p.close()));
     times.sort((a, b) => a - b);
     const ms = served.ms.sort((a, b) => a - b);

@@ -8,11 +8,12 @@
 import { newAllocationRecord } from "../../conductor/allocations/service.ts";
 import { throwawayPostgres } from "./throwaway-postgres.ts";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Store } from "../../conductor/db/store.ts";
 import { fakeNode } from "./fleet.ts";
+import { serverCpuMs } from "./proc-cpu.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 20_000);
 const CLAIMS = Number(process.env.BENCH_CLAIMS ?? 1_000);
@@ -26,22 +27,6 @@ const TRAITS = MODE === "class" ? [] : ["CUSTOM_FAST"];
 const SPEC = MODE === "traits-exact" ? { memory_mb: 16384, vcpus: 8, match: "exact" as const } : null;
 
 type OpenStore = (database: string) => Store;
-
-/** CPU seconds (user + system) of the server: the postmaster whose pid `dataDir` records, and its children. */
-function serverCpu(dataDir: string): number {
-  const postmaster = readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")[0]!.trim();
-  let ticks = 0;
-  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-      if (pid !== postmaster && fields[1] !== postmaster) continue;
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return ticks / 100;
-}
 
 async function seed(store: Store, count: number): Promise<void> {
   let next = 0;
@@ -123,13 +108,13 @@ async function main(): Promise<void> {
       for (const side of round % 2 ? [...sides].reverse() : sides) {
         const r = results.get(side.name)!;
         const cpu0 = process.cpuUsage();
-        const server0 = serverCpu(join(postgres.dir, "data"));
+        const server0 = serverCpuMs(join(postgres.dir, "data")) / 1000;
         const t0 = performance.now();
         r.times.push(...(await claims(side.store, per)));
         r.wall += (performance.now() - t0) / 1000;
         const used = process.cpuUsage(cpu0);
         r.cpu += (used.user + used.system) / 1e6;
-        r.server += serverCpu(join(postgres.dir, "data")) - server0;
+        r.server += serverCpuMs(join(postgres.dir, "data")) / 1000 - server0;
       }
     }
     console.log(

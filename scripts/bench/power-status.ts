@@ -8,7 +8,6 @@
  */
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { parseArgs } from "node:util";
 import { runPowerSyncPass } from "../../conductor/cluster/power-sync.ts";
@@ -25,6 +24,7 @@ import { fleetAddress } from "../../test/helpers/rmcp-fleet.ts";
 import { ipmipowerStat } from "./ipmipower.ts";
 import type { IpmipowerAnswer } from "./ipmipower.ts";
 import { fleetPowerOf } from "./rmcp-fleet.ts";
+import { processCpu } from "./proc-cpu.ts";
 
 const USER = "admin";
 const FLEET_PASSWORD = "stand-in-pw";
@@ -33,23 +33,15 @@ const BMCS_PER_PROCESS = 15_000;
 /** Hosts per ipmipower process (it holds a socket per host from the start). */
 const IPMIPOWER_BATCH = 5_000;
 
-/** CPU ms of a process: its own, and its reaped children's (utime, stime, cutime, cstime; USER_HZ 100). */
-function cpuMs(pid: number | "self"): { own: number; children: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ms = (i: number): number => Number(f[i]) * 10;
-  return { own: ms(11) + ms(12), children: ms(13) + ms(14) };
-}
-
 /** Conductor-side CPU (this process and the programs it ran) across `fn`, with its wall time. */
 async function measured<T>(fn: () => Promise<T>): Promise<{ value: T; wallS: number; cpuS: number }> {
-  const before = cpuMs("self");
+  const before = processCpu("self");
   const own = process.cpuUsage();
   const began = performance.now();
   const value = await fn();
   const wallS = (performance.now() - began) / 1000;
   const used = process.cpuUsage(own);
-  const children = cpuMs("self").children - before.children;
+  const children = processCpu("self").children - before.children;
   return { value, wallS, cpuS: (used.user + used.system) / 1e6 + children / 1000 };
 }
 
@@ -92,7 +84,7 @@ async function onIpmiSim(options: { bmcs: number; calls: number }): Promise<Row[
     for (let i = 0; i < options.bmcs; i++)
       sims.push(await startIpmiSim({ initialPower: i % 3 === 0 ? "off" : "on" }));
     const expectOn = sims.map((_, i) => i % 3 !== 0);
-    const simCpu = (): number => sims.reduce((sum, sim) => sum + cpuMs(sim.pid).own, 0) / 1000;
+    const simCpu = (): number => sims.reduce((sum, sim) => sum + processCpu(sim.pid).own, 0) / 1000;
     const rows: Row[] = [];
     const run = async (method: string, fn: () => Promise<number>): Promise<void> => {
       const bmcBefore = simCpu();
@@ -226,7 +218,7 @@ async function sweep(
   options: { port: number; workers: number; ipmipowerFanout: number | undefined },
 ): Promise<Row[]> {
   const fleet = await startFleet(size, options.port);
-  const fleetCpu = (): number => fleet.reduce((sum, child) => sum + cpuMs(child.pid ?? 0).own, 0) / 1000;
+  const fleetCpu = (): number => fleet.reduce((sum, child) => sum + processCpu(child.pid ?? 0).own, 0) / 1000;
   const rows: Row[] = [];
   try {
     const client = new RmcpClient();

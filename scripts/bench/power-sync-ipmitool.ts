@@ -2,7 +2,6 @@
 // has one BMC per node, and ipmitool runs one command at a time per BMC), one pass with the conductor's
 // auto workers. 10^4 ipmi_sims would not fit this machine, so the sample's per-call figures are what the
 // 10^4 estimate is made of (method in `estimateFleetSeconds`).
-import { readFileSync } from "node:fs";
 import { POWER_SYNC_FIT, runPowerSyncPass } from "../../conductor/cluster/power-sync.ts";
 import { storePowerSyncPort } from "../../conductor/cluster/power-sync-port.ts";
 import { defaultConfig } from "../../conductor/config.ts";
@@ -12,6 +11,7 @@ import { ipmiHardware } from "../../conductor/drivers/registry.ts";
 import { newNode } from "../../conductor/operations/node-record.ts";
 import { standaloneOperations } from "../../conductor/operations/standalone.ts";
 import { startIpmiSim, type IpmiSim } from "../../test/helpers/ipmi-sim.ts";
+import { processCpu } from "./proc-cpu.ts";
 
 export interface IpmitoolSampleResult {
   nodes: number;
@@ -22,17 +22,6 @@ export interface IpmitoolSampleResult {
   cpuMsPerCall: number;
   /** ipmi_sim CPU per call (the simulated BMCs' side, not the conductor's). */
   bmcCpuMsPerCall: number;
-}
-
-/** utime+stime and cutime+cstime of a /proc/<pid>/stat line, in ms (USER_HZ 100). */
-export function statCpuMs(stat: string): { own: number; children: number } {
-  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ms = (i: number) => (Number(rest[i]) / 100) * 1000;
-  return { own: ms(11) + ms(12), children: ms(13) + ms(14) };
-}
-
-function cpuOf(pid: number): { own: number; children: number } {
-  return statCpuMs(readFileSync(`/proc/${pid}/stat`, "utf8"));
 }
 
 /**
@@ -65,9 +54,9 @@ export async function ipmitoolSample(database: string, count: number): Promise<I
       await store.createNode({ ...node, provision_state: "available", power_state: "power off" });
     }
     const defaults = config.powerSync;
-    const bmcBefore = sims.reduce((sum, sim) => sum + cpuOf(sim.pid).own, 0);
+    const bmcBefore = sims.reduce((sum, sim) => sum + processCpu(sim.pid).own, 0);
     const own = process.cpuUsage();
-    const children = cpuOf(process.pid).children;
+    const children = processCpu(process.pid).children;
     const started = performance.now();
     const report = await runPowerSyncPass(
       storePowerSyncPort(
@@ -83,8 +72,8 @@ export async function ipmitoolSample(database: string, count: number): Promise<I
     );
     const seconds = (performance.now() - started) / 1000;
     const used = process.cpuUsage(own);
-    const cpuMs = (used.user + used.system) / 1000 + (cpuOf(process.pid).children - children);
-    const bmcMs = sims.reduce((sum, sim) => sum + cpuOf(sim.pid).own, 0) - bmcBefore;
+    const cpuMs = (used.user + used.system) / 1000 + (processCpu(process.pid).children - children);
+    const bmcMs = sims.reduce((sum, sim) => sum + processCpu(sim.pid).own, 0) - bmcBefore;
     return {
       nodes: count,
       seconds,
