@@ -17,8 +17,8 @@ import { MemoryTokenStore, TokenService } from "../../conductor/auth/tokens.ts";
 import { UserStore } from "../../conductor/auth/user-store.ts";
 import { makeLabCa } from "../../conductor/tls/lab-ca.ts";
 import { silentLogger } from "../../shared/log.ts";
-import { percentile } from "./percentile.ts";
 import { startKeystone } from "../../test/helpers/keystone.ts";
+import { closedLoop } from "./closed-loop.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 1000);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 4000);
@@ -75,21 +75,8 @@ async function load(
   total: number,
   fn: () => Promise<void>,
 ): Promise<{ p50: number; p99: number; rps: number }> {
-  const times: number[] = [];
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (next++ < total) {
-        const t = performance.now();
-        await fn();
-        times.push(performance.now() - t);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  times.sort((a, b) => a - b);
-  return { p50: percentile(times, 50), p99: percentile(times, 99), rps: times.length / seconds };
+  const { p50, p99, perS } = await closedLoop(total, CONCURRENCY, fn);
+  return { p50, p99, rps: perS };
 }
 
 async function main(): Promise<void> {
