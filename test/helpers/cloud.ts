@@ -126,17 +126,13 @@ export async function settle<T>(
 }
 
 /**
- * What the computes were doing, for a failed wait on Nova: `cloud.sh status` (which processes still run), then
- * from each nova-compute's log its errors, warnings and hash ring lines (the ironic driver logs its members at
- * debug, cloud.sh turns that on), and its last lines.
+ * What the computes were doing, for a failed wait on Nova: from each nova-compute's log its errors, warnings
+ * and hash ring lines (the ironic driver logs its members at debug, cloud.sh turns that on) and its last lines,
+ * then `cloud.sh status` (which processes still run; each compute up or not, mapped or not, its node count),
+ * last because a CI log keeps the end.
  */
 export async function computesDiagnosis(cloud: LabCloud): Promise<string> {
   const out: string[] = [];
-  const status = await exec("bash", [CLOUD, "status"], {
-    env: { ANVIL_CLOUD_DIR: cloud.dir },
-    timeoutMs: 60_000,
-  });
-  out.push(`cloud.sh status:\n${status.stdout.trim()}`);
   for (let i = 1; i <= Number(cloud.cloudEnv.COMPUTES ?? 0); i++) {
     const lines = (await readFile(join(cloud.dir, "log", `nova-compute-${i}.log`), "utf8").catch(() => ""))
       .split("\n")
@@ -151,6 +147,11 @@ export async function computesDiagnosis(cloud: LabCloud): Promise<string> {
       ...lines.slice(-15),
     );
   }
+  const status = await exec("bash", [CLOUD, "status"], {
+    env: { ANVIL_CLOUD_DIR: cloud.dir },
+    timeoutMs: 60_000,
+  });
+  out.push(`cloud.sh status:\n${status.stdout.trim()}`);
   return out.join("\n");
 }
 
