@@ -21,10 +21,20 @@ export function processCpuMs(pid: number): number {
   }
 }
 
-/** CPU milliseconds used by a PostgreSQL server: its postmaster and every backend it forked. */
+/**
+ * CPU milliseconds used by a PostgreSQL server: its postmaster, the backends it runs and those it has reaped.
+ * NOTE: a backend that ends (a closed connection, an autovacuum worker) leaves the live sum and enters the
+ * postmaster's reaped children's: counting the live ones alone made a reading fall when one ended.
+ */
 export function serverCpuMs(dataDir: string): number {
   const postmaster = Number(readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
-  let sum = processCpuMs(postmaster);
+  let sum: number;
+  try {
+    const { own, children } = processCpu(postmaster);
+    sum = own + children;
+  } catch {
+    return 0;
+  }
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {

@@ -1,6 +1,9 @@
 import { spawnSync } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { processCpu, processCpuMs } from "../../scripts/bench/proc-cpu.ts";
+import { processCpu, processCpuMs, serverCpuMs } from "../../scripts/bench/proc-cpu.ts";
 
 describe("a process's CPU from /proc (the benches' one reader)", () => {
   it("counts this process's own CPU as it works, and its reaped children's apart", () => {
@@ -26,5 +29,22 @@ describe("a process's CPU from /proc (the benches' one reader)", () => {
   it("a process that is gone counts 0", () => {
     const gone = spawnSync(process.execPath, ["-e", "process.pid"]).pid!;
     expect(processCpuMs(gone)).toBe(0);
+  });
+});
+
+describe("a PostgreSQL server's CPU (its postmaster and backends)", () => {
+  it("keeps a backend's CPU once it has ended and been reaped", async () => {
+    // this process stands for the postmaster: the backend it forks works 100 ms of CPU, then ends
+    const dataDir = await mkdtemp(join(tmpdir(), "anvil-proc-cpu-"));
+    try {
+      await writeFile(join(dataDir, "postmaster.pid"), `${process.pid}\n${dataDir}\n`);
+      const before = serverCpuMs(dataDir);
+      const backend =
+        "const s = process.cpuUsage(); for (let u = 0; u < 100000; ) { const c = process.cpuUsage(s); u = c.user + c.system; }";
+      spawnSync(process.execPath, ["-e", backend]);
+      expect(serverCpuMs(dataDir) - before).toBeGreaterThanOrEqual(80);
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 });
