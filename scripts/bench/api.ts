@@ -38,6 +38,7 @@ import {
   roundOrder,
 } from "./interleave.ts";
 import { percentile } from "./percentile.ts";
+import { closedLoop } from "./closed-loop.ts";
 import { rssMiB } from "./rss.ts";
 import { type BenchAnswer, ironicCall } from "./ironic-call.ts";
 
@@ -191,27 +192,21 @@ async function measure(dir: string, side: Side): Promise<Measured> {
   });
   try {
     await issueToken(url);
-    let next = 0;
     let failed = 0;
     let done = 0;
     let firstDone = 0;
     const createStart = performance.now();
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (next < NODES) {
-          const i = next++;
-          const res = await call(`${url}/v1/nodes`, "POST", {
-            name: `bench-${i}`,
-            driver: "fake-hardware",
-            resource_class: i % 5 ? "small" : "large",
-            properties: { cpus: 8, memory_mb: 16384, local_gb: 200, cpu_arch: "x86_64" },
-            driver_info: { ipmi_address: `10.0.${i >> 8}.${i & 255}`, ipmi_password: "secret" },
-          });
-          if (res.status !== 201) failed++;
-          if (++done === FIRST) firstDone = performance.now();
-        }
-      }),
-    );
+    await closedLoop(NODES, CONCURRENCY, async (i) => {
+      const res = await call(`${url}/v1/nodes`, "POST", {
+        name: `bench-${i}`,
+        driver: "fake-hardware",
+        resource_class: i % 5 ? "small" : "large",
+        properties: { cpus: 8, memory_mb: 16384, local_gb: 200, cpu_arch: "x86_64" },
+        driver_info: { ipmi_address: `10.0.${i >> 8}.${i & 255}`, ipmi_password: "secret" },
+      });
+      if (res.status !== 201) failed++;
+      if (++done === FIRST) firstDone = performance.now();
+    });
     const createEnd = performance.now();
     const createRate = NODES / ((createEnd - createStart) / 1000);
     const firstRate = FIRST / ((firstDone - createStart) / 1000);

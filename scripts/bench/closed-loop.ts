@@ -5,13 +5,13 @@ import { percentile } from "./percentile.ts";
 
 /**
  * Runs `count` jobs, `concurrency` at a time, each client starting its next job when its last one ends; each
- * job's latency (ms) at p50 and p99, and the rate.
+ * job's latency (ms) at p50 and p99, every latency (sorted), and the rate.
  */
 export async function closedLoop(
   count: number,
   concurrency: number,
   job: (i: number) => Promise<void>,
-): Promise<{ perS: number; p50: number; p99: number }> {
+): Promise<{ perS: number; p50: number; p99: number; times: number[] }> {
   const times: number[] = [];
   let next = 0;
   const started = performance.now();
@@ -27,7 +27,7 @@ export async function closedLoop(
   );
   const seconds = (performance.now() - started) / 1000;
   times.sort((a, b) => a - b);
-  return { perS: count / seconds, p50: percentile(times, 50), p99: percentile(times, 99) };
+  return { perS: count / seconds, p50: percentile(times, 50), p99: percentile(times, 99), times };
 }
 
 /**

@@ -8,6 +8,7 @@
 // `flock /tmp/anvil-heavy.lock`.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { processCpuMs, serverCpuMs } from "./proc-cpu.ts";
+import { closedLoop } from "./closed-loop.ts";
 import { copyFileSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -127,37 +128,18 @@ async function round(
         for (let i = 0; i < 10; i++) await page();
       }),
     );
-    const times: number[] = [];
-    let next = 0;
     served.on = true;
     const cpu = () => conductors.reduce((sum, c) => sum + processCpuMs(c.child.pid!), 0);
-    const cpu0 = cpu();
-    const client0 = clientCpuMs();
-    const server0 = serverDataDir === undefined ? 0 : serverCpuMs(serverDataDir);
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (next < PAGES) {
-          next++;
-          const t = performance.now();
-          await page();
-          times.push(performance.now() - t);
-        }
-      }),
-    );
-    const seconds = (performance.now() - started) / 1000;
+    const serverCpu = () => (serverDataDir === undefined ? 0 : serverCpuMs(serverDataDir));
+    const [cpu0, client0, server0] = [cpu(), clientCpuMs(), serverCpu()];
+    const timed = await closedLoop(PAGES, CONCURRENCY, page);
     const cpuPerPage = (cpu() - cpu0) / PAGES;
     const clientCpuPerPage = (clientCpuMs() - client0) / PAGES;
-    const serverCpuPerPage =
-      ((serverDataDir === undefined ? 0 : serverCpuMs(serverDataDir)) - server0) / PAGES;
+    const serverCpuPerPage = (serverCpu() - server0) / PAGES;
     await Promise.all(pools.map((p) => p.close()));
-    times.sort((a, b) => a - b);
     const ms = served.ms.sort((a, b) => a - b);
     return {
-      p50: percentile(times, 50),
-      times,
-      p99: percentile(times, 99),
-      perS: PAGES / seconds,
+      ...timed,
       cpuPerPage,
       clientCpuPerPage,
       serverCpuPerPage,
