@@ -29,6 +29,12 @@ die() {
 }
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 now_ms() { date +%s%3N; }
+# count WHAT VALUE [MIN]: VALUE, refused unless a whole number >= MIN (default 1); it names files and goes
+# into SQL (compute-I's host)
+count() {
+  [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge "${3:-1}" ] || die "$1: a whole number of at least ${3:-1}, not '$2'"
+  echo "$2"
+}
 
 # start NAME CMD...: detached (own session), stdio to log/NAME.log, pid in pids/NAME.
 start() {
@@ -393,11 +399,11 @@ cmd_up() {
   while [ $# -gt 0 ]; do
     case "$1" in
       --computes)
-        computes="$2"
+        computes=$(count --computes "${2:-}")
         shift 2
         ;;
       --lab-nodes)
-        LAB_NODES="$2"
+        LAB_NODES=$(count --lab-nodes "${2:-}" 0)
         shift 2
         ;;
       *) die "unknown option $1" ;;
@@ -520,12 +526,16 @@ case "${1:-}" in
     cmd_up "$@"
     ;;
   status) cmd_status ;;
-  stop-compute) cmd_stop_compute "$2" ;;
+  stop-compute)
+    i=$(count "compute number" "${2:-}")
+    cmd_stop_compute "$i"
+    ;;
   start-compute)
+    i=$(count "compute number" "${2:-}")
     # shellcheck source=/dev/null
     . "$DIR/cloud.env"
-    start_compute "$2"
-    wait_computes 1 "$2"
+    start_compute "$i"
+    wait_computes 1 "$i"
     map_computes
     ;;
   down) cmd_down ;;
